@@ -1,0 +1,20 @@
+"""contextembed: frozen pretrained encoders as layer-pooled features for scikit-learn and spaCy."""
+
+from .encoders import Encoder, PieceEncoding, StaticVectors, load_encoder
+from .errors import MissingDependencyError, ModelNotFoundError
+from .pooling import LayerPooling, ScalarMix, resolve_layers
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Encoder",
+    "LayerPooling",
+    "MissingDependencyError",
+    "ModelNotFoundError",
+    "PieceEncoding",
+    "ScalarMix",
+    "StaticVectors",
+    "__version__",
+    "load_encoder",
+    "resolve_layers",
+]

