@@ -1,0 +1,29 @@
+"""scikit-learn adapters: text and token embedders, a feature-based sequence tagger, scorers.
+
+>>> from contextembed.sklearn import SequenceTagger, TokenEmbedder
+>>> tagger = SequenceTagger(TokenEmbedder("minilm-l6", layers=[-4, -3, -2, -1], combine="concat"))
+>>> tagger.fit(train_tokens, train_tags).score(dev_tokens, dev_tags)  # doctest: +SKIP
+"""
+
+from ._encoding import clear_cache, clear_encoders, set_cache_size
+from .features import SHAPE_NAMES, context_window, shape_features
+from .scoring import detect_scheme, entity_f1, entity_f1_scorer
+from .tagger import SequenceTagger, is_cased
+from .text import TextEmbedder
+from .token import TokenEmbedder
+
+__all__ = [
+    "SHAPE_NAMES",
+    "SequenceTagger",
+    "TextEmbedder",
+    "TokenEmbedder",
+    "clear_cache",
+    "clear_encoders",
+    "context_window",
+    "detect_scheme",
+    "entity_f1",
+    "entity_f1_scorer",
+    "is_cased",
+    "set_cache_size",
+    "shape_features",
+]

@@ -1,0 +1,335 @@
+"""Encode once, pool many times: a process-wide encoder registry and an encoding cache.
+
+Every estimator in :mod:`contextembed.sklearn` asks this module for *piece-level encodings with
+all layers* (:class:`~contextembed.PieceEncoding`). Pooling choices (``layers``, ``combine``,
+``subword_pooling``, ``text_pooling``) are applied afterwards, so a grid search over them runs the
+encoder once per distinct sentence.
+
+- :func:`get_encoder` keeps one loaded encoder per ``(spec, device, precision, options)`` in the
+  process, so clones made by ``GridSearchCV`` never reload the model.
+- :data:`MEMORY_CACHE` is an LRU cache bounded by bytes (``CONTEXTEMBED_CACHE_BYTES``, default
+  1 GiB; change it with :func:`set_cache_size`), keyed by a hash of the encoder's identity and
+  the token list.
+- ``cache=`` a directory or a :class:`joblib.Memory` adds an on-disk cache shared across processes
+  and sessions.
+- ``n_jobs`` splits the sentences that still need encoding into fixed blocks run by joblib workers
+  (any joblib backend, dask and ray included); the blocks do not depend on ``n_jobs``, so the
+  results are identical to ``n_jobs=1``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Optional, Union
+
+import numpy as np
+
+from ..encoders.base import Encoder, PieceEncoding
+from ..encoders.loading import load_encoder
+
+#: sentences per encoding block (the unit of work of one joblib task)
+BLOCK_SIZE = 512
+DEFAULT_CACHE_BYTES = int(os.environ.get("CONTEXTEMBED_CACHE_BYTES", 1 << 30))
+
+
+@dataclass(frozen=True)
+class EncoderRef:
+    """Everything needed to load an encoder again and to name its outputs in a cache.
+
+    Attributes
+    ----------
+    spec : str
+        What :func:`contextembed.load_encoder` receives (a name, a path).
+    device, precision : str
+        Passed to :func:`contextembed.load_encoder`.
+    batch_tokens : int or None
+        Padded pieces per forward pass (``None``: the encoder's default).
+    """
+
+    spec: str
+    device: str = "auto"
+    precision: str = "auto"
+    batch_tokens: Optional[int] = None
+
+    def options(self) -> dict:
+        return {} if self.batch_tokens is None else {"batch_tokens": self.batch_tokens}
+
+    def cache_key(self) -> str:
+        """A hash naming this encoder's outputs: spec, resolved device type, precision, model files."""
+        from ..devices import resolve_device
+
+        device = resolve_device(self.device).type
+        parts = [self.spec, device, self.precision, _fingerprint(self.spec)]
+        return hashlib.blake2b("\x1f".join(parts).encode(), digest_size=16).hexdigest()
+
+
+def _fingerprint(spec: str) -> str:
+    """Names, sizes and modification times of a local model's files (so edits invalidate the cache)."""
+    if not os.path.exists(spec):
+        return ""
+    if os.path.isfile(spec):
+        stat = os.stat(spec)
+        return f"{stat.st_size}:{stat.st_mtime_ns}"
+    entries = []
+    for name in sorted(os.listdir(spec)):
+        path = os.path.join(spec, name)
+        if os.path.isfile(path):
+            stat = os.stat(path)
+            entries.append(f"{name}:{stat.st_size}:{stat.st_mtime_ns}")
+    return ";".join(entries)
+
+
+# -- the encoder registry ---------------------------------------------------------------------
+
+_ENCODERS: dict[EncoderRef, Encoder] = {}
+_ENCODERS_LOCK = threading.Lock()
+
+
+def get_encoder(ref: EncoderRef) -> Encoder:
+    """Load the encoder ``ref`` names, or return the one already loaded in this process."""
+    with _ENCODERS_LOCK:
+        encoder = _ENCODERS.get(ref)
+        if encoder is None:
+            encoder = load_encoder(ref.spec, device=ref.device, precision=ref.precision, **ref.options())
+            _ENCODERS[ref] = encoder
+        return encoder
+
+
+def register_encoder(ref: EncoderRef, encoder: Encoder) -> None:
+    """Make ``encoder`` the one :func:`get_encoder` returns for ``ref`` (used by embedded weights)."""
+    with _ENCODERS_LOCK:
+        _ENCODERS[ref] = encoder
+
+
+def clear_encoders() -> None:
+    """Forget every loaded encoder (frees their memory once nothing else holds them)."""
+    with _ENCODERS_LOCK:
+        _ENCODERS.clear()
+
+
+# -- the in-memory cache ----------------------------------------------------------------------
+
+
+class EncodingCache:
+    """A thread-safe LRU mapping of sentence keys to :class:`PieceEncoding`, bounded by bytes.
+
+    Parameters
+    ----------
+    max_bytes : int
+        Upper bound on the summed ``nbytes`` of the stored arrays; ``0`` disables the cache.
+    """
+
+    def __init__(self, max_bytes: int = DEFAULT_CACHE_BYTES) -> None:
+        self.max_bytes = int(max_bytes)
+        self._items: OrderedDict[str, PieceEncoding] = OrderedDict()
+        self._sizes: dict[str, int] = {}
+        self.nbytes = 0
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def get(self, key: str) -> Optional[PieceEncoding]:
+        with self._lock:
+            item = self._items.get(key)
+            if item is not None:
+                self._items.move_to_end(key)
+            return item
+
+    def put(self, key: str, encoding: PieceEncoding) -> None:
+        size = _nbytes(encoding)
+        if size > self.max_bytes:
+            return
+        with self._lock:
+            if key in self._items:
+                self._items.move_to_end(key)
+                return
+            self._items[key] = encoding
+            self._sizes[key] = size
+            self.nbytes += size
+            while self.nbytes > self.max_bytes:
+                old, _ = self._items.popitem(last=False)
+                self.nbytes -= self._sizes.pop(old)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self._sizes.clear()
+            self.nbytes = 0
+
+
+def _nbytes(encoding: PieceEncoding) -> int:
+    cls = 0 if encoding.cls is None else encoding.cls.nbytes
+    return encoding.hidden.nbytes + encoding.word_offsets.nbytes + cls
+
+
+MEMORY_CACHE = EncodingCache()
+
+
+def set_cache_size(max_bytes: int) -> None:
+    """Bound the process-wide in-memory encoding cache to ``max_bytes`` (``0`` turns it off)."""
+    if max_bytes < 0:
+        raise ValueError(f"max_bytes must be >= 0, got {max_bytes}")
+    MEMORY_CACHE.max_bytes = int(max_bytes)
+    if MEMORY_CACHE.nbytes > max_bytes:
+        MEMORY_CACHE.clear()
+
+
+def clear_cache() -> None:
+    """Empty the in-memory encoding cache."""
+    MEMORY_CACHE.clear()
+
+
+# -- the on-disk cache ------------------------------------------------------------------------
+
+
+def _stored(key: str, encoding: Optional[PieceEncoding] = None) -> Optional[PieceEncoding]:
+    """Identity function that joblib.Memory memoises on ``key`` alone (``encoding`` is ignored)."""
+    return encoding
+
+
+class DiskCache:
+    """Per-sentence encodings in a :class:`joblib.Memory` store."""
+
+    def __init__(self, memory) -> None:
+        self.memory = memory
+        self._func = memory.cache(_stored, ignore=["encoding"])
+
+    def get(self, key: str) -> Optional[PieceEncoding]:
+        if not self._func.check_call_in_cache(key):
+            return None
+        return self._func(key)
+
+    def put(self, key: str, encoding: PieceEncoding) -> None:
+        self._func(key, encoding)
+
+
+CacheOption = Union[str, os.PathLike, bool, None, object]
+
+
+def disk_cache(cache: CacheOption) -> Optional[DiskCache]:
+    """Turn an estimator's ``cache=`` value into a :class:`DiskCache` (or ``None``).
+
+    ``"memory"``/``True``: in-memory only; ``None``/``False``: no caching at all; a path: a
+    :class:`joblib.Memory` there; a :class:`joblib.Memory`: that store (one with no location
+    caches nothing on disk).
+    """
+    from joblib import Memory
+
+    if cache is None or isinstance(cache, bool) or (isinstance(cache, str) and cache == "memory"):
+        return None
+    if isinstance(cache, (str, os.PathLike)):
+        return DiskCache(Memory(os.fspath(cache), verbose=0))
+    if isinstance(cache, Memory):
+        return DiskCache(cache) if cache.location is not None else None
+    raise ValueError(
+        f"cache={cache!r} is not understood; expected 'memory', None/False (no cache), a directory "
+        "path or a joblib.Memory"
+    )
+
+
+def uses_memory(cache: CacheOption) -> bool:
+    return not (cache is None or cache is False)
+
+
+# -- encoding with the caches -----------------------------------------------------------------
+
+
+def sentence_key(encoder_key: str, tokens: Sequence[str]) -> str:
+    """Hash of the encoder identity and the exact token list (lengths included, so no collisions by
+    joining)."""
+    digest = hashlib.blake2b(encoder_key.encode(), digest_size=20)
+    for token in tokens:
+        data = token.encode("utf-8", "surrogatepass")
+        digest.update(len(data).to_bytes(4, "little"))
+        digest.update(data)
+    return digest.hexdigest()
+
+
+def _encode_block(ref: EncoderRef, sentences: list[list[str]]) -> list[PieceEncoding]:
+    """One joblib task: encode a block of sentences with every layer."""
+    return get_encoder(ref).encode_pieces(sentences, layers="all")
+
+
+def encode_all(
+    ref: EncoderRef,
+    sentences: Sequence[Sequence[str]],
+    *,
+    cache: CacheOption = "memory",
+    n_jobs: Optional[int] = None,
+) -> list[PieceEncoding]:
+    """Piece-level encodings with all layers for every sentence, in input order.
+
+    Sentences found in the caches are not encoded again; the rest (deduplicated) are encoded in
+    blocks of :data:`BLOCK_SIZE` sentences, in parallel when ``n_jobs`` asks for it.
+    """
+    encoder_key = ref.cache_key()
+    keys = [sentence_key(encoder_key, s) for s in sentences]
+    disk = disk_cache(cache)
+    memory = MEMORY_CACHE if uses_memory(cache) else None
+    found: dict[str, PieceEncoding] = {}
+    missing: dict[str, list[str]] = {}
+    for key, sentence in zip(keys, sentences):
+        if key in found or key in missing:
+            continue
+        hit = _lookup(key, memory, disk)
+        if hit is None:
+            missing[key] = list(sentence)
+        else:
+            found[key] = hit
+    if missing:
+        new = _encode_missing(ref, list(missing.values()), n_jobs)
+        for key, encoding in zip(missing, new):
+            found[key] = encoding
+            if memory is not None:
+                memory.put(key, encoding)
+            if disk is not None:
+                disk.put(key, encoding)
+    return [found[key] for key in keys]
+
+
+def _lookup(key: str, memory: Optional[EncodingCache], disk: Optional[DiskCache]) -> Optional[PieceEncoding]:
+    hit = memory.get(key) if memory is not None else None
+    if hit is None and disk is not None:
+        hit = disk.get(key)
+        if hit is not None and memory is not None:
+            memory.put(key, hit)
+    return hit
+
+
+def _encode_missing(ref: EncoderRef, sentences: list[list[str]], n_jobs: Optional[int]) -> list[PieceEncoding]:
+    blocks = [sentences[i : i + BLOCK_SIZE] for i in range(0, len(sentences), BLOCK_SIZE)]
+    from joblib import Parallel, delayed, effective_n_jobs
+
+    if effective_n_jobs(n_jobs) == 1 or len(blocks) == 1:
+        results = [_encode_block(ref, block) for block in blocks]
+    else:
+        results = Parallel(n_jobs=n_jobs)(delayed(_encode_block)(ref, block) for block in blocks)
+    return [encoding for block in results for encoding in block]
+
+
+def stack_words(encodings: Sequence[PieceEncoding], subword_pooling: str, layer_indexes: tuple[int, ...]) -> np.ndarray:
+    """Word vectors of the chosen layers for many sentences, concatenated along the word axis.
+
+    Returns
+    -------
+    np.ndarray
+        ``(layers, words, width)`` float32 with ``words`` the total over ``encodings``.
+    """
+    n_words = sum(e.n_words for e in encodings)
+    if not encodings:
+        raise ValueError("no sentences to stack")
+    first = encodings[0].words(subword_pooling)
+    out = np.empty((len(layer_indexes), n_words, first.shape[-1]), dtype=np.float32)
+    start = 0
+    index = list(layer_indexes)
+    for i, encoding in enumerate(encodings):
+        words = first if i == 0 else encoding.words(subword_pooling)
+        out[:, start : start + words.shape[1]] = words[index]
+        start += words.shape[1]
+    return out

@@ -1,0 +1,179 @@
+"""SequenceTagger: a feature-based tagger (e.g. NER) on frozen contextual word vectors."""
+
+from __future__ import annotations
+
+from typing import Literal, Optional, Union
+
+import numpy as np
+from sklearn.base import BaseEstimator, clone
+from sklearn.linear_model import LogisticRegression
+from sklearn.utils.validation import check_is_fitted
+
+from ..encoders.base import Encoder
+from .features import SHAPE_NAMES, context_window, shape_features, window_index
+from .scoring import detect_scheme, entity_f1
+from .token import TokenEmbedder, _check_nonempty, check_tokens, token_labels
+
+
+class SequenceTagger(BaseEstimator):
+    """Tag every token of pre-tokenized sentences from frozen encoder features.
+
+    Each token is described by its pooled contextual vector (from ``embedder``), optionally
+    word-shape flags (for encoders that cannot see case), and the same for its ``window``
+    neighbours on each side; ``classifier`` predicts one tag per token. With
+    ``combine="scalar_mix"`` the embedder's layer weights are first learned for the tags (ELMo's
+    recipe: jointly with a linear softmax probe over the same window and shape features,
+    early-stopped on a held-out split of the training sentences).
+
+    Parameters
+    ----------
+    embedder : TokenEmbedder, optional
+        The token features; default ``TokenEmbedder()`` (MiniLM-L6, scalar mix of all layers).
+    classifier : sklearn classifier, optional
+        Fitted on the token feature rows; default ``LogisticRegression(max_iter=1000)``.
+    window : int
+        Neighbouring words on each side whose features are concatenated (0: the token alone).
+    shape_features : bool or "auto"
+        Add word-shape flags (:data:`contextembed.sklearn.features.SHAPE_NAMES`); ``"auto"``
+        adds them when the encoder is uncased (lowercases its input).
+
+    Attributes
+    ----------
+    embedder_ : TokenEmbedder
+        The fitted embedder.
+    classifier_ : classifier
+        The fitted classifier.
+    classes_ : np.ndarray
+        Tags seen in training; predictions are always among them.
+    tag_scheme_ : {"IOB1", "IOB2", "IOBES", "BILOU"}
+        Detected from the training tags; used by :meth:`score`.
+    uses_shape_ : bool
+        Whether shape features were used.
+    mix_weights_, gamma_
+        The embedder's learned mix (``combine="scalar_mix"`` only).
+    """
+
+    def __init__(
+        self,
+        embedder: Optional[TokenEmbedder] = None,
+        classifier=None,
+        window: int = 1,
+        shape_features: Union[bool, Literal["auto"]] = "auto",
+    ) -> None:
+        self.embedder = embedder
+        self.classifier = classifier
+        self.window = window
+        self.shape_features = shape_features
+
+    def fit(self, X, y):
+        """Fit on tokenized sentences and their tags.
+
+        Parameters
+        ----------
+        X : list of list of str
+            Tokenized sentences.
+        y : list of list of str
+            One tag per token (IOB1, IOB2/BIO, IOBES or BILOU).
+        """
+        if y is None:
+            raise ValueError(
+                "SequenceTagger requires y to be passed, but the target y is None; pass one tag list "
+                "per sentence"
+            )
+        sentences = _check_nonempty(check_tokens(X))
+        y = list(y)
+        if len(y) != len(sentences):
+            raise ValueError(f"X has {len(sentences)} sentences but y has {len(y)} tag lists")
+        tags = token_labels(sentences, y).astype(str)
+        self._check_params()
+        self.tag_scheme_ = detect_scheme([[str(t) for t in tags_i] for tags_i in y])
+        self.classes_, codes = np.unique(tags, return_inverse=True)
+        self.embedder_ = clone(self.embedder if self.embedder is not None else TokenEmbedder())
+        encoder = self.embedder_._setup()
+        self.uses_shape_ = _resolve_shape(self.shape_features, encoder)
+        lengths = [len(s) for s in sentences]
+        extra = shape_features(sentences) if self.uses_shape_ else None
+        if self.embedder_.combine == "scalar_mix":
+            self.embedder_._fit_mix(sentences, codes, window=window_index(lengths, self.window), extra=extra)
+        for name in ("mix_weights_", "gamma_"):
+            if hasattr(self.embedder_, name):
+                setattr(self, name, getattr(self.embedder_, name))
+        features = self._features(sentences, extra)
+        self.classifier_ = clone(self.classifier if self.classifier is not None else _default_classifier())
+        self.classifier_.fit(features, tags)
+        return self
+
+    def predict(self, X) -> list[list[str]]:
+        """Tags for every token: one list per sentence, ``len`` equal to the sentence's."""
+        check_is_fitted(self)
+        sentences = check_tokens(X)
+        if sum(len(s) for s in sentences) == 0:
+            return [[] for _ in sentences]
+        extra = shape_features(sentences) if self.uses_shape_ else None
+        predicted = np.asarray(self.classifier_.predict(self._features(sentences, extra)))
+        bounds = np.cumsum([len(s) for s in sentences])[:-1]
+        return [list(map(str, part)) for part in np.split(predicted, bounds)]
+
+    def score(self, X, y) -> float:
+        """Entity-level micro F1 (seqeval) of the predictions against ``y``."""
+        return entity_f1(list(y), self.predict(X))
+
+    def transform_features(self, X) -> np.ndarray:
+        """The classifier's input rows: ``(total_tokens, n_features)`` float32."""
+        check_is_fitted(self)
+        sentences = check_tokens(X)
+        extra = shape_features(sentences) if self.uses_shape_ else None
+        return self._features(sentences, extra)
+
+    def feature_names(self) -> list[str]:
+        """Names of the classifier's input columns (window position and feature)."""
+        from .features import window_names
+
+        check_is_fitted(self)
+        names = list(self.embedder_.get_feature_names_out())
+        names += [f"shape_{n}" for n in SHAPE_NAMES] if self.uses_shape_ else []
+        return window_names(names, self.window)
+
+    def _features(self, sentences, extra: Optional[np.ndarray]) -> np.ndarray:
+        # (tokens, width)
+        vectors = self.embedder_.transform(sentences)
+        if extra is not None:
+            vectors = np.hstack([vectors, extra])
+        return context_window(vectors, [len(s) for s in sentences], self.window)
+
+    def _check_params(self) -> None:
+        if isinstance(self.window, bool) or not isinstance(self.window, (int, np.integer)) or self.window < 0:
+            raise ValueError(f"window must be an int >= 0, got {self.window!r}")
+        if self.shape_features not in (True, False, "auto"):
+            raise ValueError(f"shape_features must be True, False or 'auto', got {self.shape_features!r}")
+        if self.embedder is not None and not isinstance(self.embedder, TokenEmbedder):
+            raise TypeError(f"embedder must be a TokenEmbedder, got {type(self.embedder).__name__}")
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.string = True
+        tags.input_tags.two_d_array = True  # a list of token lists (ragged)
+        tags.target_tags.required = True
+        return tags
+
+    def __sklearn_is_fitted__(self) -> bool:
+        return hasattr(self, "classifier_")
+
+
+def _default_classifier():
+    return LogisticRegression(max_iter=1000)
+
+
+def _resolve_shape(option, encoder: Encoder) -> bool:
+    return (not is_cased(encoder)) if option == "auto" else bool(option)
+
+
+def is_cased(encoder: Encoder) -> bool:
+    """Whether the encoder tells "Paris" from "paris" (uncased transformers and lowercase vectors don't)."""
+    if encoder.family == "static":
+        return not encoder.lowercase
+    pieces = getattr(encoder, "pieces", None)
+    if pieces is None:
+        return True  # character-level encoders (ELMo) see case
+    upper, lower = pieces([["Paris"], ["paris"]])
+    return not np.array_equal(upper.ids, lower.ids)

@@ -1,0 +1,213 @@
+"""TextEmbedder: one layer-pooled vector per text."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Optional, Union
+
+import numpy as np
+
+from ..pooling import LayerSpec, check_text_pooling, pool_text_numpy
+from ._base import LayerFeaturesBase, reject_sparse
+from ._encoding import CacheOption
+
+_WORD_OR_PUNCT = re.compile(r"\w+(?:[-'’.]\w+)*|[^\w\s]")
+
+
+def regex_tokenize(text: str) -> list[str]:
+    """Words (with inner hyphens, apostrophes and periods) and single punctuation marks."""
+    return _WORD_OR_PUNCT.findall(text)
+
+
+def whitespace_tokenize(text: str) -> list[str]:
+    return text.split()
+
+
+#: named tokenizers for raw-text input; "auto" suits static vectors and subword encoders alike
+TOKENIZERS: dict[str, Callable[[str], list[str]]] = {
+    "auto": regex_tokenize,
+    "regex": regex_tokenize,
+    "whitespace": whitespace_tokenize,
+}
+
+
+class TextEmbedder(LayerFeaturesBase):
+    """Text vectors from a frozen encoder, as a scikit-learn transformer.
+
+    Each text is encoded once with all layers; its words are pooled to one vector per layer
+    (``text_pooling``), then the layers are combined (``layers``, ``combine``). For ``"mean"`` and
+    ``"cls"`` pooling, and for ``combine="concat"``, this equals combining layers first.
+
+    Parameters
+    ----------
+    encoder : str or path
+        What :func:`contextembed.load_encoder` takes; loaded in ``fit``, shared by clones.
+    layers : int, sequence of int, "all" or "hidden"
+        Which encoder layers to use.
+    combine : {"scalar_mix", "concat", "sum", "mean"}
+        ``"scalar_mix"`` learns its weights in ``fit(X, y)`` with class labels ``y`` (jointly with
+        a linear softmax probe, early-stopped on a held-out split); equal weights without ``y``.
+    subword_pooling : {"first", "last", "mean", "first_last", "max"}
+        How a word's pieces become one vector.
+    text_pooling : {"mean", "max", "cls"}
+        How a text's words become one vector; ``"cls"`` (transformers only) takes the first
+        special piece.
+    tokenizer : {"auto", "regex", "whitespace"} or callable
+        Splits raw strings into words (token lists in ``X`` are used as given). ``"auto"``: words
+        and punctuation marks, which suits static vectors and subword encoders alike.
+    device, precision, batch_tokens, cache, n_jobs, embed_weights, max_epochs,
+    validation_fraction, random_state
+        As in :class:`TokenEmbedder`.
+
+    Attributes
+    ----------
+    mix_weights_ : np.ndarray
+        ``(selected_layers,)`` normalised mix weights (``combine="scalar_mix"`` only).
+    gamma_ : float
+        The mix's scale (``combine="scalar_mix"`` only).
+    """
+
+    def __init__(
+        self,
+        encoder: str = "minilm-l6",
+        layers: LayerSpec = "all",
+        combine: str = "scalar_mix",
+        subword_pooling: str = "first",
+        text_pooling: str = "mean",
+        tokenizer: Union[str, Callable[[str], list]] = "auto",
+        device: str = "auto",
+        precision: str = "auto",
+        batch_tokens: Optional[int] = None,
+        cache: CacheOption = "memory",
+        n_jobs: Optional[int] = None,
+        embed_weights: bool = False,
+        max_epochs: int = 20,
+        validation_fraction: float = 0.1,
+        random_state=0,
+    ) -> None:
+        self.encoder = encoder
+        self.layers = layers
+        self.combine = combine
+        self.subword_pooling = subword_pooling
+        self.text_pooling = text_pooling
+        self.tokenizer = tokenizer
+        self.device = device
+        self.precision = precision
+        self.batch_tokens = batch_tokens
+        self.cache = cache
+        self.n_jobs = n_jobs
+        self.embed_weights = embed_weights
+        self.max_epochs = max_epochs
+        self.validation_fraction = validation_fraction
+        self.random_state = random_state
+
+    def fit(self, X, y=None):
+        """Load the encoder; with class labels ``y`` and ``combine="scalar_mix"``, learn the mix.
+
+        Parameters
+        ----------
+        X : iterable of str, or of token lists
+            Raw texts (split by ``tokenizer``) or pre-tokenized texts; a one-column 2-D array or
+            DataFrame of texts is accepted too.
+        y : array-like of shape (n_texts,), optional
+            Class labels; only used to learn the scalar mix.
+        """
+        texts = self._tokenize(X)
+        if not texts:
+            raise ValueError("fit needs at least one text; X is empty")
+        check_text_pooling(self.text_pooling)
+        encoder = self._setup()
+        if self.text_pooling == "cls" and not encoder.has_cls:
+            raise ValueError(
+                f"text_pooling='cls' needs an encoder with a leading special piece; {self.encoder!r} "
+                "has none (use 'mean' or 'max')"
+            )
+        if y is not None and self.combine == "scalar_mix":
+            labels = _class_labels(y, len(texts))
+            _, codes = np.unique(labels, return_inverse=True)
+            self._learn_mix(self._layer_vectors(texts), codes, np.arange(len(texts)))
+        return self
+
+    def transform(self, X) -> np.ndarray:
+        """Text features.
+
+        Returns
+        -------
+        np.ndarray
+            ``(n_texts, n_features)`` float32, one row per text in input order.
+        """
+        self._check_fitted()
+        texts = self._tokenize(X)
+        if not texts:
+            return self._empty()
+        return self._combine(self._layer_vectors(texts))
+
+    def fit_transform(self, X, y=None, **fit_params):
+        return self.fit(X, y).transform(X)
+
+    def _layer_vectors(self, texts: list[list[str]]) -> np.ndarray:
+        """Per-layer text vectors: ``(selected_layers, n_texts, width)`` float32."""
+        out = np.empty((len(self.layer_indexes_), len(texts), self.width_), dtype=np.float32)
+        index = list(self.layer_indexes_)
+        for i, encoding in enumerate(self._encodings(texts)):
+            if self.text_pooling == "cls":
+                out[:, i] = encoding.cls[index]
+                continue
+            words = encoding.words(self.subword_pooling)
+            for row, layer in enumerate(index):
+                out[row, i] = pool_text_numpy(words[layer], self.text_pooling)
+        return out
+
+    def _tokenize(self, X) -> list[list[str]]:
+        """Raw strings -> token lists with the tokenizer; token lists are checked and kept."""
+        items = _column(X)
+        split = self.tokenizer if callable(self.tokenizer) else _named_tokenizer(self.tokenizer)
+        texts = []
+        for i, item in enumerate(items):
+            if isinstance(item, str):
+                texts.append(list(split(item)))
+            elif isinstance(item, (list, tuple)) and all(isinstance(t, str) for t in item):
+                texts.append(list(item))
+            else:
+                raise TypeError(
+                    f"text {i} is {type(item).__name__} ({str(item)[:40]!r}); expected a str or a list "
+                    "of str tokens"
+                )
+        return texts
+
+
+def _named_tokenizer(name) -> Callable[[str], list[str]]:
+    if name not in TOKENIZERS:
+        raise ValueError(f"tokenizer={name!r} is not one of {', '.join(map(repr, TOKENIZERS))} or a callable")
+    return TOKENIZERS[name]
+
+
+def _column(X) -> list:
+    """Accept a list/Series of texts, or a one-column 2-D array/DataFrame of texts."""
+    reject_sparse(X)
+    if isinstance(X, str):
+        raise TypeError("expected an iterable of texts, got a single string; pass [text]")
+    if hasattr(X, "iloc") and getattr(X, "ndim", 1) == 2:
+        X = X.to_numpy()
+    if isinstance(X, np.ndarray):
+        if X.ndim == 2 and X.shape[1] == 1:
+            X = X[:, 0]
+        if X.ndim != 1 or (X.size and not all(isinstance(x, (str, list, tuple)) for x in X.ravel())):
+            raise TypeError(
+                f"expected texts (an iterable of str, or a one-column array of str), got an array of "
+                f"shape {X.shape} and dtype {X.dtype}"
+            )
+    return list(X)
+
+
+def _class_labels(y, n_texts: int) -> np.ndarray:
+    labels = np.asarray(y)
+    if labels.ndim != 1 or len(labels) != n_texts:
+        raise ValueError(f"y must hold one class label per text: {n_texts} texts, got y of shape {labels.shape}")
+    if labels.dtype.kind == "f" and not np.all(np.mod(labels, 1) == 0):
+        raise ValueError(
+            "combine='scalar_mix' learns its weights from class labels, but y is continuous; use "
+            "combine='mean' (or another fixed combine) for regression targets"
+        )
+    return labels
