@@ -27,7 +27,7 @@ class ProbeSettings:
     validation_fraction: float = 0.1
     patience: int = 3
     batch_size: int = 256
-    lr: float = 1e-3
+    lr: float = 5e-3
     mix_lr: float = 1e-2
     random_state: int = 0
 
@@ -107,8 +107,10 @@ def learn_mix(
     best = (np.inf, probe.mix.weights.detach().clone(), probe.mix.gamma.detach().clone(), 0)
     stale = 0
     epoch = 0
+    # small training sets get smaller batches, so that every epoch takes at least ~32 steps
+    batch_size = max(8, min(settings.batch_size, -(-len(train_rows) // 32)))
     for epoch in range(1, settings.max_epochs + 1):
-        _train_epoch(probe, optimizer, data, train_rows, settings.batch_size, generator)
+        _train_epoch(probe, optimizer, data, train_rows, batch_size, generator)
         loss = _evaluate(probe, data, valid_rows)
         if loss < best[0] - 1e-4:
             best = (loss, probe.mix.weights.detach().clone(), probe.mix.gamma.detach().clone(), epoch)

@@ -172,8 +172,11 @@ def is_cased(encoder: Encoder) -> bool:
     """Whether the encoder tells "Paris" from "paris" (uncased transformers and lowercase vectors don't)."""
     if encoder.family == "static":
         return not encoder.lowercase
-    pieces = getattr(encoder, "pieces", None)
-    if pieces is None:
+    tokenizer = getattr(encoder, "tokenizer", None)
+    if tokenizer is None:
         return True  # character-level encoders (ELMo) see case
-    upper, lower = pieces([["Paris"], ["paris"]])
-    return not np.array_equal(upper.ids, lower.ids)
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None:
+        normalizer = backend.normalizer
+        return normalizer is None or normalizer.normalize_str("Paris NATO") == "Paris NATO"
+    return not getattr(tokenizer, "do_lower_case", False)

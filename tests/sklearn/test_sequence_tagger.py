@@ -1,0 +1,107 @@
+"""SequenceTagger: fitting, predicting, scoring, schemes, bad input, model selection."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import GridSearchCV, KFold, cross_val_score
+
+from contextembed import load_encoder
+from contextembed.sklearn import SequenceTagger, TokenEmbedder, entity_f1, entity_f1_scorer, is_cased
+from contextembed.sklearn.features import SHAPE_NAMES
+
+
+def _tagger(bert, **options):
+    return SequenceTagger(TokenEmbedder(bert, layers=[-2, -1], combine="concat"), **options)
+
+
+def test_fits_training_data_and_predicts_aligned_tags(static_path, sentences, tags):
+    classifier = LogisticRegression(C=100.0, max_iter=2000)
+    tagger = SequenceTagger(TokenEmbedder(static_path), classifier=classifier).fit(sentences, tags)
+    predicted = tagger.predict(sentences)
+    assert [len(p) for p in predicted] == [len(s) for s in sentences]
+    assert set(t for p in predicted for t in p) <= set(tagger.classes_)
+    # random vectors per word type plus neighbours: a weakly regularised linear model separates them
+    assert tagger.score(sentences, tags) > 0.9
+    assert tagger.tag_scheme_ == "IOB2"
+
+
+def test_predictions_never_invent_tags(bert, sentences, tags):
+    only_per = [[t if t.endswith("PER") else "O" for t in ts] for ts in tags]
+    tagger = _tagger(bert).fit(sentences, only_per)
+    unseen = [["Unseen", "Words", "in", "Zurich"]]
+    assert set(tagger.predict(unseen)[0]) <= {"B-PER", "I-PER", "O"}
+
+
+def test_feature_layout(bert, sentences, tags):
+    tagger = _tagger(bert, window=2, shape_features=True).fit(sentences, tags)
+    features = tagger.transform_features(sentences)
+    width = len(tagger.embedder_.get_feature_names_out()) + len(SHAPE_NAMES)
+    assert features.shape == (sum(map(len, sentences)), 5 * width)
+    assert len(tagger.feature_names()) == features.shape[1]
+    # the middle block is the token's own features
+    own = tagger.embedder_.transform(sentences)
+    np.testing.assert_array_equal(features[:, 2 * width : 2 * width + own.shape[1]], own)
+
+
+def test_iob1_and_bilou_tags_are_accepted(bert, sentences, tags):
+    bilou = [["U-" + t[2:] if t.startswith("B-") and (i + 1 == len(ts) or not ts[i + 1].startswith("I-"))
+              else t for i, t in enumerate(ts)] for ts in tags]
+    bilou = [["L-" + t[2:] if t.startswith("I-") and (i + 1 == len(ts) or not ts[i + 1].startswith("I-"))
+              else t for i, t in enumerate(ts)] for ts in bilou]
+    tagger = _tagger(bert).fit(sentences, bilou)
+    assert tagger.tag_scheme_ == "BILOU"
+    assert tagger.score(sentences, bilou) == pytest.approx(entity_f1(bilou, tagger.predict(sentences)))
+    iob1 = [["I-" + t[2:] if t.startswith("B-") and (i == 0 or ts[i - 1][2:] != t[2:]) else t
+             for i, t in enumerate(ts)] for ts in tags]
+    assert _tagger(bert).fit(sentences, iob1).tag_scheme_ == "IOB1"
+
+
+def test_scalar_mix_is_learned_and_exposed(bert, sentences, tags):
+    tagger = SequenceTagger(TokenEmbedder(bert, max_epochs=4)).fit(sentences, tags)
+    np.testing.assert_array_equal(tagger.mix_weights_, tagger.embedder_.mix_weights_)
+    assert tagger.mix_weights_.sum() == pytest.approx(1.0, abs=1e-6)
+    assert tagger.gamma_ == tagger.embedder_.gamma_
+
+
+def test_bad_input(bert, sentences, tags):
+    tagger = _tagger(bert)
+    with pytest.raises(TypeError, match="single string"):
+        tagger.fit("EU rejects German call", tags)
+    with pytest.raises(ValueError, match="X has 6 sentences but y has 5"):
+        tagger.fit(sentences, tags[:5])
+    bad = [list(t) for t in tags]
+    bad[2] = bad[2] + ["O"]
+    with pytest.raises(ValueError, match="sentence 2 has 2 tokens but 3 tags"):
+        tagger.fit(sentences, bad)
+    with pytest.raises(ValueError, match="requires y"):
+        tagger.fit(sentences, None)
+    with pytest.raises(ValueError, match="at least one sentence"):
+        tagger.fit([], [])
+    with pytest.raises(ValueError, match="window must be an int >= 0"):
+        _tagger(bert, window=-1).fit(sentences, tags)
+
+
+def test_empty_prediction_input(bert, sentences, tags):
+    tagger = _tagger(bert).fit(sentences, tags)
+    assert tagger.predict([]) == []
+    assert tagger.predict([[], ["EU"]])[0] == []
+
+
+def test_scorer_in_model_selection(bert, sentences, tags):
+    X, y = sentences * 2, tags * 2
+    scores = cross_val_score(_tagger(bert), X, y, cv=KFold(3), scoring=entity_f1_scorer)
+    assert scores.shape == (3,) and np.all((0 <= scores) & (scores <= 1))
+    search = GridSearchCV(_tagger(bert), {"window": [0, 1]}, cv=KFold(2), scoring=entity_f1_scorer).fit(X, y)
+    assert search.best_params_["window"] in (0, 1)
+    default = cross_val_score(_tagger(bert), X, y, cv=KFold(3))  # estimator.score is entity F1 too
+    np.testing.assert_allclose(default, scores)
+
+
+def test_shape_features_auto_follows_casing(bert, static_path, sentences, tags):
+    assert is_cased(load_encoder(bert))
+    assert not is_cased(load_encoder(static_path))  # a lowercase vocabulary
+    assert not _tagger(bert).fit(sentences, tags).uses_shape_
+    static = SequenceTagger(TokenEmbedder(static_path)).fit(sentences, tags)
+    assert static.uses_shape_

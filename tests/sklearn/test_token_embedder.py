@@ -1,0 +1,133 @@
+"""TokenEmbedder against a NumPy reference built from the core encoder."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from contextembed import load_encoder
+from contextembed.sklearn import TokenEmbedder
+from contextembed.sklearn.token import token_labels
+
+
+def _reference(encoder_path, sentences, layers, combine, subword_pooling):
+    encoder = load_encoder(encoder_path, device="cpu", precision="fp32")
+    per_sentence = encoder.encode(sentences, layers=layers, subword_pooling=subword_pooling)
+    # (layers, words, width)
+    hidden = np.concatenate(per_sentence, axis=1)
+    combines = {
+        "concat": lambda h: np.concatenate(list(h), axis=-1),
+        "sum": lambda h: h.sum(axis=0),
+        "mean": lambda h: h.mean(axis=0),
+        "scalar_mix": lambda h: h.mean(axis=0),  # unfitted mix: equal weights, gamma 1
+    }
+    return combines[combine](hidden)
+
+
+@pytest.mark.parametrize("combine", ["concat", "sum", "mean", "scalar_mix"])
+@pytest.mark.parametrize("subword_pooling", ["first", "mean", "first_last"])
+def test_matches_numpy_reference(bert, sentences, combine, subword_pooling):
+    layers = [0, -1]
+    embedder = TokenEmbedder(bert, layers=layers, combine=combine, subword_pooling=subword_pooling, device="cpu")
+    got = embedder.fit(sentences).transform(sentences)
+    expected = _reference(bert, sentences, layers, combine, subword_pooling)
+    assert got.dtype == np.float32
+    assert got.shape == (sum(map(len, sentences)), embedder.get_feature_names_out().shape[0])
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_rows_follow_input_order_and_split_per_sentence(bert, sentences):
+    embedder = TokenEmbedder(bert, layers=-1, combine="concat").fit(sentences)
+    whole = embedder.transform(sentences)
+    parts = embedder.transform_sentences(sentences)
+    assert [len(p) for p in parts] == [len(s) for s in sentences]
+    np.testing.assert_array_equal(np.concatenate(parts), whole)
+    # reversing the sentences reverses the blocks, token rows are unchanged
+    reversed_parts = embedder.transform_sentences(sentences[::-1])
+    for a, b in zip(parts, reversed_parts[::-1]):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_empty_input_gives_empty_array_of_the_right_width(bert, sentences):
+    embedder = TokenEmbedder(bert, layers=[-2, -1], combine="concat").fit(sentences)
+    width = len(embedder.get_feature_names_out())
+    assert embedder.transform([]).shape == (0, width)
+    assert embedder.transform([[]]).shape == (0, width)
+    mixed = embedder.transform([["EU"], [], ["call"]])
+    assert mixed.shape == (2, width)
+    assert embedder.transform_sentences([["EU"], []])[1].shape == (0, width)
+
+
+def test_static_vectors_work_as_encoder(static_path, sentences):
+    embedder = TokenEmbedder(static_path).fit(sentences)
+    out = embedder.transform(sentences)
+    encoder = load_encoder(static_path)
+    np.testing.assert_array_equal(out, np.concatenate(encoder.encode(sentences), axis=1)[0])
+
+
+def test_scalar_mix_learns_from_token_labels(bert, sentences, tags):
+    fitted = TokenEmbedder(bert, max_epochs=5).fit(sentences, tags)
+    assert fitted.mix_weights_.shape == (fitted.n_layers_,)
+    assert fitted.mix_weights_.sum() == pytest.approx(1.0, abs=1e-6)
+    assert not np.allclose(fitted.mix_weights_, 1 / fitted.n_layers_)
+    plain = TokenEmbedder(bert).fit(sentences)
+    np.testing.assert_allclose(plain.mix_weights_, 1 / plain.n_layers_)
+    assert plain.gamma_ == 1.0
+    assert np.isfinite(fitted.transform(sentences)).all()
+    # a flat array of one label per token is accepted too
+    flat = [t for ts in tags for t in ts]
+    np.testing.assert_array_equal(
+        TokenEmbedder(bert, max_epochs=5).fit(sentences, flat).mix_weights_, fitted.mix_weights_
+    )
+
+
+def test_no_mix_attributes_without_scalar_mix(bert, sentences):
+    fitted = TokenEmbedder(bert, layers=-1, combine="concat").fit(sentences)
+    assert not hasattr(fitted, "mix_weights_")
+
+
+def test_pandas_output(bert, sentences):
+    pd = pytest.importorskip("pandas")
+    embedder = TokenEmbedder(bert, layers=-1, combine="concat").set_output(transform="pandas")
+    frame = embedder.fit(sentences).transform(sentences)
+    assert isinstance(frame, pd.DataFrame)
+    assert list(frame.columns) == [f"tokenembedder{i}" for i in range(frame.shape[1])]
+
+
+@pytest.mark.parametrize(
+    "bad, error, message",
+    [
+        ("EU rejects German call", TypeError, "single string"),
+        (["EU rejects", "German call"], TypeError, "sentence 0 is a plain string"),
+        ([["EU", 3]], TypeError, "sentence 0, word 1 is int"),
+        (np.zeros((3, 2)), TypeError, "numeric array"),
+    ],
+)
+def test_bad_input_is_named(bert, bad, error, message):
+    embedder = TokenEmbedder(bert)
+    with pytest.raises(error, match=message):
+        embedder.fit(bad)
+
+
+def test_fit_on_nothing_is_an_error(bert):
+    with pytest.raises(ValueError, match="at least one sentence"):
+        TokenEmbedder(bert).fit([])
+
+
+def test_bad_parameters_are_named_in_fit(bert, sentences):
+    with pytest.raises(ValueError, match="combine='median'"):
+        TokenEmbedder(bert, combine="median").fit(sentences)
+    with pytest.raises(ValueError, match="layer 7 is out of range"):
+        TokenEmbedder(bert, layers=7).fit(sentences)
+    with pytest.raises(TypeError, match="encoder must be a name or a path"):
+        TokenEmbedder(encoder=object()).fit(sentences)
+
+
+def test_token_labels_checks_lengths(sentences, tags):
+    assert len(token_labels(sentences, tags)) == sum(map(len, sentences))
+    bad = [list(t) for t in tags]
+    bad[3] = bad[3][:-1]
+    with pytest.raises(ValueError, match="sentence 3 has 9 tokens but 8 tags"):
+        token_labels(sentences, bad)
+    with pytest.raises(ValueError, match="y has 5 entries but X has 6 sentences"):
+        token_labels(sentences, tags[:5])
