@@ -19,7 +19,7 @@ from ..encoders.base import Encoder, PieceEncoding, check_sentences
 from ..encoders.loading import NAMED_MODELS
 from ..errors import ModelNotFoundError
 from ..pooling import LayerPooling, check_combine, check_subword_pooling, subword_output_width
-from ._encoding import EncoderRef, encode_all, get_encoder, register_encoder
+from ._encoding import EncoderRef, disk_cache, encode_all, get_encoder, register_encoder
 from ._probe import MixResult, ProbeSettings, learn_mix
 
 #: word rows pooled per torch call in transform (bounds the temporary (layers, rows, width) array)
@@ -41,6 +41,7 @@ class LayerFeaturesBase(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
                 "'minilm-l6' or a model directory, so the estimator can be cloned and pickled"
             )
         _check_fraction(self.validation_fraction)
+        disk_cache(self.cache)  # validates the option
         self.encoder_ref_ = EncoderRef(os.fspath(self.encoder), self.device, self.precision, self.batch_tokens)
         encoder = get_encoder(self.encoder_ref_)
         self.n_layers_ = encoder.n_layers
@@ -61,8 +62,8 @@ class LayerFeaturesBase(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
 
     def _learn_mix(self, hidden: np.ndarray, labels: np.ndarray, groups: np.ndarray, **context) -> Optional[MixResult]:
         """Train the scalar mix on ``hidden (layers, rows, width)`` for ``labels``; no-op otherwise."""
-        if self.pooling_.mix is None:
-            return None
+        if self.pooling_.mix is None or hidden.shape[0] == 1:
+            return None  # one layer: nothing to weigh (gamma only rescales what a classifier sees)
         settings = ProbeSettings(
             max_epochs=self.max_epochs,
             validation_fraction=self.validation_fraction,

@@ -251,9 +251,22 @@ def sentence_key(encoder_key: str, tokens: Sequence[str]) -> str:
     return digest.hexdigest()
 
 
-def _encode_block(ref: EncoderRef, sentences: list[list[str]]) -> list[PieceEncoding]:
-    """One joblib task: encode a block of sentences with every layer."""
-    return get_encoder(ref).encode_pieces(sentences, layers="all")
+def _encode_block(ref: EncoderRef, sentences: list[list[str]], threads: Optional[int] = None) -> list[PieceEncoding]:
+    """One joblib task: encode a block of sentences with every layer.
+
+    ``threads`` pins torch's intra-op threads to the caller's count: CPU kernels may split their
+    reductions differently with another count, and results must not depend on the worker.
+    """
+    import torch
+
+    previous = torch.get_num_threads()
+    if threads is not None and threads != previous:
+        torch.set_num_threads(threads)
+    try:
+        return get_encoder(ref).encode_pieces(sentences, layers="all")
+    finally:
+        if threads is not None and threads != previous:
+            torch.set_num_threads(previous)
 
 
 def encode_all(
@@ -309,7 +322,10 @@ def _encode_missing(ref: EncoderRef, sentences: list[list[str]], n_jobs: Optiona
     if effective_n_jobs(n_jobs) == 1 or len(blocks) == 1:
         results = [_encode_block(ref, block) for block in blocks]
     else:
-        results = Parallel(n_jobs=n_jobs)(delayed(_encode_block)(ref, block) for block in blocks)
+        import torch
+
+        threads = torch.get_num_threads()
+        results = Parallel(n_jobs=n_jobs)(delayed(_encode_block)(ref, block, threads) for block in blocks)
     return [encoding for block in results for encoding in block]
 
 

@@ -26,8 +26,8 @@ class ProbeSettings:
     max_epochs: int = 20
     validation_fraction: float = 0.1
     patience: int = 3
-    batch_size: int = 256
-    lr: float = 5e-3
+    batch_size: int = 1024
+    lr: float = 1e-2
     mix_lr: float = 1e-2
     random_state: int = 0
 

@@ -1,0 +1,138 @@
+"""Encode once: the byte-bounded cache, the disk cache, the encoder registry, n_jobs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from joblib import Memory
+from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import GridSearchCV, KFold
+from sklearn.pipeline import make_pipeline
+
+from contextembed.encoders.base import PieceEncoding
+from contextembed.sklearn import TextEmbedder, TokenEmbedder, clear_cache
+from contextembed.sklearn import _encoding
+from contextembed.sklearn._encoding import EncoderRef, EncodingCache, encode_all, get_encoder, sentence_key
+
+
+def _encoding_of(n_bytes: int) -> PieceEncoding:
+    return PieceEncoding(np.zeros((1, 1, n_bytes // 4), np.float32), np.array([0, 1]))
+
+
+def test_memory_cache_evicts_least_recently_used_by_bytes():
+    offsets = 16  # two int64
+    cache = EncodingCache(max_bytes=3 * (400 + offsets))
+    for key in "abc":
+        cache.put(key, _encoding_of(400))
+    assert cache.get("a") is not None  # a is now the most recent
+    cache.put("d", _encoding_of(400))
+    assert cache.get("b") is None and cache.get("a") is not None and cache.get("d") is not None
+    assert cache.nbytes <= cache.max_bytes
+    cache.put("huge", _encoding_of(4000))  # larger than the whole cache: not stored
+    assert cache.get("huge") is None and len(cache) == 3
+
+
+def test_sentence_keys_tell_tokenizations_and_encoders_apart():
+    assert sentence_key("enc", ["ab"]) != sentence_key("enc", ["a", "b"])
+    assert sentence_key("enc", ["a b"]) != sentence_key("enc", ["a", "b"])
+    assert sentence_key("enc", ["x"]) != sentence_key("other", ["x"])
+    assert sentence_key("enc", ["x"]) == sentence_key("enc", ("x",))
+
+
+def test_encoder_key_changes_with_precision_and_spec(bert, static_path):
+    assert EncoderRef(bert).cache_key() != EncoderRef(bert, precision="bf16").cache_key()
+    assert EncoderRef(bert).cache_key() != EncoderRef(static_path).cache_key()
+
+
+def test_clones_share_one_loaded_encoder(bert, sentences):
+    first = TokenEmbedder(bert).fit(sentences)
+    second = TokenEmbedder(bert, layers=-1, combine="concat").fit(sentences)
+    assert get_encoder(first.encoder_ref_) is get_encoder(second.encoder_ref_)
+
+
+class CountingEncoder:
+    """Wraps ``encode_pieces`` of the registry's encoder and counts sentences and calls."""
+
+    def __init__(self, monkeypatch, ref: EncoderRef) -> None:
+        self.calls = 0
+        self.sentences = 0
+        encoder = get_encoder(ref)
+        original = encoder.encode_pieces
+
+        def counted(sentences, layers="all"):
+            self.calls += 1
+            self.sentences += len(sentences)
+            return original(sentences, layers)
+
+        monkeypatch.setattr(encoder, "encode_pieces", counted)
+
+
+def test_grid_search_encodes_each_sentence_once(bert, sentences, monkeypatch):
+    clear_cache()
+    texts = [" ".join(s) for s in sentences] * 2 + ["another text about Brussels", "and one more"]
+    labels = [0, 1] * 7
+    counter = CountingEncoder(monkeypatch, EncoderRef(bert))
+    grid = {
+        "textembedder__layers": [-1, [-2, -1], "all"],
+        "textembedder__combine": ["concat", "mean"],
+    }  # 6 candidates
+    pipe = make_pipeline(TextEmbedder(bert), LogisticRegression())
+    search = GridSearchCV(pipe, grid, cv=KFold(3)).fit(texts, labels)
+    assert len(search.cv_results_["params"]) == 6
+    n_distinct = len(set(texts))
+    # 6 candidates x 3 folds x (fit + score) + refit, but every distinct text is encoded once
+    assert counter.sentences == n_distinct
+    assert counter.calls <= 3  # the first fold's training part, its test part, nothing after
+
+
+def test_pooling_candidates_reuse_the_cache(bert, sentences, monkeypatch):
+    clear_cache()
+    counter = CountingEncoder(monkeypatch, EncoderRef(bert))
+    for pooling in ["first", "mean", "last", "first_last", "max"]:
+        TokenEmbedder(bert, subword_pooling=pooling, combine="sum").fit(sentences).transform(sentences)
+    assert counter.sentences == len(sentences)
+
+
+@pytest.mark.parametrize("as_memory", [False, True])
+def test_disk_cache_serves_a_fresh_process_state(bert, sentences, tmp_path, monkeypatch, as_memory):
+    cache = Memory(tmp_path / "cache", verbose=0) if as_memory else str(tmp_path / "cache")
+    clear_cache()
+    first = TokenEmbedder(bert, cache=cache).fit(sentences).transform(sentences)
+    clear_cache()  # as if in another process: only the disk remains
+    counter = CountingEncoder(monkeypatch, EncoderRef(bert))
+    second = TokenEmbedder(bert, cache=cache).fit(sentences).transform(sentences)
+    assert counter.calls == 0
+    np.testing.assert_array_equal(first, second)
+
+
+def test_no_cache_encodes_every_time(bert, sentences, monkeypatch):
+    counter = CountingEncoder(monkeypatch, EncoderRef(bert))
+    embedder = TokenEmbedder(bert, cache=None).fit(sentences)
+    embedder.transform(sentences)
+    embedder.transform(sentences)
+    assert counter.sentences == 2 * len(sentences)
+    with pytest.raises(ValueError, match="cache=42 is not understood"):
+        TokenEmbedder(bert, cache=42).fit(sentences)
+
+
+def test_encode_all_deduplicates_and_keeps_order(bert, sentences):
+    ref = EncoderRef(bert)
+    X = [sentences[0], sentences[1], sentences[0]]
+    out = encode_all(ref, X, cache=None)
+    direct = get_encoder(ref).encode_pieces(X)
+    for got, expected in zip(out, direct):
+        np.testing.assert_array_equal(got.hidden, expected.hidden)
+        np.testing.assert_array_equal(got.word_offsets, expected.word_offsets)
+    assert out[0] is out[2]
+
+
+@pytest.mark.parametrize("backend", ["loky", "threading"])
+def test_n_jobs_gives_identical_results(bert, sentences, monkeypatch, backend):
+    from joblib import parallel_backend
+
+    monkeypatch.setattr(_encoding, "BLOCK_SIZE", 2)  # several blocks from six sentences
+    X = sentences * 2 + [["one", "more", "sentence"]]
+    serial = TokenEmbedder(bert, cache=None, n_jobs=1).fit(X).transform(X)
+    with parallel_backend(backend):
+        parallel = TokenEmbedder(bert, cache=None, n_jobs=2).fit(X).transform(X)
+    np.testing.assert_array_equal(serial, parallel)
