@@ -1,0 +1,86 @@
+"""The BERT paper's Table 7 as SequenceTagger configurations (used by the example and benchmark).
+
+Each row of Table 7 is one ``(layers, combine)`` value of :class:`TokenEmbedder`; single-layer
+encoders (static vectors) get one row. Every row is trained with the same tagger settings, so the
+rows differ only in which layers are used and how they are combined.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Optional
+
+from .tagger import SequenceTagger
+from .token import TokenEmbedder
+
+LAST_FOUR = [-4, -3, -2, -1]
+
+#: Table 7 rows: name -> TokenEmbedder parameters
+TABLE7_ROWS: dict[str, dict] = {
+    "embeddings": {"layers": 0, "combine": "concat"},
+    "second-to-last hidden": {"layers": -2, "combine": "concat"},
+    "last hidden": {"layers": -1, "combine": "concat"},
+    "sum last four hidden": {"layers": LAST_FOUR, "combine": "sum"},
+    "scalar mix last four": {"layers": LAST_FOUR, "combine": "scalar_mix"},
+    "concat last four hidden": {"layers": LAST_FOUR, "combine": "concat"},
+    "scalar mix all layers": {"layers": "all", "combine": "scalar_mix"},
+}
+STATIC_ROWS: dict[str, dict] = {"vectors": {"layers": 0, "combine": "concat"}}
+
+
+@dataclass
+class Row:
+    """One measured configuration."""
+
+    encoder: str
+    name: str
+    window: int
+    shape_features: object
+    f1: float
+    seconds: float
+    mix_weights: Optional[list] = field(default=None)
+
+
+def table7_configs(n_layers: int) -> dict[str, dict]:
+    """The Table 7 rows for an encoder with ``n_layers`` layers ("last four" is clipped to fit)."""
+    if n_layers == 1:
+        return STATIC_ROWS
+    last = list(range(-min(4, n_layers), 0))
+    return {name: {**params, "layers": last} if params["layers"] == LAST_FOUR else params
+            for name, params in TABLE7_ROWS.items()}
+
+
+def run_rows(
+    encoder: str,
+    rows: dict[str, dict],
+    train: tuple[Sequence, Sequence],
+    dev: tuple[Sequence, Sequence],
+    *,
+    window: int = 1,
+    shape_features="auto",
+    classifier=None,
+    embedder_options: Optional[dict] = None,
+    report: Callable[[Row], None] = lambda row: None,
+) -> Iterator[Row]:
+    """Fit a :class:`SequenceTagger` per row on ``train`` and yield its dev entity F1."""
+    for name, params in rows.items():
+        start = time.perf_counter()
+        embedder = TokenEmbedder(encoder, **params, **(embedder_options or {}))
+        tagger = SequenceTagger(embedder, classifier=classifier, window=window, shape_features=shape_features)
+        tagger.fit(*train)
+        f1 = tagger.score(*dev)
+        weights = getattr(tagger, "mix_weights_", None)
+        row = Row(encoder, name, window, shape_features, f1, time.perf_counter() - start,
+                  None if weights is None else [round(float(w), 4) for w in weights])
+        report(row)
+        yield row
+
+
+def format_row(row: Row) -> str:
+    weights = "" if row.mix_weights is None else " weights " + " ".join(f"{w:.2f}" for w in row.mix_weights)
+    return (
+        f"{row.encoder:<14} {row.name:<26} window={row.window} shape={str(row.shape_features):<5} "
+        f"dev F1 {100 * row.f1:5.1f}  ({row.seconds:5.0f} s){weights}"
+    )
