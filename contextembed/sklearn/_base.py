@@ -19,7 +19,7 @@ from ..encoders.base import Encoder, PieceEncoding, check_sentences
 from ..encoders.loading import NAMED_MODELS
 from ..errors import ModelNotFoundError
 from ..pooling import LayerPooling, check_combine, check_subword_pooling, subword_output_width
-from ._encoding import EncoderRef, disk_cache, encode_all, get_encoder, register_encoder
+from ._encoding import EncoderRef, disk_cache, encode_all, get_encoder
 from ._probe import MixResult, ProbeSettings, learn_mix
 
 #: word rows pooled per torch call in transform (bounds the temporary (layers, rows, width) array)
@@ -253,4 +253,4 @@ def _unpack_encoder(packed: dict, ref: EncoderRef) -> EncoderRef:
     return EncoderRef(spec, ref.device, ref.precision, ref.batch_tokens)
 
 
-__all__ = ["LayerFeaturesBase", "check_available", "check_tokens", "register_encoder"]
+__all__ = ["LayerFeaturesBase", "check_available", "check_tokens", "reject_sparse"]
