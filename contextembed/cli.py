@@ -68,8 +68,8 @@ def add_embed_parser(subparsers) -> None:
     parser.add_argument("--tokenizer", choices=["whitespace", "spacy"], default="whitespace",
                         help="how plain text lines are split into tokens")
     parser.add_argument("--layers", type=parse_layers, default=None,
-                        help="all | hidden | an int | comma-separated ints (default: the encoder's, "
-                        "transformers -4,-3,-2,-1; static and ELMo all)")
+                        help="all | hidden | an int | comma-separated ints, written --layers=-4,-3,-2,-1 "
+                        "(default: the encoder's: transformers the last four; static and ELMo all)")
     parser.add_argument("--combine", choices=COMBINES, default=None,
                         help="how layers are combined (default: the encoder's, concat for transformers; "
                         "scalar_mix here uses equal weights and gamma 1)")

@@ -203,6 +203,8 @@ def embed_file(
     from .encoders import load_encoder
     from .features import FeatureExtractor
 
+    if not output_path.endswith((".npy", ".npz")):
+        raise ValueError(f"output {output_path!r} must end in .npy or .npz")
     if level not in ("word", "text"):
         raise ValueError(f"level={level!r} is not one of 'word', 'text'")
     if tokenizer not in TOKENIZERS:
