@@ -206,7 +206,11 @@ def test_character_ids_follow_the_reference_layout():
 # -- the forward pass -----------------------------------------------------------------------------
 
 
-def test_matches_numpy_reference(elmo, reference):
+@pytest.mark.parametrize("char_chunk", [256, 2])
+def test_matches_numpy_reference(elmo_dir, reference, char_chunk):
+    """With small chunks the character CNN runs on truncated slots (short words together)."""
+    elmo = ElmoEncoder.load(elmo_dir, device="cpu")
+    elmo.module.token_embedder.chunk_size = char_chunk
     outputs = elmo.encode(SENTENCES)
     for words, out in zip(SENTENCES, outputs):
         assert out.dtype == np.float32

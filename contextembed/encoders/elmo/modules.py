@@ -26,7 +26,7 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
-from .characters import MAX_CHARACTERS, N_CHARACTERS
+from .characters import MAX_CHARACTERS, N_CHARACTERS, PAD_CHAR
 from .options import check_options, n_filters
 
 _ACTIVATIONS = {"relu": torch.relu, "tanh": torch.tanh}
@@ -43,7 +43,7 @@ class CharCNNTokenEmbedder(nn.Module):
         Tokens convolved at once (bounds the memory of the convolution outputs).
     """
 
-    def __init__(self, options: Mapping, chunk_size: int = 1024) -> None:
+    def __init__(self, options: Mapping, chunk_size: int = 256) -> None:
         super().__init__()
         cnn = options["char_cnn"]
         width = n_filters(options)
@@ -78,16 +78,40 @@ class CharCNNTokenEmbedder(nn.Module):
             )
         # (tokens, chars)
         flat = char_ids.reshape(-1, MAX_CHARACTERS)
-        chunks = [self._embed(part) for part in flat.split(self.chunk_size)] if len(flat) else []
-        out = torch.cat(chunks) if chunks else flat.new_zeros((0, self.projection.out_features), dtype=self.projection.weight.dtype)
+        if not len(flat):
+            return self.projection.weight.new_zeros((*char_ids.shape[:-1], self.projection.out_features))
+        # slots before the padding: the word's bytes + 2 marks (all 50 for an all-zero row)
+        used = (flat != PAD_CHAR + 1).sum(dim=-1)
+        # similar lengths together, so that each chunk convolves only the slots it needs
+        order = torch.argsort(used, stable=True)
+        parts = [self._embed(flat[index], int(used[index].max())) for index in order.split(self.chunk_size)]
+        out = torch.cat(parts)[torch.argsort(order)]
         return out.reshape(*char_ids.shape[:-1], -1)
 
-    def _embed(self, char_ids: torch.Tensor) -> torch.Tensor:
+    def _embed(self, char_ids: torch.Tensor, used: int) -> torch.Tensor:
+        """Token vectors ``(tokens, projection_dim)`` of ``char_ids`` whose slots from ``used`` on are padding.
+
+        A window lying wholly in the padding has the same value for every token, so the
+        convolution runs over the first ``used + width - 1`` slots and that shared value joins
+        the max: exactly the max over all 50 slots.
+        """
         activation = _ACTIVATIONS[self.activation]
-        # (tokens, embed_dim, chars)
-        chars = self.char_embedding(char_ids).transpose(1, 2)
-        # (tokens, n_filters): max over positions, then the activation
-        x = torch.cat([activation(conv(chars).amax(dim=-1)) for conv in self.convolutions], dim=-1)
+        longest = max(conv.kernel_size[0] for conv in self.convolutions)
+        # (tokens, embed_dim, slots)
+        chars = self.char_embedding(char_ids[:, : min(MAX_CHARACTERS, used + longest - 1)]).transpose(1, 2)
+        # (1, embed_dim, 1)
+        pad = self.char_embedding.weight[PAD_CHAR + 1].reshape(1, -1, 1)
+        features = []
+        for conv in self.convolutions:
+            width = conv.kernel_size[0]
+            span = min(MAX_CHARACTERS, used + width - 1)
+            # (tokens, n): max over positions
+            best = conv(chars[:, :, :span]).amax(dim=-1)
+            if span < MAX_CHARACTERS:  # every token has windows of padding only
+                best = torch.maximum(best, conv(pad.expand(1, -1, width))[:, :, 0])
+            features.append(activation(best))
+        # (tokens, n_filters)
+        x = torch.cat(features, dim=-1)
         for highway in self.highways:
             # (tokens, 2 * n_filters)
             transform, gate = highway(x).chunk(2, dim=-1)
