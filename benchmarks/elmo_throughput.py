@@ -5,7 +5,7 @@ with the architecture of AllenNLP's small release (2x1024 LSTM, 128 projection, 
 1 highway), all three layers, scalar mix (ELMo's default pooling), fp32.
 MiniLM-L6: ``load_encoder("minilm-l6")``, last four layers concatenated, first piece per word, fp32.
 
-    python benchmarks/elmo_throughput.py [--sentences 1000] [--repeats 2] [--batch-words 4096]
+    python benchmarks/elmo_throughput.py [--sentences 1000] [--repeats 2] [--batch-words 4096] [--threads N]
 
 Uses the CoNLL-2003 dev words from ../shared; falls back to synthetic sentences (and says so).
 """
@@ -58,7 +58,10 @@ def main() -> None:
     parser.add_argument("--sentences", type=int, default=1000, help="first N dev sentences (0: all)")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--batch-words", type=int, default=4096)
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
     sentences = conll_dev(args.sentences or None)
     source = "CoNLL-2003 dev"
     if sentences is None:

@@ -201,11 +201,13 @@ class ProjectedLSTM(nn.Module):
         n0 = batch_sizes[0] if len(batch_sizes) else 0
         h = inputs.new_zeros((n0, self.projection_size))
         c = inputs.new_zeros((n0, self.cell_size))
+        # without autograd the recurrent part is added in place (saves a copy per step)
+        add = torch.addmm if torch.is_grad_enabled() else torch.Tensor.addmm_
         outputs = []
         start = 0
         for n in batch_sizes:
             # (n, 4 * cell)
-            gates = torch.addmm(gates_in[start : start + n], h[:n], recurrent)
+            gates = add(gates_in[start : start + n], h[:n], recurrent)
             i, f, g, o = gates.chunk(4, dim=1)
             # (n, cell)
             c = torch.sigmoid(f) * c[:n] + torch.sigmoid(i) * torch.tanh(g)
