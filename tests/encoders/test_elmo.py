@@ -450,3 +450,31 @@ def test_bad_encoder_options(elmo_dir):
         ElmoEncoder.load(elmo_dir, batch_words=0)
     with pytest.raises(ValueError, match="size='huge'"):
         elmo_options("huge")
+
+
+def test_module_dedupe_gives_the_same_states():
+    torch.manual_seed(0)
+    module = BiLMEncoderModule(elmo_options("tiny")).eval()
+    char_ids = torch.from_numpy(sentence_char_ids(SENTENCES)[0])
+    with torch.no_grad():
+        deduped, plain = module(char_ids), module(char_ids, dedupe=False)
+    torch.testing.assert_close(deduped.layers(), plain.layers(), rtol=0, atol=1e-6)
+    assert not deduped.layers()[:, 4, 2:].any()  # the empty sentence: zeros after its two markers
+
+
+def test_subword_pooling_is_a_no_op_for_words(elmo):
+    first = elmo.encode(SENTENCES[:2], subword_pooling="first")
+    for pooling in ("last", "mean", "max"):
+        for a, b in zip(first, elmo.encode(SENTENCES[:2], subword_pooling=pooling)):
+            np.testing.assert_array_equal(a, b)
+    doubled = elmo.encode(SENTENCES[:2], subword_pooling="first_last")[0]
+    np.testing.assert_array_equal(doubled, np.concatenate([first[0], first[0]], axis=-1))
+
+
+def test_bf16_precision_is_close_and_float32(elmo_dir, elmo):
+    fast = ElmoEncoder.load(elmo_dir, device="cpu", precision="bf16")
+    assert fast.dtype == torch.bfloat16
+    out, exact = fast.encode(SENTENCES[:2]), elmo.encode(SENTENCES[:2])
+    for a, b in zip(out, exact):
+        assert a.dtype == np.float32 and a.shape == b.shape
+        assert np.abs(a - b).max() < 0.2  # bf16 has ~3 significant digits; values are O(1)
