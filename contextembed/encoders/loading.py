@@ -66,7 +66,9 @@ NAMED_MODELS: dict[str, NamedModel] = {
 }
 
 #: keyword arguments only the torch encoders take (dropped for static vectors)
-_TORCH_OPTIONS = ("device", "precision", "window", "stride", "batch_tokens", "max_batch_size", "chunk_size")
+_TORCH_OPTIONS = (
+    "device", "precision", "window", "stride", "batch_tokens", "batch_words", "max_batch_size", "chunk_size"
+)
 
 
 def _static_options(kwargs: dict) -> dict:
