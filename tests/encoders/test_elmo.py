@@ -333,6 +333,16 @@ def test_expected_shapes_of_the_released_small_model():
     assert expected_shapes(elmo_options("original"))["CNN_high_1/b_carry"] == (2048,)
 
 
+@pytest.mark.parametrize("options", [OPTIONS, elmo_options("tiny")], ids=["test", "tiny"])
+def test_expected_shapes_match_the_module_layout(options, tf_weights):
+    from contextembed.encoders.elmo.weights import weight_specs
+
+    module = BiLMEncoderModule(options, init=False)
+    assert expected_shapes(options) == {spec.dataset: spec.shape for spec in weight_specs(module)}
+    if options is OPTIONS:  # and the layout written independently by the fixture
+        assert expected_shapes(options) == {name: array.shape for name, array in tf_weights.items()}
+
+
 def test_pretrained_module_and_release_are_interchangeable(tmp_path):
     """A module built from a preset (as the pretrainer does) saves to a directory load_encoder reads."""
     torch.manual_seed(0)
