@@ -66,7 +66,8 @@ class ElmoEncoder(Encoder):
     Parameters
     ----------
     module : BiLMEncoderModule
-        The biLM (moved to ``device`` and ``precision``, put in eval mode, frozen).
+        The biLM; moved to ``device`` and ``precision``, put in eval mode and frozen *in place*
+        (pass ``copy.deepcopy(module)`` to keep training the original).
     spec : str
         What it was loaded from.
     device : str or torch.device
