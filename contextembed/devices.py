@@ -76,9 +76,12 @@ def compute_dtype(precision: str) -> torch.dtype:
 
 
 def quantize_int8(model: torch.nn.Module) -> torch.nn.Module:
-    """Dynamic int8 quantization of every ``nn.Linear`` (weights int8, activations quantized per batch)."""
+    """Dynamic int8 quantization of every ``nn.Linear``: per-channel int8 weights, activations
+    quantized per batch (fbgemm; uses VNNI where the CPU has it)."""
     import warnings
+
+    from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
+        return quantize_dynamic(model, {torch.nn.Linear: per_channel_dynamic_qconfig}, dtype=torch.qint8)
