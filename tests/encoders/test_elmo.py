@@ -209,7 +209,7 @@ def test_character_ids_follow_the_reference_layout():
 @pytest.mark.parametrize("char_chunk", [256, 2])
 def test_matches_numpy_reference(elmo_dir, reference, char_chunk):
     """With small chunks the character CNN runs on truncated slots (short words together)."""
-    elmo = ElmoEncoder.load(elmo_dir, device="cpu")
+    elmo = ElmoEncoder.load(elmo_dir, device="cpu", precision="fp32")
     elmo.module.token_embedder.chunk_size = char_chunk
     outputs = elmo.encode(SENTENCES)
     for words, out in zip(SENTENCES, outputs):
@@ -228,7 +228,7 @@ def test_relu_activation_and_no_clipping(tmp_path):
     options["lstm"]["cell_clip"] = 0  # 0 and null both mean "no clip"
     options["lstm"]["proj_clip"] = None
     weights = tf_layout(options, seed=3)
-    encoder = ElmoEncoder.load(write_elmo_dir(tmp_path / "relu", options, weights), device="cpu")
+    encoder = ElmoEncoder.load(write_elmo_dir(tmp_path / "relu", options, weights), device="cpu", precision="fp32")
     reference = Reference({**options, "lstm": {**options["lstm"], "cell_clip": np.inf, "proj_clip": np.inf}}, weights)
     sentences = SENTENCES[:3]
     for words, out in zip(sentences, encoder.encode(sentences)):
@@ -258,8 +258,8 @@ def test_empty_inputs(elmo):
 
 
 def test_independent_of_batch_composition(elmo_dir):
-    small_batches = ElmoEncoder.load(elmo_dir, device="cpu", batch_words=1)  # one sentence per pass
-    big_batches = ElmoEncoder.load(elmo_dir, device="cpu", batch_words=10_000)
+    small_batches = ElmoEncoder.load(elmo_dir, device="cpu", precision="fp32", batch_words=1)  # one sentence per pass
+    big_batches = ElmoEncoder.load(elmo_dir, device="cpu", precision="fp32", batch_words=10_000)
     alone = [small_batches.encode([s])[0] for s in SENTENCES]
     together = big_batches.encode(SENTENCES)
     shuffled = big_batches.encode(SENTENCES[::-1] + [["padding", "friends"] * 20])[: len(SENTENCES)][::-1]
@@ -309,7 +309,7 @@ def test_rejects_untokenized_input(elmo):
 
 def test_save_load_round_trip(elmo, elmo_dir, tmp_path):
     elmo.save(tmp_path / "copy")
-    copy = load_encoder(tmp_path / "copy", device="cpu")
+    copy = load_encoder(tmp_path / "copy", device="cpu", precision="fp32")
     for a, b in zip(elmo.encode(SENTENCES), copy.encode(SENTENCES)):
         np.testing.assert_array_equal(a, b)
     with h5py.File(elmo_dir / "weights.hdf5") as original, h5py.File(tmp_path / "copy" / "weights.hdf5") as saved:
@@ -350,7 +350,7 @@ def test_pretrained_module_and_release_are_interchangeable(tmp_path):
     from contextembed.encoders.elmo import save_bilm
 
     save_bilm(module, tmp_path / "ours")
-    encoder = load_encoder(tmp_path / "ours", device="cpu")
+    encoder = load_encoder(tmp_path / "ours", device="cpu", precision="fp32")
     char_ids, _ = sentence_char_ids(SENTENCES[:2])
     with torch.no_grad():
         states = module.eval()(torch.from_numpy(char_ids))
@@ -488,3 +488,21 @@ def test_bf16_precision_is_close_and_float32(elmo_dir, elmo):
     for a, b in zip(out, exact):
         assert a.dtype == np.float32 and a.shape == b.shape
         assert np.abs(a - b).max() < 0.2  # bf16 has ~3 significant digits; values are O(1)
+
+
+def test_int8_precision_quantizes_the_character_cnn(elmo_dir, elmo, tmp_path):
+    quantized = ElmoEncoder.load(elmo_dir, device="cpu", precision="int8")
+    assert quantized.precision == "int8" and quantized.dtype == torch.float32
+    out, exact = quantized.encode(SENTENCES[:2]), elmo.encode(SENTENCES[:2])
+    for a, b in zip(out, exact):
+        assert a.shape == b.shape and not np.array_equal(a, b)
+        assert np.abs(a - b).max() < 0.2
+    with pytest.raises(ValueError, match="precision='int8'.*cannot be saved"):
+        quantized.save(tmp_path / "int8")
+
+
+def test_auto_precision_follows_the_core_rule(elmo_dir):
+    from contextembed.devices import resolve_precision
+
+    encoder = ElmoEncoder.load(elmo_dir, device="cpu")
+    assert encoder.precision == resolve_precision("auto", torch.device("cpu"))

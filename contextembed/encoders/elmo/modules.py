@@ -57,6 +57,7 @@ class CharCNNTokenEmbedder(nn.Module):
         #: each highway layer is one Linear: rows [W_transform^T ; -W_carry^T] (AllenNLP's convention)
         self.highways = nn.ModuleList(nn.Linear(width, 2 * width) for _ in range(cnn["n_highway"]))
         self.projection = nn.Linear(width, options["lstm"]["projection_dim"])
+        self.output_dim = options["lstm"]["projection_dim"]
 
     def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
         """Embed tokens.
@@ -79,7 +80,7 @@ class CharCNNTokenEmbedder(nn.Module):
         # (tokens, chars)
         flat = char_ids.reshape(-1, MAX_CHARACTERS)
         if not len(flat):
-            return self.projection.weight.new_zeros((*char_ids.shape[:-1], self.projection.out_features))
+            return self.char_embedding.weight.new_zeros((*char_ids.shape[:-1], self.output_dim))
         # slots before the padding: the word's bytes + 2 marks (all 50 for an all-zero row)
         used = (flat != PAD_CHAR + 1).sum(dim=-1)
         # similar lengths together, so that each chunk convolves only the slots it needs
