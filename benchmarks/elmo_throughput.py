@@ -14,43 +14,18 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
-from typing import Optional
 
-import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import conll_sentences, synthetic_sentences, timed  # noqa: E402
 
 from contextembed import load_encoder  # noqa: E402
 from contextembed.encoders.elmo import ElmoEncoder, elmo_options  # noqa: E402
 from contextembed.features import FeatureExtractor  # noqa: E402
-from contextembed.io import read_conll  # noqa: E402
-
-CONLL_DEV = Path(__file__).resolve().parents[2] / "shared" / "data" / "conll2003" / "dev.txt"
-
-
-def conll_dev(limit: Optional[int]) -> Optional[list[list[str]]]:
-    """Tokens of the CoNLL-2003 dev sentences, or ``None`` when ../shared is absent."""
-    if not CONLL_DEV.exists():
-        return None
-    sentences = [tokens for tokens, _ in read_conll(str(CONLL_DEV))]
-    return sentences[:limit] if limit else sentences
-
-
-def synthetic(n: int, seed: int = 0) -> list[list[str]]:
-    """Newswire-like random sentences of 3..40 words."""
-    rng = np.random.default_rng(seed)
-    vocab = ("the a of to in said on for was with European Commission Germany British market shares rose "
-             "percent Tuesday officials Reuters London New York Peter ( ) , . 1996 3.5").split()
-    return [list(rng.choice(vocab, size=rng.integers(3, 41))) for _ in range(n)]
-
-
-def timed(function) -> tuple[float, object]:
-    start = time.perf_counter()
-    result = function()
-    return time.perf_counter() - start, result
 
 
 def main() -> None:
@@ -63,10 +38,10 @@ def main() -> None:
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    sentences = conll_dev(args.sentences or None)
+    sentences = conll_sentences("dev", args.sentences or None)
     source = "CoNLL-2003 dev"
     if sentences is None:
-        sentences, source = synthetic(args.sentences or 3000), "synthetic (../shared absent)"
+        sentences, source = synthetic_sentences(args.sentences or 3000), "synthetic (../shared absent)"
     n_words = sum(map(len, sentences))
     print(f"inputs: {len(sentences)} sentences, {n_words} words ({source}); torch threads {torch.get_num_threads()}")
 
