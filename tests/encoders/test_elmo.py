@@ -506,3 +506,24 @@ def test_auto_precision_follows_the_core_rule(elmo_dir):
 
     encoder = ElmoEncoder.load(elmo_dir, device="cpu")
     assert encoder.precision == resolve_precision("auto", torch.device("cpu"))
+
+
+def test_lstms_in_lockstep_equal_each_alone():
+    from torch.nn.utils.rnn import pack_sequence
+
+    from contextembed.encoders.elmo import ProjectedLSTM, run_lstms
+
+    torch.manual_seed(0)
+    pair = [ProjectedLSTM(3, 5, 4, cell_clip=0.5, proj_clip=0.5) for _ in range(2)]
+    for layer in pair:
+        layer.reset_parameters()
+    packed = pack_sequence([torch.randn(6, 3), torch.randn(4, 3), torch.randn(1, 3)])
+    sizes = packed.batch_sizes.tolist()
+    other = torch.randn_like(packed.data)
+    with torch.no_grad():
+        together = run_lstms(pair, torch.stack([packed.data, other]), sizes)
+        alone = [pair[0](packed.data, sizes), pair[1](other, sizes)]
+    torch.testing.assert_close(together, torch.stack(alone), rtol=0, atol=1e-6)
+    assert together.abs().max() <= 0.5 + 1e-7  # the projection clip holds
+    with pytest.raises(ValueError, match="same cell_clip and proj_clip"):
+        run_lstms([pair[0], ProjectedLSTM(3, 5, 4)], torch.stack([packed.data, other]), sizes)
