@@ -1,0 +1,22 @@
+"""Pretraining on your own text: BERT-style MLM (+NSP), ELMo-style biLM, static word vectors.
+
+Library functions behind ``contextembed pretrain``; each writes a directory (or vectors files) that
+:func:`contextembed.load_encoder` loads.
+"""
+
+from .corpus import Corpus, read_corpus, split_held_out
+from .masking import MaskingOptions, mask_tokens
+from .mlm import BERT_PRESETS, MLMConfig, pretrain_mlm
+from .training import TrainingOptions
+
+__all__ = [
+    "BERT_PRESETS",
+    "Corpus",
+    "MLMConfig",
+    "MaskingOptions",
+    "TrainingOptions",
+    "mask_tokens",
+    "pretrain_mlm",
+    "read_corpus",
+    "split_held_out",
+]
