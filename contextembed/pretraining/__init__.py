@@ -7,6 +7,7 @@ Library functions behind ``contextembed pretrain``; each writes a directory (or 
 from .corpus import Corpus, read_corpus, split_held_out
 from .masking import MaskingOptions, mask_tokens
 from .mlm import BERT_PRESETS, MLMConfig, pretrain_mlm
+from .static import StaticConfig, most_similar, pretrain_static
 from .training import TrainingOptions
 
 __all__ = [
@@ -14,9 +15,12 @@ __all__ = [
     "Corpus",
     "MLMConfig",
     "MaskingOptions",
+    "StaticConfig",
     "TrainingOptions",
     "mask_tokens",
+    "most_similar",
     "pretrain_mlm",
+    "pretrain_static",
     "read_corpus",
     "split_held_out",
 ]

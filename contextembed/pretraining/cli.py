@@ -138,4 +138,45 @@ def _run_mlm(args: argparse.Namespace) -> int:
     return 0
 
 
-PRETRAIN_COMMANDS = [add_mlm_parser]
+# -- static -------------------------------------------------------------------------------------
+
+
+def add_static_parser(objectives) -> None:
+    parser = objectives.add_parser(
+        "static", help="word2vec skip-gram or CBOW with negative sampling; OUT gets vectors.txt and vectors.bin",
+        description="Static word vectors (words: lines split on white space).",
+    )
+    _add_io_arguments(parser)
+    parser.add_argument("--architecture", choices=["skipgram", "cbow"], default="skipgram")
+    parser.add_argument("--dim", type=_positive, default=100)
+    parser.add_argument("--window", type=_positive, default=5)
+    parser.add_argument("--negative", type=_positive, default=5, help="noise words per example")
+    parser.add_argument("--min-count", type=_positive, default=5)
+    parser.add_argument("--max-vocab", type=_positive, default=None)
+    parser.add_argument("--sample", type=float, default=1e-3, help="subsampling threshold (0: off)")
+    parser.add_argument("--epochs", type=_positive, default=5)
+    parser.add_argument("--batch-size", type=_positive, default=1024)
+    parser.add_argument("--lr", type=float, default=None, help="default 0.025 (skipgram) / 0.05 (cbow)")
+    parser.add_argument("--lowercase", action="store_true")
+    parser.add_argument("--device", default="auto")
+    parser.set_defaults(handler=_run_static)
+
+
+def _run_static(args: argparse.Namespace) -> int:
+    from .static import StaticConfig, pretrain_static
+
+    _check_corpus(args.corpus)
+    config = StaticConfig(
+        architecture=args.architecture, dim=args.dim, window=args.window, negative=args.negative,
+        min_count=args.min_count, max_vocab=args.max_vocab, sample=args.sample, epochs=args.epochs,
+        batch_size=args.batch_size, learning_rate=args.lr, lowercase=args.lowercase, seed=args.seed,
+        device=args.device, encoding_errors=args.encoding_errors, show_progress=not args.quiet,
+    )
+    config.learning_rate = config.lr
+    _save_config(args.out, args, {"static": asdict(config)})
+    summary = pretrain_static(args.corpus, args.out, config, overwrite=True)
+    print(json.dumps({"out": args.out, **summary}))
+    return 0
+
+
+PRETRAIN_COMMANDS = [add_mlm_parser, add_static_parser]

@@ -37,3 +37,18 @@ def test_mlm_command_errors(tmp_path, corpus_file, tiny_size, tiny_roberta_dir, 
     assert "does not exist" in capsys.readouterr().err
     assert main(_mlm_args(corpus_file, tmp_path / "o", "huge")) == 2
     assert "neither a preset" in capsys.readouterr().err
+
+
+def test_static_command(tmp_path, corpus_file, capsys):
+    from contextembed import load_encoder
+
+    out = tmp_path / "vectors"
+    argv = ["pretrain", "static", str(corpus_file), str(out), "--architecture", "cbow", "--dim", "8",
+            "--epochs", "1", "--min-count", "1", "--sample", "0", "--quiet", "--device", "cpu"]
+    assert main(argv) == 0
+    config = json.loads((out / "pretrain_config.json").read_text())
+    assert config["static"]["architecture"] == "cbow" and config["static"]["learning_rate"] == 0.05
+    assert load_encoder(str(out / "vectors.bin")).width == 8
+    assert main(argv) == 2
+    assert "already holds files" in capsys.readouterr().err
+    assert main(argv + ["--overwrite"]) == 0
