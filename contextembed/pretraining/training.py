@@ -465,7 +465,7 @@ def _update(wrapped, objective, stream, optimizer, scheduler, scaler, options, c
 def _record(step: int, window: Stats, scheduler, elapsed: float) -> dict:
     window = {k: v for k, v in window.items() if not k.startswith("_")}
     record = {"step": step, **summarize(window)}
-    tokens = record.pop("tokens", 0.0)
+    tokens = record.get("tokens", 0.0)
     record["lr"] = scheduler.get_last_lr()[0]
     record["tokens_per_s"] = tokens / elapsed if elapsed > 0 else None
     return record
