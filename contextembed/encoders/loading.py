@@ -82,6 +82,21 @@ def register_directory_format(matches: Callable[[str], bool], load: Callable[...
     DIRECTORY_FORMATS.append((matches, load))
 
 
+def _is_elmo_directory(path: str) -> bool:
+    from .elmo.encoder import is_elmo_directory
+
+    return is_elmo_directory(path)
+
+
+def _load_elmo(path: str, **options) -> Encoder:
+    from .elmo import ElmoEncoder
+
+    return ElmoEncoder.load(path, **options)
+
+
+register_directory_format(_is_elmo_directory, _load_elmo)
+
+
 def load_encoder(
     spec: Union[str, os.PathLike], device: str = "auto", precision: str = "auto", **options
 ) -> Encoder:

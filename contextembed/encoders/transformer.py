@@ -80,6 +80,9 @@ class TransformerEncoder(Encoder):
     """
 
     family = "transformer"
+    #: the BERT paper's best feature-based NER setting (Table 7)
+    default_layers = (-4, -3, -2, -1)
+    default_combine = "concat"
 
     def __init__(
         self,
