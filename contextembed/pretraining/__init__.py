@@ -4,6 +4,7 @@ Library functions behind ``contextembed pretrain``; each writes a directory (or 
 :func:`contextembed.load_encoder` loads.
 """
 
+from .bilm import BiLMConfig, pretrain_bilm
 from .corpus import Corpus, read_corpus, split_held_out
 from .masking import MaskingOptions, mask_tokens
 from .mlm import BERT_PRESETS, MLMConfig, pretrain_mlm
@@ -12,6 +13,7 @@ from .training import TrainingOptions
 
 __all__ = [
     "BERT_PRESETS",
+    "BiLMConfig",
     "Corpus",
     "MLMConfig",
     "MaskingOptions",
@@ -19,6 +21,7 @@ __all__ = [
     "TrainingOptions",
     "mask_tokens",
     "most_similar",
+    "pretrain_bilm",
     "pretrain_mlm",
     "pretrain_static",
     "read_corpus",

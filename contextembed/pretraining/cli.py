@@ -179,4 +179,47 @@ def _run_static(args: argparse.Namespace) -> int:
     return 0
 
 
-PRETRAIN_COMMANDS = [add_mlm_parser, add_static_parser]
+# -- bilm ---------------------------------------------------------------------------------------
+
+
+def add_bilm_parser(objectives) -> None:
+    parser = objectives.add_parser(
+        "bilm", help="ELMo-style forward+backward LMs; OUT is an ELMo directory (options.json + weights.hdf5)",
+        description="Bidirectional language model over the ELMo char-CNN + biLSTM encoder.",
+    )
+    _add_io_arguments(parser)
+    model = parser.add_argument_group("model")
+    model.add_argument("--size", choices=["tiny", "small", "medium", "original"], default="tiny",
+                       help="ELMo size preset (small/medium/original: the released architectures)")
+    model.add_argument("--n-layers", type=_positive, default=2, help="biLSTM layers")
+    model.add_argument("--max-vocab", type=_positive, default=50_000, help="softmax vocabulary size")
+    model.add_argument("--min-count", type=_positive, default=3)
+    model.add_argument("--softmax", choices=["auto", "full", "adaptive"], default="auto",
+                       help="auto: adaptive softmax above 10,000 words")
+    model.add_argument("--cutoffs", type=lambda t: [int(x) for x in t.split(",")], default=None,
+                       help="adaptive-softmax cluster boundaries, e.g. 2000,10000")
+    model.add_argument("--max-length", type=_positive, default=50, help="words per example (longer: cut)")
+    model.add_argument("--dropout", type=float, default=0.1)
+    model.add_argument("--lowercase", action="store_true", help="lowercase the softmax vocabulary")
+    _add_training_arguments(parser)
+    parser.set_defaults(handler=_run_bilm)
+
+
+def _run_bilm(args: argparse.Namespace) -> int:
+    from .bilm import BiLMConfig, default_learning_rate, pretrain_bilm
+
+    _check_corpus(args.corpus)
+    config = BiLMConfig(
+        size=args.size, n_layers=args.n_layers, max_vocab=args.max_vocab, min_count=args.min_count,
+        softmax=args.softmax, cutoffs=args.cutoffs, max_length=args.max_length, dropout=args.dropout,
+        lowercase=args.lowercase, encoding_errors=args.encoding_errors,
+    )
+    training = _training_options(args, default_learning_rate(config))
+    _save_config(args.out, args, {"bilm": asdict(config), "training": asdict(training)}, resume=args.resume)
+    summary = pretrain_bilm(args.corpus, args.out, config, training, overwrite=True, resume=args.resume)
+    if world_from_env()[0] == 0:
+        print(json.dumps({"out": args.out, **summary}))
+    return 0
+
+
+PRETRAIN_COMMANDS = [add_mlm_parser, add_static_parser, add_bilm_parser]

@@ -52,3 +52,17 @@ def test_static_command(tmp_path, corpus_file, capsys):
     assert main(argv) == 2
     assert "already holds files" in capsys.readouterr().err
     assert main(argv + ["--overwrite"]) == 0
+
+
+def test_bilm_command(tmp_path, corpus_file, capsys):
+    from contextembed import load_encoder
+
+    out = tmp_path / "elmo"
+    argv = ["pretrain", "bilm", str(corpus_file), str(out), "--n-layers", "1", "--min-count", "1",
+            "--max-steps", "2", "--batch-size", "4", "--device", "cpu", "--quiet", "--held-out-fraction", "0.2"]
+    assert main(argv) == 0
+    config = json.loads((out / "pretrain_config.json").read_text())
+    assert config["bilm"]["options"]["lstm"]["n_layers"] == 1 and config["training"]["learning_rate"] == 1e-3
+    assert load_encoder(str(out), device="cpu").n_layers == 2
+    printed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert printed["steps"] == 2 and "forward_loss" in printed["held_out"]

@@ -17,12 +17,14 @@ SCRIPT = textwrap.dedent(
     """
     import json, os, sys
     import torch
+    import contextembed.pretraining.bilm as bilm
     import contextembed.pretraining.mlm as mlm
-    from contextembed.pretraining import MLMConfig, TrainingOptions
+    from contextembed.pretraining import BiLMConfig, MLMConfig, TrainingOptions
 
-    corpus, out, size, report = sys.argv[1:5]
+    objective, corpus, out, size, report = sys.argv[1:6]
+    module = mlm if objective == "mlm" else bilm
     captured = {}
-    original = mlm.train
+    original = module.train
 
     def spy(model, *args, **kwargs):
         captured["before"] = [p.detach().clone() for p in model.parameters()]
@@ -30,11 +32,14 @@ SCRIPT = textwrap.dedent(
         captured["after"] = [p.detach().clone() for p in model.parameters()]
         return result
 
-    mlm.train = spy
-    config = MLMConfig(size=size, vocab_size=120, max_length=32, min_frequency=1, nsp=True)
+    module.train = spy
+    if objective == "mlm":
+        config = MLMConfig(size=size, vocab_size=120, max_length=32, min_frequency=1, nsp=True)
+    else:
+        config = BiLMConfig(size="tiny", n_layers=1, min_count=1, dropout=0.0)
     options = TrainingOptions(max_steps=3, batch_size=4, grad_accumulation=2, learning_rate=1e-3, log_every=1,
                               checkpoint_every=2, device="cpu", show_progress=False, held_out_fraction=0.2)
-    summary = mlm.pretrain_mlm(corpus, out, config, options)
+    summary = (mlm.pretrain_mlm if objective == "mlm" else bilm.pretrain_bilm)(corpus, out, config, options)
     rank = os.environ["RANK"]
     record = {
         "world_size": int(os.environ["WORLD_SIZE"]),
@@ -49,14 +54,15 @@ SCRIPT = textwrap.dedent(
 
 
 @pytest.mark.slow
-def test_mlm_under_torchrun_with_two_cpu_processes(tmp_path, corpus_file, tiny_size):
+@pytest.mark.parametrize("objective", ["mlm", "bilm"])
+def test_under_torchrun_with_two_cpu_processes(tmp_path, corpus_file, tiny_size, objective):
     script = tmp_path / "run.py"
     script.write_text(SCRIPT)
     out, report = tmp_path / "out", tmp_path / "report"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
            "OMP_NUM_THREADS": "1"}
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-               str(script), str(corpus_file), str(out), tiny_size, str(report)]
+               str(script), objective, str(corpus_file), str(out), tiny_size, str(report)]
     result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     ranks = [json.loads(Path(f"{report}.{rank}").read_text()) for rank in (0, 1)]
@@ -71,4 +77,4 @@ def test_mlm_under_torchrun_with_two_cpu_processes(tmp_path, corpus_file, tiny_s
     assert steps == [0, 1, 2, 3, 3]
     from contextembed import load_encoder
 
-    assert load_encoder(str(out), device="cpu").n_layers == 2
+    assert load_encoder(str(out), device="cpu").n_layers == 2  # BERT: embeddings + 1 layer; ELMo: token + 1
