@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 
 from contextembed.pretraining import MLMConfig, TrainingOptions, pretrain_mlm
 from contextembed.pretraining.training import linear_schedule, summarize
@@ -44,3 +45,12 @@ def test_bf16_autocast_and_gradient_accumulation(tmp_path, corpus_file, tiny_siz
     assert 2.0 < records[0]["tokens"] / first[0]["tokens"] < 4.0
     assert records[0]["mlm_loss"] == pytest.approx(first[0]["mlm_loss"], rel=0.2)
     assert all(r["loss"] == r["loss"] for r in records)  # finite, not NaN
+
+
+def test_fp16_autocast_with_gradient_scaler(tmp_path, corpus_file, tiny_size):
+    config = MLMConfig(size=tiny_size, vocab_size=120, max_length=32, min_frequency=1)
+    summary = pretrain_mlm(corpus_file, tmp_path / "fp16", config,
+                           tiny_training(max_steps=2, precision="fp16", held_out_fraction=0.2))
+    assert summary["steps"] == 2 and summary["held_out"]["mlm_loss"] == summary["held_out"]["mlm_loss"]
+    state = torch.load(tmp_path / "fp16" / "checkpoints" / "step-00000002.pt", weights_only=True)
+    assert state["scaler"]  # the scaler's state is checkpointed for --resume
