@@ -84,7 +84,8 @@ class BiLMConfig:
     dropout: float = 0.1
     lowercase: bool = False
     encoding_errors: EncodingErrors = "skip"
-    options: dict = field(default_factory=dict, repr=False)
+    #: the resolved ELMo options dict (set from ``size`` and ``n_layers``)
+    options: dict = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         from ..encoders.elmo import elmo_options

@@ -455,7 +455,6 @@ def pretrain_mlm(
         summary = train(BertPretrainingModel(model), objective, training, out, context, resume=checkpoint)
         if context.is_main:
             model.save_pretrained(out)
-            tokenizer.model_max_length = config.max_length
             tokenizer.save_pretrained(out)
         return summary
     finally:

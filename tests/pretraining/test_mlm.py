@@ -115,8 +115,9 @@ def test_init_continues_from_a_local_bert(tmp_path, corpus_file, pretrained_mlm)
     summary = pretrain_mlm(corpus_file, out, config, tiny_training(max_steps=2))
     from transformers import AutoTokenizer
 
-    vocab = AutoTokenizer.from_pretrained(out, local_files_only=True).get_vocab()
-    assert vocab == AutoTokenizer.from_pretrained(base, local_files_only=True).get_vocab()
+    adapted, original = (AutoTokenizer.from_pretrained(p, local_files_only=True) for p in (out, base))
+    assert adapted.get_vocab() == original.get_vocab()
+    assert adapted.model_max_length == original.model_max_length
     assert summary["held_out"]["mlm_loss"] < 10
 
 
