@@ -100,7 +100,7 @@ def add_mlm_parser(objectives) -> None:
 
     parser = objectives.add_parser(
         "mlm", help="BERT-style masked language model (+ --nsp); OUT is a Hugging Face model directory",
-        description="Masked language modelling (15%%; 80/10/10), optionally with next-sentence prediction.",
+        description="Masked language modelling (15%; 80/10/10), optionally with next-sentence prediction.",
     )
     _add_io_arguments(parser)
     model = parser.add_argument_group("model")
