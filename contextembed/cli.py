@@ -35,7 +35,7 @@ def add_encoder_arguments(parser: argparse.ArgumentParser) -> None:
     """Options shared by every command that loads an encoder."""
     parser.add_argument("spec", help="model name (minilm-l6, glove-6b-50d), directory or vectors file")
     parser.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda, cuda:1 ...")
-    parser.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16", "fp16"])
+    parser.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16", "fp16", "int8"])
 
 
 def add_info_parser(subparsers) -> None:

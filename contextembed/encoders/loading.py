@@ -66,7 +66,9 @@ NAMED_MODELS: dict[str, NamedModel] = {
 }
 
 #: keyword arguments only the torch encoders take (dropped for static vectors)
-_TORCH_OPTIONS = ("device", "precision", "window", "stride", "batch_tokens", "max_batch_size", "chunk_size")
+_TORCH_OPTIONS = (
+    "device", "precision", "window", "stride", "batch_tokens", "batch_words", "max_batch_size", "chunk_size"
+)
 
 
 def _static_options(kwargs: dict) -> dict:
@@ -110,8 +112,9 @@ def load_encoder(
         ``.txt``, fastText ``.vec``), or a hub id already in the local cache.
     device : str
         ``"auto"`` picks CUDA when present (ignored by static vectors).
-    precision : {"auto", "fp32", "bf16", "fp16"}
-        Compute dtype of torch encoders (ignored by static vectors).
+    precision : {"auto", "fp32", "bf16", "fp16", "int8"}
+        Compute precision of torch encoders (ignored by static vectors); ``"auto"`` is bf16 on CUDA
+        and on CPUs with native bf16 units, fp32 elsewhere.
     **options
         Passed to the encoder class (e.g. ``window``, ``stride``, ``batch_tokens``, ``oov``).
 

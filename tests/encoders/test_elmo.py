@@ -209,7 +209,7 @@ def test_character_ids_follow_the_reference_layout():
 @pytest.mark.parametrize("char_chunk", [256, 2])
 def test_matches_numpy_reference(elmo_dir, reference, char_chunk):
     """With small chunks the character CNN runs on truncated slots (short words together)."""
-    elmo = ElmoEncoder.load(elmo_dir, device="cpu")
+    elmo = ElmoEncoder.load(elmo_dir, device="cpu", precision="fp32")
     elmo.module.token_embedder.chunk_size = char_chunk
     outputs = elmo.encode(SENTENCES)
     for words, out in zip(SENTENCES, outputs):
@@ -228,7 +228,7 @@ def test_relu_activation_and_no_clipping(tmp_path):
     options["lstm"]["cell_clip"] = 0  # 0 and null both mean "no clip"
     options["lstm"]["proj_clip"] = None
     weights = tf_layout(options, seed=3)
-    encoder = ElmoEncoder.load(write_elmo_dir(tmp_path / "relu", options, weights), device="cpu")
+    encoder = ElmoEncoder.load(write_elmo_dir(tmp_path / "relu", options, weights), device="cpu", precision="fp32")
     reference = Reference({**options, "lstm": {**options["lstm"], "cell_clip": np.inf, "proj_clip": np.inf}}, weights)
     sentences = SENTENCES[:3]
     for words, out in zip(sentences, encoder.encode(sentences)):
@@ -258,8 +258,8 @@ def test_empty_inputs(elmo):
 
 
 def test_independent_of_batch_composition(elmo_dir):
-    small_batches = ElmoEncoder.load(elmo_dir, device="cpu", batch_words=1)  # one sentence per pass
-    big_batches = ElmoEncoder.load(elmo_dir, device="cpu", batch_words=10_000)
+    small_batches = ElmoEncoder.load(elmo_dir, device="cpu", precision="fp32", batch_words=1)  # one sentence per pass
+    big_batches = ElmoEncoder.load(elmo_dir, device="cpu", precision="fp32", batch_words=10_000)
     alone = [small_batches.encode([s])[0] for s in SENTENCES]
     together = big_batches.encode(SENTENCES)
     shuffled = big_batches.encode(SENTENCES[::-1] + [["padding", "friends"] * 20])[: len(SENTENCES)][::-1]
@@ -309,7 +309,7 @@ def test_rejects_untokenized_input(elmo):
 
 def test_save_load_round_trip(elmo, elmo_dir, tmp_path):
     elmo.save(tmp_path / "copy")
-    copy = load_encoder(tmp_path / "copy", device="cpu")
+    copy = load_encoder(tmp_path / "copy", device="cpu", precision="fp32")
     for a, b in zip(elmo.encode(SENTENCES), copy.encode(SENTENCES)):
         np.testing.assert_array_equal(a, b)
     with h5py.File(elmo_dir / "weights.hdf5") as original, h5py.File(tmp_path / "copy" / "weights.hdf5") as saved:
@@ -333,6 +333,16 @@ def test_expected_shapes_of_the_released_small_model():
     assert expected_shapes(elmo_options("original"))["CNN_high_1/b_carry"] == (2048,)
 
 
+@pytest.mark.parametrize("options", [OPTIONS, elmo_options("tiny")], ids=["test", "tiny"])
+def test_expected_shapes_match_the_module_layout(options, tf_weights):
+    from contextembed.encoders.elmo.weights import weight_specs
+
+    module = BiLMEncoderModule(options, init=False)
+    assert expected_shapes(options) == {spec.dataset: spec.shape for spec in weight_specs(module)}
+    if options is OPTIONS:  # and the layout written independently by the fixture
+        assert expected_shapes(options) == {name: array.shape for name, array in tf_weights.items()}
+
+
 def test_pretrained_module_and_release_are_interchangeable(tmp_path):
     """A module built from a preset (as the pretrainer does) saves to a directory load_encoder reads."""
     torch.manual_seed(0)
@@ -340,7 +350,7 @@ def test_pretrained_module_and_release_are_interchangeable(tmp_path):
     from contextembed.encoders.elmo import save_bilm
 
     save_bilm(module, tmp_path / "ours")
-    encoder = load_encoder(tmp_path / "ours", device="cpu")
+    encoder = load_encoder(tmp_path / "ours", device="cpu", precision="fp32")
     char_ids, _ = sentence_char_ids(SENTENCES[:2])
     with torch.no_grad():
         states = module.eval()(torch.from_numpy(char_ids))
@@ -450,3 +460,70 @@ def test_bad_encoder_options(elmo_dir):
         ElmoEncoder.load(elmo_dir, batch_words=0)
     with pytest.raises(ValueError, match="size='huge'"):
         elmo_options("huge")
+
+
+def test_module_dedupe_gives_the_same_states():
+    torch.manual_seed(0)
+    module = BiLMEncoderModule(elmo_options("tiny")).eval()
+    char_ids = torch.from_numpy(sentence_char_ids(SENTENCES)[0])
+    with torch.no_grad():
+        deduped, plain = module(char_ids), module(char_ids, dedupe=False)
+    torch.testing.assert_close(deduped.layers(), plain.layers(), rtol=0, atol=1e-6)
+    assert not deduped.layers()[:, 4, 2:].any()  # the empty sentence: zeros after its two markers
+
+
+def test_subword_pooling_is_a_no_op_for_words(elmo):
+    first = elmo.encode(SENTENCES[:2], subword_pooling="first")
+    for pooling in ("last", "mean", "max"):
+        for a, b in zip(first, elmo.encode(SENTENCES[:2], subword_pooling=pooling)):
+            np.testing.assert_array_equal(a, b)
+    doubled = elmo.encode(SENTENCES[:2], subword_pooling="first_last")[0]
+    np.testing.assert_array_equal(doubled, np.concatenate([first[0], first[0]], axis=-1))
+
+
+def test_bf16_precision_is_close_and_float32(elmo_dir, elmo):
+    fast = ElmoEncoder.load(elmo_dir, device="cpu", precision="bf16")
+    assert fast.dtype == torch.bfloat16
+    out, exact = fast.encode(SENTENCES[:2]), elmo.encode(SENTENCES[:2])
+    for a, b in zip(out, exact):
+        assert a.dtype == np.float32 and a.shape == b.shape
+        assert np.abs(a - b).max() < 0.2  # bf16 has ~3 significant digits; values are O(1)
+
+
+def test_int8_precision_quantizes_the_character_cnn(elmo_dir, elmo, tmp_path):
+    quantized = ElmoEncoder.load(elmo_dir, device="cpu", precision="int8")
+    assert quantized.precision == "int8" and quantized.dtype == torch.float32
+    out, exact = quantized.encode(SENTENCES[:2]), elmo.encode(SENTENCES[:2])
+    for a, b in zip(out, exact):
+        assert a.shape == b.shape and not np.array_equal(a, b)
+        assert np.abs(a - b).max() < 0.2
+    with pytest.raises(ValueError, match="precision='int8'.*cannot be saved"):
+        quantized.save(tmp_path / "int8")
+
+
+def test_auto_precision_follows_the_core_rule(elmo_dir):
+    from contextembed.devices import resolve_precision
+
+    encoder = ElmoEncoder.load(elmo_dir, device="cpu")
+    assert encoder.precision == resolve_precision("auto", torch.device("cpu"))
+
+
+def test_lstms_in_lockstep_equal_each_alone():
+    from torch.nn.utils.rnn import pack_sequence
+
+    from contextembed.encoders.elmo import ProjectedLSTM, run_lstms
+
+    torch.manual_seed(0)
+    pair = [ProjectedLSTM(3, 5, 4, cell_clip=0.5, proj_clip=0.5) for _ in range(2)]
+    for layer in pair:
+        layer.reset_parameters()
+    packed = pack_sequence([torch.randn(6, 3), torch.randn(4, 3), torch.randn(1, 3)])
+    sizes = packed.batch_sizes.tolist()
+    other = torch.randn_like(packed.data)
+    with torch.no_grad():
+        together = run_lstms(pair, torch.stack([packed.data, other]), sizes)
+        alone = [pair[0](packed.data, sizes), pair[1](other, sizes)]
+    torch.testing.assert_close(together, torch.stack(alone), rtol=0, atol=1e-6)
+    assert together.abs().max() <= 0.5 + 1e-7  # the projection clip holds
+    with pytest.raises(ValueError, match="same cell_clip and proj_clip"):
+        run_lstms([pair[0], ProjectedLSTM(3, 5, 4)], torch.stack([packed.data, other]), sizes)

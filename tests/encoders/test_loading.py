@@ -53,3 +53,28 @@ def test_bad_device_and_precision(tiny_bert_dir):
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match="CUDA is not available"):
             load_encoder(str(tiny_bert_dir), device="cuda")
+
+
+def test_hub_id_loads_from_the_local_cache_only(tmp_path, tiny_bert_dir):
+    """A hub id already in the Hugging Face cache loads (offline); the same id absent does not."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    snapshot = tmp_path / "hub" / "models--someorg--tiny-bert" / "snapshots" / ("0" * 40)
+    shutil.copytree(tiny_bert_dir, snapshot)
+    (tmp_path / "hub" / "models--someorg--tiny-bert" / "refs").mkdir()
+    (tmp_path / "hub" / "models--someorg--tiny-bert" / "refs" / "main").write_text("0" * 40)
+    code = (
+        "from contextembed import load_encoder, ModelNotFoundError\n"
+        "e = load_encoder('someorg/tiny-bert', device='cpu')\n"
+        "assert e.n_layers == 3 and e.encode([['the']])[0].shape == (3, 1, 32)\n"
+        "try:\n    load_encoder('someorg/other-model')\nexcept ModelNotFoundError as error:\n"
+        "    assert 'huggingface-cli download someorg/other-model' in str(error)\nelse:\n    raise SystemExit(1)\n"
+    )
+    env = {**os.environ, "HF_HUB_CACHE": str(tmp_path / "hub"), "HF_HUB_OFFLINE": "0"}
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    result = subprocess.run([sys.executable, "-c", code], env={**env, "PYTHONPATH": root}, capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]

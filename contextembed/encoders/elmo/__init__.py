@@ -9,7 +9,7 @@
 
 from .characters import BOS_IDS, EOS_IDS, MAX_CHARACTERS, sentence_char_ids, word_char_ids
 from .encoder import OPTIONS_FILE, WEIGHTS_FILE, ElmoEncoder, is_elmo_directory, load_bilm, save_bilm
-from .modules import BiLMEncoderModule, BiLMStates, CharCNNTokenEmbedder, ProjectedLSTM
+from .modules import BiLMEncoderModule, BiLMStates, CharCNNTokenEmbedder, ProjectedLSTM, run_lstms
 from .options import SIZE_PRESETS, ElmoFormatError, check_options, elmo_options, read_options
 from .weights import expected_shapes, load_weights, save_weights
 
@@ -33,6 +33,7 @@ __all__ = [
     "load_bilm",
     "load_weights",
     "read_options",
+    "run_lstms",
     "save_bilm",
     "save_weights",
     "sentence_char_ids",

@@ -42,7 +42,7 @@ BOS_IDS = _marker_ids(BOS_CHAR)
 EOS_IDS = _marker_ids(EOS_CHAR)
 
 
-@lru_cache(maxsize=200_000)
+@lru_cache(maxsize=50_000)
 def word_char_ids(word: str) -> np.ndarray:
     """Character ids of one word (read-only, cached).
 

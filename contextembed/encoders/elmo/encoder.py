@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from ...devices import resolve_device, resolve_precision
+from ...devices import compute_dtype, quantize_int8, resolve_device, resolve_precision
 from ...errors import ModelNotFoundError
 from ...pooling.layers import LayerSpec
 from ..base import Encoder, PieceEncoding, Sentences, check_sentences
@@ -66,13 +66,16 @@ class ElmoEncoder(Encoder):
     Parameters
     ----------
     module : BiLMEncoderModule
-        The biLM (moved to ``device`` and ``precision``, put in eval mode, frozen).
+        The biLM; moved to ``device`` and ``precision``, put in eval mode and frozen *in place*
+        (pass ``copy.deepcopy(module)`` to keep training the original).
     spec : str
         What it was loaded from.
     device : str or torch.device
         ``"auto"`` picks CUDA when present.
-    precision : {"auto", "fp32", "bf16", "fp16"}
-        Compute dtype; outputs are always float32.
+    precision : {"auto", "fp32", "bf16", "fp16", "int8"}
+        Compute precision; outputs are always float32. ``"auto"``: bf16 on CUDA and on CPUs with
+        native bf16 units, else fp32. ``"int8"`` (CPU): dynamic int8 highway and projection
+        layers of the character CNN, fp32 elsewhere.
     batch_words : int
         Budget of padded tokens (markers included) per forward pass; batches are length-sorted.
     max_batch_size : int
@@ -102,10 +105,11 @@ class ElmoEncoder(Encoder):
                 raise ValueError(f"{name} must be a positive int, got {value!r}")
         self.spec = spec
         self.device = resolve_device(device)
-        self.dtype = resolve_precision(precision, self.device)
-        self.precision = precision
-        self.module = module.to(device=self.device, dtype=self.dtype).eval()
-        self.module.requires_grad_(False)
+        self.precision = resolve_precision(precision, self.device)
+        self.dtype = compute_dtype(self.precision)
+        self.module = module.to(device=self.device, dtype=self.dtype).eval().requires_grad_(False)
+        if self.precision == "int8":  # the highway and projection layers; the LSTMs stay fp32
+            self.module.token_embedder = quantize_int8(self.module.token_embedder)
         self.batch_words = batch_words
         self.max_batch_size = max_batch_size
         self.chunk_size = chunk_size
@@ -128,6 +132,11 @@ class ElmoEncoder(Encoder):
 
     def save(self, directory: Union[str, os.PathLike]) -> None:
         """Write ``options.json`` + ``weights.hdf5`` in AllenNLP's original layout."""
+        if self.precision == "int8":
+            raise ValueError(
+                "an encoder loaded with precision='int8' holds quantized weights and cannot be saved; "
+                "load it with precision='fp32' to save it"
+            )
         save_bilm(self.module, directory)
 
     # -- properties ---------------------------------------------------------------------------

@@ -12,7 +12,8 @@ The forward pass (TF conventions of the original bilm-tf, which AllenNLP's weigh
 
 Padding never reaches a recurrence: sequences are packed (as ``torch.nn.utils.rnn`` does), so a
 step only computes the rows still inside their sentence, and the backward direction starts at each
-sentence's own last token. State starts at zero for every sentence.
+sentence's own last token. State starts at zero for every sentence. The forward and backward
+LSTMs of a layer run in lockstep (one batched matmul per step for both, see :func:`run_lstms`).
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ class CharCNNTokenEmbedder(nn.Module):
         #: each highway layer is one Linear: rows [W_transform^T ; -W_carry^T] (AllenNLP's convention)
         self.highways = nn.ModuleList(nn.Linear(width, 2 * width) for _ in range(cnn["n_highway"]))
         self.projection = nn.Linear(width, options["lstm"]["projection_dim"])
+        self.output_dim = options["lstm"]["projection_dim"]
 
     def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
         """Embed tokens.
@@ -79,7 +81,7 @@ class CharCNNTokenEmbedder(nn.Module):
         # (tokens, chars)
         flat = char_ids.reshape(-1, MAX_CHARACTERS)
         if not len(flat):
-            return self.projection.weight.new_zeros((*char_ids.shape[:-1], self.projection.out_features))
+            return self.char_embedding.weight.new_zeros((*char_ids.shape[:-1], self.output_dim))
         # slots before the padding: the word's bytes + 2 marks (all 50 for an all-zero row)
         used = (flat != PAD_CHAR + 1).sum(dim=-1)
         # similar lengths together, so that each chunk convolves only the slots it needs
@@ -193,33 +195,7 @@ class ProjectedLSTM(nn.Module):
         torch.Tensor
             ``(packed, projection_size)`` in the same packed order.
         """
-        bias = self.input_linearity.bias + self.forget_offset.to(self.input_linearity.bias.dtype)
-        # (packed, 4 * cell): the input part of every step at once
-        gates_in = torch.nn.functional.linear(inputs, self.input_linearity.weight, bias)
-        recurrent = self.state_linearity.weight.t()
-        projection = self.projection.weight.t()
-        n0 = batch_sizes[0] if len(batch_sizes) else 0
-        h = inputs.new_zeros((n0, self.projection_size))
-        c = inputs.new_zeros((n0, self.cell_size))
-        outputs = []
-        start = 0
-        for n in batch_sizes:
-            # (n, 4 * cell)
-            gates = torch.addmm(gates_in[start : start + n], h[:n], recurrent)
-            i, f, g, o = gates.chunk(4, dim=1)
-            # (n, cell)
-            c = torch.sigmoid(f) * c[:n] + torch.sigmoid(i) * torch.tanh(g)
-            if self.cell_clip is not None:
-                c = c.clamp(-self.cell_clip, self.cell_clip)
-            # (n, projection)
-            h = torch.mm(torch.sigmoid(o) * torch.tanh(c), projection)
-            if self.proj_clip is not None:
-                h = h.clamp(-self.proj_clip, self.proj_clip)
-            outputs.append(h)
-            start += n
-        if not outputs:
-            return inputs.new_zeros((0, self.projection_size))
-        return torch.cat(outputs)
+        return run_lstms([self], inputs.unsqueeze(0), batch_sizes)[0]
 
     @torch.no_grad()
     def reset_parameters(self) -> None:
@@ -231,6 +207,63 @@ class ProjectedLSTM(nn.Module):
         self.input_linearity.bias.zero_()
         bound = math.sqrt(6.0 / (self.cell_size + self.projection_size))
         nn.init.uniform_(self.projection.weight, -bound, bound)
+
+
+def run_lstms(layers: Sequence[ProjectedLSTM], inputs: torch.Tensor, batch_sizes: Sequence[int]) -> torch.Tensor:
+    """Run several same-shaped :class:`ProjectedLSTM` in lockstep (e.g. the forward and backward
+    LSTMs of one layer, over their own inputs): one batched matmul per step for all of them.
+
+    Parameters
+    ----------
+    layers : sequence of ProjectedLSTM
+        ``D`` layers with the same sizes and clips.
+    inputs : torch.Tensor
+        ``(D, packed, input_size)``: packed sequences (time-major, longest first) sharing
+        ``batch_sizes``.
+    batch_sizes : sequence of int
+        Rows at each time step (``PackedSequence.batch_sizes``).
+
+    Returns
+    -------
+    torch.Tensor
+        ``(D, packed, projection_size)`` in the same packed order.
+    """
+    first = layers[0]
+    cell_clip, proj_clip, dtype = first.cell_clip, first.proj_clip, inputs.dtype
+    if any((layer.cell_clip, layer.proj_clip) != (cell_clip, proj_clip) for layer in layers):
+        raise ValueError("run_lstms needs layers with the same cell_clip and proj_clip")
+    # (D, 1, 4 * cell): TF's forget-gate +1 added here, never stored
+    bias = torch.stack([layer.input_linearity.bias + layer.forget_offset.to(dtype) for layer in layers]).unsqueeze(1)
+    # (D, input, 4 * cell), (D, projection, 4 * cell), (D, cell, projection)
+    w_in = torch.stack([layer.input_linearity.weight.t() for layer in layers])
+    recurrent = torch.stack([layer.state_linearity.weight.t() for layer in layers])
+    projection = torch.stack([layer.projection.weight.t() for layer in layers])
+    # (D, packed, 4 * cell): the input part of every step at once
+    gates_in = torch.baddbmm(bias, inputs, w_in)
+    # without autograd the recurrent part is added in place (saves a copy per step)
+    add = torch.baddbmm if torch.is_grad_enabled() else torch.Tensor.baddbmm_
+    n0 = batch_sizes[0] if len(batch_sizes) else 0
+    h = inputs.new_zeros((len(layers), n0, first.projection_size))
+    c = inputs.new_zeros((len(layers), n0, first.cell_size))
+    outputs = []
+    start = 0
+    for n in batch_sizes:
+        # (D, n, 4 * cell)
+        gates = add(gates_in[:, start : start + n], h[:, :n], recurrent)
+        i, f, g, o = gates.chunk(4, dim=-1)
+        # (D, n, cell)
+        c = torch.sigmoid(f) * c[:, :n] + torch.sigmoid(i) * torch.tanh(g)
+        if cell_clip is not None:
+            c = c.clamp(-cell_clip, cell_clip)
+        # (D, n, projection)
+        h = torch.bmm(torch.sigmoid(o) * torch.tanh(c), projection)
+        if proj_clip is not None:
+            h = h.clamp(-proj_clip, proj_clip)
+        outputs.append(h)
+        start += n
+    if not outputs:
+        return inputs.new_zeros((len(layers), 0, first.projection_size))
+    return torch.cat(outputs, dim=1)
 
 
 @dataclass
@@ -375,33 +408,44 @@ class BiLMEncoderModule(nn.Module):
         # (batch, seq)
         mask = torch.arange(seq).unsqueeze(0) < lengths_cpu.unsqueeze(1)
         mask = mask.to(tokens.device)
-        forward = self._run_direction(tokens, lengths_cpu, self.forward_layers)
         reverse = _reverse_index(lengths_cpu, seq).to(tokens.device)
-        backward_reversed = self._run_direction(_gather_time(tokens, reverse), lengths_cpu, self.backward_layers)
-        backward = [_gather_time(x, reverse) for x in backward_reversed]
+        # (2, batch, seq, projection): the forward LM's input and each sentence reversed
+        both = torch.stack([tokens, _gather_time(tokens, reverse)])
+        layers = self._run_stacks(both, lengths_cpu)
+        forward = [x[0] for x in layers]
+        backward = [_gather_time(x[1], reverse) for x in layers]
         return BiLMStates(tokens, forward, backward, mask)
 
-    def _run_direction(self, tokens: torch.Tensor, lengths: torch.Tensor, layers: nn.ModuleList) -> list[torch.Tensor]:
-        """One LSTM stack over left-aligned sequences: per layer ``(batch, seq, projection_dim)``."""
-        batch, seq, width = tokens.shape
+    def _run_stacks(self, both: torch.Tensor, lengths: torch.Tensor) -> list[torch.Tensor]:
+        """Both LSTM stacks in lockstep over left-aligned sequences.
+
+        ``both`` is ``(2, batch, seq, projection_dim)`` (forward input, reversed input); returns
+        per layer ``(2, batch, seq, projection_dim)`` (zeros at padding).
+        """
+        _, batch, seq, width = both.shape
         nonempty = lengths > 0
         if not bool(nonempty.any()):
-            return [tokens.new_zeros((batch, seq, width)) for _ in layers]
-        rows = nonempty.nonzero().squeeze(1).to(tokens.device)
-        packed = pack_padded_sequence(tokens[rows], lengths[nonempty], batch_first=True, enforce_sorted=False)
+            return [both.new_zeros((2, batch, seq, width)) for _ in self.forward_layers]
+        rows = nonempty.nonzero().squeeze(1).to(both.device)
+        # packed over (batch, seq); data (packed, 2, width)
+        packed = pack_padded_sequence(both[:, rows].permute(1, 2, 0, 3), lengths[nonempty], batch_first=True,
+                                      enforce_sorted=False)
         batch_sizes = packed.batch_sizes.tolist()
-        data = packed.data
+        # (2, packed, width)
+        data = packed.data.transpose(0, 1)
         outputs = []
-        for index, layer in enumerate(layers):
+        for index, pair in enumerate(zip(self.forward_layers, self.backward_layers)):
             inputs = self.dropout(data)
-            # (packed, projection)
-            out = layer(inputs, batch_sizes)
+            # (2, packed, projection)
+            out = run_lstms(pair, inputs, batch_sizes)
             if index > 0:
                 out = out + inputs
             data = out
-            repacked = PackedSequence(out, packed.batch_sizes, packed.sorted_indices, packed.unsorted_indices)
+            repacked = PackedSequence(out.transpose(0, 1), packed.batch_sizes, packed.sorted_indices,
+                                      packed.unsorted_indices)
+            # (rows, seq, 2, projection)
             padded, _ = pad_packed_sequence(repacked, batch_first=True, total_length=seq)
-            outputs.append(_scatter_rows(padded, rows, batch))
+            outputs.append(_scatter_rows(padded, rows, batch).permute(2, 0, 1, 3))
         return outputs
 
 
@@ -425,4 +469,4 @@ def _scatter_rows(padded: torch.Tensor, rows: torch.Tensor, batch: int) -> torch
     return full.index_copy(0, rows, padded)
 
 
-__all__ = ["BiLMEncoderModule", "BiLMStates", "CharCNNTokenEmbedder", "ProjectedLSTM"]
+__all__ = ["BiLMEncoderModule", "BiLMStates", "CharCNNTokenEmbedder", "ProjectedLSTM", "run_lstms"]

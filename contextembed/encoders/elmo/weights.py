@@ -59,8 +59,25 @@ def _h5py():
 
 
 def expected_shapes(options: Mapping) -> dict[str, tuple[int, ...]]:
-    """Every dataset a ``weights.hdf5`` for ``options`` must hold, with its shape."""
-    return {spec.dataset: spec.shape for spec in weight_specs(BiLMEncoderModule(options, init=False))}
+    """Every dataset a ``weights.hdf5`` for ``options`` must hold, with its shape (file order).
+
+    Computed from the options alone (the same table :func:`weight_specs` builds from a module).
+    """
+    cnn, lstm = options["char_cnn"], options["lstm"]
+    d, f = cnn["embedding"]["dim"], n_filters(options)
+    p, c = lstm["projection_dim"], lstm["dim"]
+    shapes: dict[str, tuple[int, ...]] = {"char_embed": (cnn["n_characters"] - 1, d)}
+    for i, (width, n) in enumerate(cnn["filters"]):
+        shapes[f"CNN/W_cnn_{i}"], shapes[f"CNN/b_cnn_{i}"] = (1, width, d, n), (n,)
+    for k in range(cnn["n_highway"]):
+        for name in ("transform", "carry"):
+            shapes[f"CNN_high_{k}/W_{name}"], shapes[f"CNN_high_{k}/b_{name}"] = (f, f), (f,)
+    shapes["CNN_proj/W_proj"], shapes["CNN_proj/b_proj"] = (f, p), (p,)
+    for direction in (0, 1):
+        for layer in range(lstm["n_layers"]):
+            prefix = f"RNN_{direction}/RNN/MultiRNNCell/Cell{layer}/LSTMCell"
+            shapes[f"{prefix}/W_0"], shapes[f"{prefix}/B"], shapes[f"{prefix}/W_P_0"] = (2 * p, 4 * c), (4 * c,), (c, p)
+    return shapes
 
 
 def weight_specs(module: BiLMEncoderModule) -> list[WeightSpec]:
