@@ -41,7 +41,7 @@ def probe_f1(spec: str, train, dev) -> float:
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
-    encoder = load_encoder(spec, device="cpu")
+    encoder = load_encoder(spec, device="cpu", precision="fp32")
 
     def features(sentences):
         # (layers, words, width) per sentence -> (words, layers * width)
