@@ -383,10 +383,29 @@ def train(
     *,
     resume: Optional[Path] = None,
 ) -> dict:
-    """Run the optimisation; returns ``{"steps", "held_out_before", "held_out", "final_loss"}``.
+    """Run the optimisation from step 0 (or the ``resume`` checkpoint's step) to ``options.max_steps``.
 
-    ``model`` is the module whose ``state_dict`` is checkpointed; ``objective.loss`` receives it
-    (wrapped in DistributedDataParallel under torchrun).
+    Parameters
+    ----------
+    model : torch.nn.Module
+        The module whose ``state_dict`` is checkpointed; ``objective.loss`` receives it (wrapped in
+        DistributedDataParallel under torchrun).
+    objective : Objective
+        Data and loss.
+    options : TrainingOptions
+        Optimisation settings.
+    out : Path
+        Receives ``log.jsonl``, ``held_out.json`` and ``checkpoints/`` (main process only).
+    context : DistributedContext
+        This process's rank and device (:func:`~.distributed.setup_distributed`).
+    resume : Path, optional
+        A checkpoint to continue from (its fingerprint must match the objective's).
+
+    Returns
+    -------
+    dict
+        ``steps``, ``held_out_before`` (``None`` when resumed or nothing is held out),
+        ``held_out`` (statistics after training) and ``running_loss`` (smoothed training loss).
     """
     model.to(context.device)
     wrapped = wrap_model(model, context)
