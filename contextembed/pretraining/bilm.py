@@ -55,6 +55,11 @@ class BiLMConfig:
         ELMo size preset (:data:`contextembed.encoders.elmo.SIZE_PRESETS`).
     n_layers : int
         biLSTM layers.
+    init : str, optional
+        An ELMo directory (``options.json`` + ``weights.hdf5``) to continue pretraining
+        (domain-adaptive pretraining); ``size`` and ``n_layers`` are then ignored. When it also holds
+        this trainer's ``vocab.txt`` and ``softmax.safetensors``, the softmax vocabulary and weights are
+        reused too; otherwise a vocabulary is built from the corpus and the softmax starts fresh.
     max_vocab : int
         Most frequent words in the softmax vocabulary (others are ``<UNK>``).
     min_count : int
@@ -76,6 +81,7 @@ class BiLMConfig:
 
     size: str = "tiny"
     n_layers: int = 2
+    init: Optional[str] = None
     max_vocab: int = 50_000
     min_count: int = 3
     softmax: Softmax = "auto"
@@ -97,10 +103,27 @@ class BiLMConfig:
                 raise ValueError(f"{name}={getattr(self, name)} must be a positive integer")
         if not 0 <= self.dropout < 1:
             raise ValueError(f"dropout={self.dropout} must be in [0, 1)")
-        self.options = elmo_options(self.size, n_layers=self.n_layers)
+        if self.init is not None:
+            self.options = _init_options(self.init)
+        else:
+            self.options = elmo_options(self.size, n_layers=self.n_layers)
+
+
+def _init_options(directory: str) -> dict:
+    """The ``options.json`` of an ELMo directory to continue from (clear errors when it is not one)."""
+    from ..encoders.elmo import OPTIONS_FILE, WEIGHTS_FILE, is_elmo_directory, read_options
+
+    if not is_elmo_directory(directory):
+        raise ValueError(
+            f"init={directory!r} is not an ELMo directory: it must hold {OPTIONS_FILE} and {WEIGHTS_FILE} "
+            "(AllenNLP's layout, as `contextembed pretrain bilm` writes)"
+        )
+    return read_options(os.path.join(directory, OPTIONS_FILE))
 
 
 def default_learning_rate(config: BiLMConfig) -> float:
+    if config.init is not None:
+        return 2e-4
     return 1e-3 if config.size == "tiny" else 5e-4
 
 
@@ -130,6 +153,13 @@ class WordVocabulary:
         """``[<S>, words..., </S>]`` as ids."""
         words = (w.lower() for w in sentence) if self.lowercase else sentence
         return [0, *(self.index.get(w, self.unk) for w in words), 1]
+
+    @classmethod
+    def load(cls, path: Path, lowercase: bool = False) -> "WordVocabulary":
+        words = path.read_text(encoding="utf-8").splitlines()
+        if tuple(words[:3]) != SPECIAL_WORDS:
+            raise ValueError(f"{path} must start with the lines {', '.join(SPECIAL_WORDS)}")
+        return cls(words, lowercase)
 
     def save(self, path: Path) -> None:
         path.write_text("\n".join(self.words) + "\n", encoding="utf-8")
@@ -249,6 +279,34 @@ def _fingerprint(config: BiLMConfig, vocabulary: WordVocabulary, model: BiLMLang
             "softmax": type(model.softmax).__name__, "cutoffs": model.cutoffs}
 
 
+def build_model(config: BiLMConfig, sentences: list[list[str]]) -> tuple[BiLMLanguageModel, WordVocabulary]:
+    """A fresh model and a corpus vocabulary, or the ``init`` encoder (and its LM head, when saved)."""
+    from ..encoders.elmo import load_bilm
+
+    head = Path(config.init, "softmax.safetensors") if config.init else None
+    if head is not None and head.is_file() and Path(config.init, "vocab.txt").is_file():
+        vocabulary = WordVocabulary.load(Path(config.init, "vocab.txt"), config.lowercase)
+    else:
+        head = None
+        vocabulary = WordVocabulary.build(sentences, config.max_vocab, config.min_count, config.lowercase)
+    cutoffs = config.cutoffs
+    if head is not None:
+        from safetensors import safe_open
+
+        with safe_open(str(head), framework="pt") as handle:
+            cutoffs = json.loads(handle.metadata().get("cutoffs", "null")) or cutoffs
+    softmax = ("adaptive" if cutoffs else "full") if head is not None else config.softmax
+    model = BiLMLanguageModel(config.options, len(vocabulary.words), softmax=softmax, cutoffs=cutoffs,
+                              dropout=config.dropout)
+    if config.init is not None:
+        model.encoder.load_state_dict(load_bilm(config.init).state_dict())
+    if head is not None:
+        from safetensors.torch import load_file
+
+        model.softmax.load_state_dict(load_file(str(head)))
+    return model, vocabulary
+
+
 # -- entry point --------------------------------------------------------------------------------
 
 
@@ -296,10 +354,8 @@ def pretrain_bilm(
         train_docs, held_docs = split_held_out(documents, training.held_out_fraction)
         train_sentences = [s.split() for d in train_docs for s in d]
         held_sentences = [s.split() for d in held_docs for s in d]
-        vocabulary = WordVocabulary.build(train_sentences, config.max_vocab, config.min_count, config.lowercase)
         torch.manual_seed(training.seed)
-        model = BiLMLanguageModel(config.options, len(vocabulary.words), softmax=config.softmax,
-                                  cutoffs=config.cutoffs, dropout=config.dropout)
+        model, vocabulary = build_model(config, train_sentences)
         objective = BiLMObjective(train_sentences, held_sentences, vocabulary, config,
                                   _fingerprint(config, vocabulary, model))
         summary = train(model, objective, training, out, context, resume=checkpoint)

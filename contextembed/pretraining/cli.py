@@ -192,6 +192,8 @@ def add_bilm_parser(objectives) -> None:
     model.add_argument("--size", choices=["tiny", "small", "medium", "original"], default="tiny",
                        help="ELMo size preset (small/medium/original: the released architectures)")
     model.add_argument("--n-layers", type=_positive, default=2, help="biLSTM layers")
+    model.add_argument("--init", default=None, metavar="DIR",
+                       help="continue pretraining an ELMo directory (options.json + weights.hdf5)")
     model.add_argument("--max-vocab", type=_positive, default=50_000, help="softmax vocabulary size")
     model.add_argument("--min-count", type=_positive, default=3)
     model.add_argument("--softmax", choices=["auto", "full", "adaptive"], default="auto",
@@ -210,7 +212,7 @@ def _run_bilm(args: argparse.Namespace) -> int:
 
     _check_corpus(args.corpus)
     config = BiLMConfig(
-        size=args.size, n_layers=args.n_layers, max_vocab=args.max_vocab, min_count=args.min_count,
+        size=args.size, n_layers=args.n_layers, init=args.init, max_vocab=args.max_vocab, min_count=args.min_count,
         softmax=args.softmax, cutoffs=args.cutoffs, max_length=args.max_length, dropout=args.dropout,
         lowercase=args.lowercase, encoding_errors=args.encoding_errors,
     )

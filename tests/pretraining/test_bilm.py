@@ -124,3 +124,37 @@ def test_bilm_config_errors():
         BiLMConfig(softmax="sampled")
     with pytest.raises(ValueError, match="size='huge'"):
         BiLMConfig(size="huge")
+
+
+def test_init_continues_from_an_elmo_directory(tmp_path, corpus_file, pretrained_bilm):
+    base, base_summary = pretrained_bilm
+    config = BiLMConfig(init=str(base), size="small", n_layers=1)  # size and n_layers are ignored
+    assert config.options["lstm"]["n_layers"] == 2
+    summary = pretrain_bilm(corpus_file, tmp_path / "adapted", config, tiny_training(max_steps=1))
+    # same encoder, vocabulary and LM head: the held-out loss starts where the base run ended
+    assert (tmp_path / "adapted" / "vocab.txt").read_text() == (base / "vocab.txt").read_text()
+    before, ended = summary["held_out_before"], base_summary["held_out"]
+    assert before["forward_loss"] == pytest.approx(ended["forward_loss"], rel=1e-5)
+    assert before["backward_loss"] == pytest.approx(ended["backward_loss"], rel=1e-5)
+    with pytest.raises(ValueError, match="is not an ELMo directory"):
+        BiLMConfig(init=str(tmp_path))
+
+
+def test_init_without_a_saved_lm_head_builds_a_new_vocabulary(tmp_path, corpus_file, pretrained_bilm):
+    import shutil
+
+    from contextembed.encoders.elmo import load_bilm
+
+    base = tmp_path / "bare"
+    base.mkdir()
+    for name in ("options.json", "weights.hdf5"):
+        shutil.copy(pretrained_bilm[0] / name, base / name)
+    config = BiLMConfig(init=str(base), max_vocab=10, softmax="full")
+    pretrain_bilm(corpus_file, tmp_path / "adapted", config, tiny_training(max_steps=1, learning_rate=1e-9,
+                                                                            warmup_steps=0))
+    words = (tmp_path / "adapted" / "vocab.txt").read_text().splitlines()
+    assert len(words) == 13 and words[:3] == ["<S>", "</S>", "<UNK>"]
+    # the encoder started from the init weights (one step at a negligible learning rate)
+    adapted, original = load_bilm(tmp_path / "adapted"), load_bilm(base)
+    for name, value in original.state_dict().items():
+        torch.testing.assert_close(adapted.state_dict()[name], value, atol=1e-6, rtol=1e-5)
