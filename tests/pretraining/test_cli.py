@@ -66,3 +66,17 @@ def test_bilm_command(tmp_path, corpus_file, capsys):
     assert load_encoder(str(out), device="cpu").n_layers == 2
     printed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert printed["steps"] == 2 and "forward_loss" in printed["held_out"]
+
+
+def test_mlm_command_resume(tmp_path, corpus_file, tiny_size, capsys):
+    out = tmp_path / "out"
+    assert main(_mlm_args(corpus_file, out, tiny_size, "--checkpoint-every", "2")) == 0
+    argv = _mlm_args(corpus_file, out, tiny_size) + ["--max-steps", "3", "--resume"]
+    assert main(argv) == 0
+    steps = [json.loads(line)["step"] for line in (out / "log.jsonl").read_text().splitlines()]
+    assert steps == [0, 1, 2, 2, 3, 3]  # held-out at 0, steps 1-2, held-out at 2, step 3, held-out at 3
+    assert json.loads((out / "pretrain_config.json").read_text())["training"]["max_steps"] == 3
+    capsys.readouterr()
+    other = _mlm_args(corpus_file, out, tiny_size, "--nsp") + ["--max-steps", "4", "--resume"]
+    assert main(other) == 2
+    assert "incompatible with this run: objective: checkpoint has 'mlm', this run has 'mlm+nsp'" in capsys.readouterr().err
