@@ -7,6 +7,7 @@ Layers are the embedding output followed by every hidden layer (``hidden_states`
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Optional, Union
@@ -16,7 +17,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..alignment import PieceTokenizer, SentencePieces, Window, check_window, plan_windows
-from ..devices import resolve_device, resolve_precision
+from ..devices import compute_dtype, quantize_int8, resolve_device, resolve_precision
 from ..pooling.layers import LayerSpec
 from ..pooling.subword import SubwordPooling, check_subword_pooling, pool_subwords_numpy
 from .base import Encoder, PieceEncoding, Sentences, check_sentences
@@ -66,8 +67,9 @@ class TransformerEncoder(Encoder):
         What the encoder was loaded from (kept by adapters instead of the weights).
     device : str or torch.device
         ``"auto"`` picks CUDA when present.
-    precision : {"auto", "fp32", "bf16", "fp16"}
-        Compute dtype; outputs are always float32.
+    precision : {"auto", "fp32", "bf16", "fp16", "int8"}
+        Compute precision; outputs are always float32. ``"auto"``: bf16 on CUDA and on CPUs with
+        native bf16 units, fp32 elsewhere; ``"int8"``: dynamic int8 quantization (CPU only).
     window, stride : int, optional
         Pieces per window and distance between window starts for long inputs; defaults: the
         model's maximum length without special tokens, and half of it.
@@ -80,6 +82,9 @@ class TransformerEncoder(Encoder):
     """
 
     family = "transformer"
+    #: the BERT paper's best feature-based NER setting (Table 7)
+    default_layers = (-4, -3, -2, -1)
+    default_combine = "concat"
 
     def __init__(
         self,
@@ -97,12 +102,12 @@ class TransformerEncoder(Encoder):
     ) -> None:
         self.spec = spec
         self.device = resolve_device(device)
-        self.dtype = resolve_precision(precision, self.device)
-        self.precision = precision
+        self.precision = resolve_precision(precision, self.device)
+        self.dtype = compute_dtype(self.precision)
         if getattr(model.config, "is_encoder_decoder", False):
             model = model.get_encoder()
-        self.model = model.to(device=self.device, dtype=self.dtype).eval()
-        self.model.requires_grad_(False)
+        model = model.to(device=self.device, dtype=self.dtype).eval().requires_grad_(False)
+        self.model = quantize_int8(model) if self.precision == "int8" else model
         self.tokenizer = tokenizer
         self.pieces = PieceTokenizer(tokenizer)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
@@ -129,8 +134,9 @@ class TransformerEncoder(Encoder):
         from transformers import AutoModel, AutoTokenizer
 
         source = os.fspath(name_or_path)
-        tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=True, **_tokenizer_options(source))
-        model = AutoModel.from_pretrained(source, local_files_only=True)
+        with _quiet_transformers():
+            tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=True, **_tokenizer_options(source))
+            model = AutoModel.from_pretrained(source, local_files_only=True)
         return cls(model, tokenizer, spec=kwargs.pop("spec", source), **kwargs)
 
     def _probe_shape(self) -> tuple[int, int]:
@@ -322,6 +328,23 @@ def _max_positions(model, tokenizer) -> int:
             offset = config.pad_token_id + 1
         limits.append(int(positions) - offset)
     return min(limits) if limits else 512
+
+
+@contextmanager
+def _quiet_transformers():
+    """Silence transformers' loading progress bar and its report of unused checkpoint keys (e.g. the
+    MLM/NSP heads of a pretraining checkpoint), restoring the caller's settings afterwards."""
+    from transformers.utils import logging as hf_logging
+
+    verbosity, bar = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        if bar:
+            hf_logging.enable_progress_bar()
 
 
 def _tokenizer_options(source: str) -> dict:
