@@ -50,6 +50,7 @@ DEFAULT_CONFIG = {
     "tensor_combine": "mean",
     "store_layers": False,
     "embed_weights": False,
+    "cache_mb": 0,
 }
 
 #: combinations without trainable weights, usable for ``doc.tensor``
@@ -66,11 +67,12 @@ def make_contextembed(
     tensor_combine: str,
     store_layers: bool,
     embed_weights: bool,
+    cache_mb: float,
 ) -> "ContextEmbedder":
     """Build the component (the encoder itself loads on first use, never by download)."""
     return ContextEmbedder(
         nlp.vocab,
-        ContextEncoder(encoder, subword_pooling),
+        ContextEncoder(encoder, subword_pooling, cache_mb),
         name=name,
         tensor_layers=tensor_layers,
         tensor_combine=tensor_combine,
@@ -98,6 +100,12 @@ class ContextEmbedder(TrainablePipe):
         Keep all computed layers on ``doc._.contextembed[name]`` ``(layers, tokens, width)``.
     embed_weights : bool
         ``to_disk`` writes the encoder's weights into the pipeline instead of its name.
+
+    Notes
+    -----
+    The factory's ``cache_mb`` (default 0) keeps the features of docs seen before, keyed by their
+    token texts, up to that many megabytes: with a frozen encoder this makes every ``spacy train``
+    epoch after the first skip the encoder.
     """
 
     def __init__(

@@ -71,3 +71,40 @@ class FeatureCache:
 
     def clear(self) -> None:
         self._batches.clear()
+
+
+class TextFeatureCache:
+    """Features of docs seen before, looked up by their token texts, within a memory budget.
+
+    The encoder is frozen, so a doc with the same tokens always gets the same features; when
+    ``spacy train`` walks the same corpus every epoch, the encoder runs once per doc instead of once
+    per epoch. Least recently used entries are dropped beyond ``max_mb`` megabytes.
+    """
+
+    def __init__(self, max_mb: float = 0.0) -> None:
+        self.max_bytes = int(max_mb * 2**20)
+        self.n_bytes = 0
+        self._entries: OrderedDict[tuple[str, ...], DocFeatures] = OrderedDict()
+
+    def get(self, words: tuple[str, ...], layers: Sequence[int]) -> Optional[DocFeatures]:
+        """Cached features of these tokens holding all of ``layers``, or ``None``."""
+        found = self._entries.get(words)
+        if found is None or found.select(layers) is None:
+            return None
+        self._entries.move_to_end(words)
+        return found
+
+    def put(self, words: tuple[str, ...], features: DocFeatures) -> None:
+        if features.data.nbytes > self.max_bytes:
+            return
+        old = self._entries.pop(words, None)
+        if old is not None:
+            self.n_bytes -= old.data.nbytes
+        self._entries[words] = features
+        self.n_bytes += features.data.nbytes
+        while self.n_bytes > self.max_bytes:
+            _, dropped = self._entries.popitem(last=False)
+            self.n_bytes -= dropped.data.nbytes
+
+    def __len__(self) -> int:
+        return len(self._entries)

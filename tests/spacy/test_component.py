@@ -161,3 +161,28 @@ def test_minilm_component(minilm):
     cat, dog, tax = nlp("a cat sat on the mat"), nlp("a dog sat on the rug"), nlp("quarterly tax revenue fell")
     assert cat.tensor.shape == (len(cat), 384)
     assert cat.similarity(dog) > cat.similarity(tax)
+
+
+def test_feature_cache_skips_the_encoder_for_seen_docs(make_nlp, monkeypatch):
+    nlp = make_nlp(cache_mb=1)
+    component = nlp.get_pipe("contextembed")
+    first = nlp(TEXT).tensor
+    calls = []
+    original = component.encoder.encode
+    monkeypatch.setattr(component.encoder, "encode", lambda words, **kw: calls.append(list(words)) or original(words, **kw))
+    np.testing.assert_array_equal(nlp(TEXT).tensor, first)
+    assert calls == [[]]  # nothing left to encode
+    nlp("something new here")
+    assert calls[-1] == [("something", "new", "here")]
+
+
+def test_feature_cache_stays_within_budget():
+    from contextembed.spacy.features import DocFeatures, TextFeatureCache
+
+    cache = TextFeatureCache(max_mb=1)
+    block = np.zeros((2, 1000, 64), dtype=np.float32)  # 512 kB
+    for i in range(5):
+        cache.put((str(i),), DocFeatures(block.copy(), (0, 1)))
+    assert len(cache) == 2 and cache.n_bytes <= 2**20
+    assert cache.get(("4",), (0,)) is not None and cache.get(("0",), (0,)) is None
+    assert cache.get(("4",), (2,)) is None  # a layer it does not hold
