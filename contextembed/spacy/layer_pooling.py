@@ -1,6 +1,9 @@
-"""Thinc layer that pools layers with the core torch :class:`contextembed.pooling.LayerPooling`.
+"""Thinc layer that pools layers the way :class:`contextembed.pooling.LayerPooling` does.
 
-The scalar-mix weights and gamma are thinc parameters (``weights`` ``(layers,)``, ``gamma``
+``scalar_mix`` runs the core torch module. The fixed combinations (``concat`` layer-major along
+the width, ``mean``, ``sum``) have no parameters and no gradient to pass on, so they run directly on
+the thinc ops' arrays (one copy instead of a torch round trip); a test checks them against the
+core module. The scalar-mix weights and gamma are thinc parameters (``weights`` ``(layers,)``, ``gamma``
 ``(1,)``), so they are serialized with the downstream component and updated by its optimizer. The
 forward pass calls the core torch module with those parameters (``torch.func.functional_call``), so
 the formula, layer norm and layer dropout are the core's own; the gradient reaches the
@@ -57,6 +60,28 @@ def forward(model: Model, X: Floats3d, is_train: bool) -> tuple[Floats2d, Callab
     n_layers = model.get_dim("nL")
     if X.shape[0] != n_layers:
         raise ValueError(f"{model.name} was built for {n_layers} layers but received {X.shape[0]}")
+    combine = model.attrs["combine"]
+    if combine in _FIXED:
+        Y = _FIXED[combine](model.ops.xp, X)
+        return Y, lambda dY: model.ops.alloc3f(*X.shape)
+    return _scalar_mix_forward(model, X, is_train)
+
+
+def _concat(xp, X: Floats3d) -> Floats2d:
+    # (layers, tokens, width) -> (tokens, layers * width), layer-major along the width
+    return xp.ascontiguousarray(X.transpose(1, 0, 2)).reshape(X.shape[1], -1)
+
+
+_FIXED: dict[str, Callable] = {
+    "concat": _concat,
+    "mean": lambda xp, X: X.mean(axis=0),
+    "sum": lambda xp, X: X.sum(axis=0),
+}
+
+
+def _scalar_mix_forward(model: Model, X: Floats3d, is_train: bool) -> tuple[Floats2d, Callable]:
+    """The core torch scalar mix, run with this layer's thinc parameters."""
+    n_layers = model.get_dim("nL")
     module = LayerPooling(n_layers, "all", model.attrs["combine"], model.attrs["layer_norm"], model.attrs["layer_dropout"])
     module.train(is_train)
     # (layers, tokens, width)

@@ -224,3 +224,19 @@ def test_bad_config_types_are_reported_by_spacy(tiny_bert_dir):
     nlp = spacy.blank("en")
     with pytest.raises(Exception, match="precision"):
         nlp.add_pipe("contextembed", config=encoder_config(tiny_bert_dir, precision="fp64"))
+
+
+@pytest.mark.parametrize("combine", ["concat", "mean", "sum", "scalar_mix"])
+def test_pooling_layer_agrees_with_the_core_module(combine):
+    import torch
+
+    from contextembed.pooling import LayerPooling
+
+    hidden = np.random.default_rng(1).normal(size=(3, 6, 5)).astype("f")
+    layer = LayerPoolingLayer(combine)
+    layer.initialize(X=hidden)
+    Y = layer.predict(hidden)
+    with torch.no_grad():
+        expected = LayerPooling(3, "all", combine)(torch.from_numpy(hidden)).numpy()
+    assert Y.shape == expected.shape == (6, layer.get_dim("nO"))
+    np.testing.assert_allclose(Y, expected, rtol=1e-6, atol=1e-6)
