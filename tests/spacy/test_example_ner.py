@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "spacy_ner" / "run.
 def example():
     spec = importlib.util.spec_from_file_location("spacy_ner_example", EXAMPLE)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 
@@ -61,3 +63,12 @@ def test_every_config_trains(example, conll_dev, tiny_bert_dir, tmp_path):
         assert 0.0 <= scores["ents_f"] <= 1.0
         saved = json.loads((tmp_path / config / "model-best" / "meta.json").read_text())
         assert saved["pipeline"][-1] == "ner"
+
+
+@pytest.mark.slow
+@pytest.mark.pretrained
+def test_small_run_contextual_beats_hashembed(example, minilm, conll_dev, tmp_path):
+    """The CI-sized run: frozen MiniLM features (+ word shape) beat spaCy's HashEmbedCNN."""
+    results = example.run(tmp_path, example.SMALL, configs=("contextual_concat", "hashembed_cnn"))
+    assert results["contextual_concat"]["ents_f"] > results["hashembed_cnn"]["ents_f"]
+    assert results["contextual_concat"]["ents_f"] > 0.4

@@ -48,6 +48,6 @@ def test_installed_entry_points_are_found_without_import():
         "nlp.add_pipe('contextembed', config={'encoder': {'name': 'x'}}); "
         "print(spacy.registry.architectures.get('contextembed.Listener.v1').__module__)"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd="/")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "contextembed.spacy.architectures"
