@@ -110,7 +110,7 @@ class ContextListener(Model):
         if missing:
             computed = upstream.model.encode([docs[i] for i in missing], index)
             for i, features in zip(missing, computed):
-                found[i] = features.data
+                found[i] = features.select(index)  # a cached entry may hold more layers
         return found  # type: ignore[return-value]
 
 

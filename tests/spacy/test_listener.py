@@ -240,3 +240,14 @@ def test_pooling_layer_agrees_with_the_core_module(combine):
         expected = LayerPooling(3, "all", combine)(torch.from_numpy(hidden)).numpy()
     assert Y.shape == expected.shape == (6, layer.get_dim("nO"))
     np.testing.assert_allclose(Y, expected, rtol=1e-6, atol=1e-6)
+
+
+def test_listener_fallback_with_a_cache_holding_more_layers(make_nlp, encoder):
+    nlp = make_nlp(ner={"layers": [-1], "combine": "concat"}, cache_mb=5, tensor_layers="all")
+    nlp.initialize()
+    doc = nlp(TEXT)  # caches all layers for these tokens
+    [listener] = listeners_of(nlp.get_pipe("ner"))
+    listener.cache.clear()  # force the fallback through the component's encoder cache
+    [output] = listener.predict([doc])
+    [hidden] = encoder.encode([[t.text for t in doc]], layers=[-1])
+    np.testing.assert_allclose(output, hidden[0], rtol=1e-5, atol=1e-6)
