@@ -62,5 +62,10 @@ def vector_norm(item: Item) -> float:
 def similarity(first: Item, second: Item) -> float:
     """Cosine similarity of the two vectors; 0.0 when either is all zeros."""
     a, b = np.asarray(first.vector, dtype=np.float64), np.asarray(second.vector, dtype=np.float64)
+    if a.shape != b.shape:
+        raise ValueError(
+            f"cannot compare vectors of width {a.shape[-1]} and {b.shape[-1]}: both sides need the "
+            "same contextembed features (process both texts with the same pipeline)"
+        )
     denominator = np.linalg.norm(a) * np.linalg.norm(b)
     return float(a @ b / denominator) if denominator else 0.0

@@ -19,7 +19,7 @@ from thinc.api import Model
 from thinc.types import Floats2d, Floats3d
 from thinc.util import torch2xp, xp2torch
 
-from ..pooling.layers import COMBINES, Combine, LayerPooling, check_combine
+from ..pooling.layers import Combine, LayerPooling, check_combine
 
 
 def LayerPoolingLayer(
@@ -112,4 +112,4 @@ def _torch_params(model: Model, device: torch.device, is_train: bool) -> dict[st
     }
 
 
-__all__ = ["COMBINES", "LayerPoolingLayer"]
+__all__ = ["LayerPoolingLayer"]

@@ -186,3 +186,10 @@ def test_feature_cache_stays_within_budget():
     assert len(cache) == 2 and cache.n_bytes <= 2**20
     assert cache.get(("4",), (0,)) is not None and cache.get(("0",), (0,)) is None
     assert cache.get(("4",), (2,)) is None  # a layer it does not hold
+
+
+def test_similarity_with_other_features_is_a_clear_error(make_nlp):
+    doc = make_nlp()(TEXT)
+    other = make_nlp(tensor_layers=[-2, -1], tensor_combine="concat")("EU officials")
+    with pytest.raises(ValueError, match="width 32 and 64"):
+        doc.similarity(other)
