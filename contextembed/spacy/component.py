@@ -15,7 +15,6 @@ from typing import Any, Optional, Union
 
 import numpy as np
 import srsly
-import torch
 from spacy.language import Language
 from spacy.pipeline import TrainablePipe
 from spacy.tokens import Doc
@@ -23,11 +22,12 @@ from spacy.training import Example, validate_examples
 from spacy.vocab import Vocab
 from thinc.api import Model, Optimizer
 
-from ..pooling.layers import Combine, LayerPooling, LayerSpec, check_combine, resolve_layers
+from ..pooling.layers import Combine, LayerSpec, check_combine, resolve_layers
 from ..pooling.subword import SubwordPooling
 from .encoder_layer import ContextEncoder
 from .features import DocFeatures
 from .hooks import install_hooks
+from .layer_pooling import FIXED_COMBINES, pool_fixed
 from .listener import ContextListener
 from .loader import EncoderLoader, save_encoder
 
@@ -53,8 +53,6 @@ DEFAULT_CONFIG = {
     "cache_mb": 0,
 }
 
-#: combinations without trainable weights, usable for ``doc.tensor``
-_FIXED_COMBINES = ("concat", "sum", "mean")
 
 
 @Language.factory("contextembed", default_config=DEFAULT_CONFIG)
@@ -218,22 +216,15 @@ class ContextEmbedder(TrainablePipe):
 
     def set_annotations(self, docs: Sequence[Doc], features: Sequence[DocFeatures]) -> None:
         """Write the default pooling to ``doc.tensor``, install vector hooks, store layers if asked."""
-        pooling = self._tensor_pooling()
+        index, combine = self.tensor_layer_indexes(), self.cfg["tensor_combine"]
         for doc, feats in zip(docs, features):
-            selected = feats.select(pooling.layer_indexes)
-            with torch.no_grad():
-                # (tokens, out_width)
-                tensor = pooling(torch.from_numpy(np.ascontiguousarray(selected))).numpy()
-            doc.tensor = tensor
+            # (layers, tokens, width) -> (tokens, out_width)
+            doc.tensor = np.ascontiguousarray(pool_fixed(np, feats.select(index), combine))
             install_hooks(doc)
             if self.cfg["store_layers"]:
                 stored = dict(doc._.get(DOC_EXTENSION) or {})
                 stored[self.name] = feats.data
                 doc._.set(DOC_EXTENSION, stored)
-
-    def _tensor_pooling(self) -> LayerPooling:
-        index = self.tensor_layer_indexes()
-        return LayerPooling(self.encoder.n_layers, index, self.cfg["tensor_combine"])
 
     def stored_features(self, doc: Doc) -> Optional[DocFeatures]:
         """All layers stored on ``doc`` by this component (``store_layers=True``), or ``None``."""
@@ -322,10 +313,10 @@ def check_listener_upstreams(nlp: Language) -> None:
 
 def _check_tensor_pooling(layers: LayerSpec, combine: str) -> None:
     check_combine(combine)
-    if combine not in _FIXED_COMBINES:
+    if combine not in FIXED_COMBINES:
         raise ValueError(
             f"tensor_combine={combine!r} has trainable weights and nothing trains them in the "
-            f"contextembed component; use one of {', '.join(map(repr, _FIXED_COMBINES))} (train a "
+            f"contextembed component; use one of {', '.join(map(repr, FIXED_COMBINES))} (train a "
             "scalar mix with a contextembed.Listener.v1 in the downstream component)"
         )
     resolve_layers(layers, 1_000_000)  # syntax only; checked against the encoder on first use

@@ -77,6 +77,12 @@ _FIXED: dict[str, Callable] = {
     "mean": lambda xp, X: X.mean(axis=0),
     "sum": lambda xp, X: X.sum(axis=0),
 }
+FIXED_COMBINES: tuple[str, ...] = tuple(_FIXED)
+
+
+def pool_fixed(xp, X: Floats3d, combine: str) -> Floats2d:
+    """A parameter-free combination: ``(layers, tokens, width)`` -> ``(tokens, out_width)``."""
+    return _FIXED[combine](xp, X)
 
 
 def _scalar_mix_forward(model: Model, X: Floats3d, is_train: bool) -> tuple[Floats2d, Callable]:
@@ -112,4 +118,4 @@ def _torch_params(model: Model, device: torch.device, is_train: bool) -> dict[st
     }
 
 
-__all__ = ["LayerPoolingLayer"]
+__all__ = ["FIXED_COMBINES", "LayerPoolingLayer", "pool_fixed"]
