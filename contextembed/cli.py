@@ -35,7 +35,7 @@ def add_encoder_arguments(parser: argparse.ArgumentParser) -> None:
     """Options shared by every command that loads an encoder."""
     parser.add_argument("spec", help="model name (minilm-l6, glove-6b-50d), directory or vectors file")
     parser.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda, cuda:1 ...")
-    parser.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16", "fp16"])
+    parser.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16", "fp16", "int8"])
 
 
 def add_info_parser(subparsers) -> None:
@@ -67,10 +67,12 @@ def add_embed_parser(subparsers) -> None:
     parser.add_argument("--format", choices=["text", "conll", "jsonl"], help="input format (default: from extension)")
     parser.add_argument("--tokenizer", choices=["whitespace", "spacy"], default="whitespace",
                         help="how plain text lines are split into tokens")
-    parser.add_argument("--layers", type=parse_layers, default=[-4, -3, -2, -1],
-                        help="all | hidden | an int | comma-separated ints (default -4,-3,-2,-1)")
-    parser.add_argument("--combine", choices=[c for c in COMBINES if c != "scalar_mix"] + ["scalar_mix"],
-                        default="concat", help="how layers are combined (scalar_mix: equal weights, gamma 1)")
+    parser.add_argument("--layers", type=parse_layers, default=None,
+                        help="all | hidden | an int | comma-separated ints, written --layers=-4,-3,-2,-1 "
+                        "(default: the encoder's: transformers the last four; static and ELMo all)")
+    parser.add_argument("--combine", choices=COMBINES, default=None,
+                        help="how layers are combined (default: the encoder's, concat for transformers; "
+                        "scalar_mix here uses equal weights and gamma 1)")
     parser.add_argument("--subword-pooling", choices=SUBWORD_POOLINGS, default="first")
     parser.add_argument("--level", choices=["word", "text"], default="word")
     parser.add_argument("--text-pooling", choices=TEXT_POOLINGS, default="mean")

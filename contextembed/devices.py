@@ -48,18 +48,40 @@ def cpu_has_fast_bf16() -> bool:
     return "amx_bf16" in flags or "avx512_bf16" in flags
 
 
-def resolve_precision(precision: str, device: torch.device) -> torch.dtype:
-    """Map ``"auto" | "fp32" | "bf16" | "fp16"`` to a torch dtype for ``device``.
+#: every precision name a torch encoder accepts
+PRECISION_NAMES = ("auto", "fp32", "bf16", "fp16", "int8")
 
-    ``"auto"``: on CUDA bf16 where supported (else fp16); on CPU fp32 (exact; pick ``"bf16"``
-    explicitly on CPUs with AMX for speed).
+
+def resolve_precision(precision: str, device: torch.device) -> str:
+    """Resolve ``"auto"`` to a concrete precision name for ``device`` and validate the others.
+
+    ``"auto"``: on CUDA bf16 where supported (else fp16); on a CPU with native bf16 units (AMX or
+    AVX-512 BF16) bf16; elsewhere fp32. ``"int8"`` (dynamic int8 quantization of the linear layers)
+    runs on the CPU only.
     """
     if precision == "auto":
         if device.type == "cuda":
-            return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-        return torch.float32
-    if precision not in PRECISIONS:
-        raise ValueError(
-            f"precision={precision!r} is not one of 'auto', {', '.join(map(repr, PRECISIONS))}"
-        )
-    return PRECISIONS[precision]
+            return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+        return "bf16" if cpu_has_fast_bf16() else "fp32"
+    if precision not in PRECISION_NAMES:
+        raise ValueError(f"precision={precision!r} is not one of {', '.join(map(repr, PRECISION_NAMES))}")
+    if precision == "int8" and device.type != "cpu":
+        raise ValueError(f"precision='int8' runs on the CPU only, got device={str(device)!r}; use 'bf16' on GPUs")
+    return precision
+
+
+def compute_dtype(precision: str) -> torch.dtype:
+    """The dtype weights and activations are held in (int8 keeps fp32 activations)."""
+    return PRECISIONS.get(precision, torch.float32)
+
+
+def quantize_int8(model: torch.nn.Module) -> torch.nn.Module:
+    """Dynamic int8 quantization of every ``nn.Linear``: per-channel int8 weights, activations
+    quantized per batch (fbgemm; uses VNNI where the CPU has it)."""
+    import warnings
+
+    from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return quantize_dynamic(model, {torch.nn.Linear: per_channel_dynamic_qconfig}, dtype=torch.qint8)

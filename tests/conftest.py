@@ -46,7 +46,8 @@ def tiny_bert_dir(tmp_path_factory) -> Path:
     wordpiece = BertWordPieceTokenizer(lowercase=False)
     wordpiece.train_from_iterator(CORPUS * 3, vocab_size=200, min_frequency=1)
     wordpiece.save_model(str(path))
-    tokenizer = BertTokenizerFast(vocab_file=str(path / "vocab.txt"), do_lower_case=False, model_max_length=40)
+    tokenizer = BertTokenizerFast.from_pretrained(str(path), do_lower_case=False, model_max_length=40)
+    assert len(tokenizer) > 100, "the WordPiece vocabulary did not load"
     tokenizer.save_pretrained(path)
     torch.manual_seed(0)
     BertModel(_tiny_config(BertConfig, len(tokenizer))).eval().save_pretrained(path)
@@ -66,9 +67,8 @@ def tiny_roberta_dir(tmp_path_factory) -> Path:
         CORPUS * 3, vocab_size=400, min_frequency=1, special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
     )
     bpe.save_model(str(path))
-    tokenizer = RobertaTokenizerFast(
-        vocab_file=str(path / "vocab.json"), merges_file=str(path / "merges.txt"), model_max_length=40
-    )
+    tokenizer = RobertaTokenizerFast.from_pretrained(str(path), add_prefix_space=True, model_max_length=40)
+    assert len(tokenizer) > 100, "the BPE vocabulary did not load"
     tokenizer.save_pretrained(path)
     torch.manual_seed(0)
     config = _tiny_config(RobertaConfig, len(tokenizer), max_position_embeddings=42, pad_token_id=1)

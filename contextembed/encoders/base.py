@@ -62,6 +62,9 @@ class Encoder(ABC):
     spec: str = ""
     #: the family name used by ``contextembed info`` (``"static"``, ``"elmo"``, ``"transformer"``)
     family: str = ""
+    #: the layer pooling used when a caller does not choose one (see :mod:`contextembed.pooling`)
+    default_layers: LayerSpec = "all"
+    default_combine: str = "concat"
 
     @property
     @abstractmethod

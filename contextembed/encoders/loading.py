@@ -66,7 +66,9 @@ NAMED_MODELS: dict[str, NamedModel] = {
 }
 
 #: keyword arguments only the torch encoders take (dropped for static vectors)
-_TORCH_OPTIONS = ("device", "precision", "window", "stride", "batch_tokens", "max_batch_size", "chunk_size")
+_TORCH_OPTIONS = (
+    "device", "precision", "window", "stride", "batch_tokens", "batch_words", "max_batch_size", "chunk_size"
+)
 
 
 def _static_options(kwargs: dict) -> dict:
@@ -82,6 +84,21 @@ def register_directory_format(matches: Callable[[str], bool], load: Callable[...
     DIRECTORY_FORMATS.append((matches, load))
 
 
+def _is_elmo_directory(path: str) -> bool:
+    from .elmo.encoder import is_elmo_directory
+
+    return is_elmo_directory(path)
+
+
+def _load_elmo(path: str, **options) -> Encoder:
+    from .elmo import ElmoEncoder
+
+    return ElmoEncoder.load(path, **options)
+
+
+register_directory_format(_is_elmo_directory, _load_elmo)
+
+
 def load_encoder(
     spec: Union[str, os.PathLike], device: str = "auto", precision: str = "auto", **options
 ) -> Encoder:
@@ -95,8 +112,9 @@ def load_encoder(
         ``.txt``, fastText ``.vec``), or a hub id already in the local cache.
     device : str
         ``"auto"`` picks CUDA when present (ignored by static vectors).
-    precision : {"auto", "fp32", "bf16", "fp16"}
-        Compute dtype of torch encoders (ignored by static vectors).
+    precision : {"auto", "fp32", "bf16", "fp16", "int8"}
+        Compute precision of torch encoders (ignored by static vectors); ``"auto"`` is bf16 on CUDA
+        and on CPUs with native bf16 units, fp32 elsewhere.
     **options
         Passed to the encoder class (e.g. ``window``, ``stride``, ``batch_tokens``, ``oov``).
 

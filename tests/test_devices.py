@@ -1,0 +1,38 @@
+import numpy as np
+import pytest
+import torch
+
+from contextembed import load_encoder
+from contextembed.devices import cpu_has_fast_bf16, resolve_device, resolve_precision
+
+
+def test_auto_precision_per_device():
+    cpu = torch.device("cpu")
+    assert resolve_precision("auto", cpu) == ("bf16" if cpu_has_fast_bf16() else "fp32")
+    assert resolve_precision("fp16", cpu) == "fp16"
+    with pytest.raises(ValueError, match="int8' runs on the CPU only"):
+        resolve_precision("int8", torch.device("cuda"))
+    assert resolve_device("cpu") == cpu
+
+
+@pytest.mark.parametrize("precision, min_cosine", [("bf16", 0.99), ("int8", 0.9)])
+def test_reduced_precision_tracks_fp32(tiny_bert_dir, precision, min_cosine):
+    sentences = [["the", "quick", "brown", "fox"], ["New", "York", "Times"]]
+    exact = load_encoder(str(tiny_bert_dir), device="cpu", precision="fp32").encode(sentences)
+    reduced_encoder = load_encoder(str(tiny_bert_dir), device="cpu", precision=precision)
+    reduced = reduced_encoder.encode(sentences)
+    for a, b in zip(exact, reduced):
+        assert b.dtype == np.float32 and a.shape == b.shape
+        a, b = a.reshape(-1, a.shape[-1]), b.reshape(-1, b.shape[-1])
+        cosine = (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
+        assert cosine.min() > min_cosine
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_matches_cpu(tiny_bert_dir):
+    sentences = [["the", "quick", "brown", "fox"], [], ["New", "York"] * 40]
+    cpu = load_encoder(str(tiny_bert_dir), device="cpu", precision="fp32").encode(sentences)
+    gpu = load_encoder(str(tiny_bert_dir), device="cuda", precision="fp32").encode(sentences)
+    for a, b in zip(cpu, gpu):
+        assert a.shape == b.shape and np.abs(a - b).max(initial=0) < 1e-4

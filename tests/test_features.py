@@ -1,0 +1,53 @@
+import numpy as np
+import pytest
+
+from contextembed import load_encoder
+from contextembed.features import FeatureExtractor
+
+
+@pytest.fixture(scope="module")
+def bert(tiny_bert_dir):
+    return load_encoder(str(tiny_bert_dir), device="cpu")
+
+
+SENTENCES = [["the", "quick", "fox"], [], ["New", "York", "Times", "unaffable"]]
+
+
+def test_default_is_concat_last_four_clipped_to_available(bert):
+    with pytest.raises(ValueError, match="out of range"):
+        FeatureExtractor(bert)  # tiny BERT has 3 layers: the last four do not exist
+    extractor = FeatureExtractor(bert, layers=[-2, -1], combine="concat")
+    full = bert.encode(SENTENCES)
+    for words, hidden in zip(extractor.words(SENTENCES), full):
+        assert words.shape == (hidden.shape[1], 64)
+        assert np.array_equal(words, np.concatenate([hidden[-2], hidden[-1]], axis=-1))
+
+
+@pytest.mark.parametrize("combine, reference", [
+    ("sum", lambda h: h.sum(0)), ("mean", lambda h: h.mean(0)), ("scalar_mix", lambda h: h.mean(0)),
+])
+def test_combines(bert, combine, reference):
+    extractor = FeatureExtractor(bert, layers="all", combine=combine, subword_pooling="mean")
+    for words, hidden in zip(extractor.words(SENTENCES), bert.encode(SENTENCES, subword_pooling="mean")):
+        assert np.abs(words - reference(hidden)).max(initial=0) < 1e-5
+
+
+@pytest.mark.parametrize("pooling", ["mean", "max", "cls"])
+def test_texts(bert, pooling):
+    extractor = FeatureExtractor(bert, layers=-1, text_pooling=pooling)
+    texts = extractor.texts(SENTENCES)
+    assert texts.shape == (3, 32) and np.isfinite(texts).all()
+    words = bert.encode(SENTENCES, layers=-1)
+    if pooling == "cls":
+        assert np.abs(texts - bert.encode_cls(SENTENCES, layers=-1)[:, 0]).max() < 1e-6
+    else:
+        assert np.allclose(texts[0], getattr(np, pooling)(words[0][0], axis=0), atol=1e-6)
+        assert np.array_equal(texts[1], np.zeros(32))
+
+
+def test_cls_needs_a_transformer(tmp_path):
+    from contextembed.encoders.static import write_word2vec
+
+    write_word2vec(tmp_path / "v.vec", ["a"], np.ones((1, 3)))
+    with pytest.raises(ValueError, match="cls"):
+        FeatureExtractor(load_encoder(str(tmp_path / "v.vec")), text_pooling="cls")
