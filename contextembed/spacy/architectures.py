@@ -19,7 +19,7 @@ from .layer_pooling import LayerPoolingLayer
 from .listener import ContextListener
 from .loader import EncoderLoader
 
-Precision = Literal["auto", "fp32", "bf16", "fp16"]
+Precision = Literal["auto", "fp32", "bf16", "fp16", "int8"]
 
 
 @registry.misc("contextembed.Encoder.v1")
@@ -40,8 +40,9 @@ def encoder_v1(
         directory, a static-vectors file, or a hub id already in the local cache.
     device : str
         ``"auto"`` (CUDA when present, e.g. after ``spacy.require_gpu()``), ``"cpu"``, ``"cuda:0"``.
-    precision : {"auto", "fp32", "bf16", "fp16"}
-        Compute dtype of transformer encoders (features are float32 either way).
+    precision : {"auto", "fp32", "bf16", "fp16", "int8"}
+        Compute precision of torch encoders (features are float32 either way); ``"auto"`` follows
+        :func:`contextembed.load_encoder` (bf16 on CUDA and on CPUs with native bf16, else fp32).
     window, stride : int, optional
         Pieces per window and between window starts for docs longer than the model takes;
         ``null``: the model's maximum and half of it.

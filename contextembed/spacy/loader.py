@@ -79,6 +79,12 @@ def save_encoder(encoder: Encoder, path: Path) -> None:
 
 
 def _save_transformer(encoder, path: Path) -> tuple[str, dict]:
+    if getattr(encoder, "precision", None) == "int8":
+        raise ValueError(
+            "embed_weights=True cannot write an int8-quantized encoder; load it with precision='fp32' "
+            "(or 'bf16') to save the pipeline, then load the saved pipeline with precision='int8' "
+            "(spacy.load(path, config={'components': {'contextembed': {'encoder': {'precision': 'int8'}}}}))"
+        )
     model = encoder.model
     # keep full precision on disk whatever the compute dtype was
     state = {k: v.float() for k, v in model.state_dict().items()}
