@@ -84,3 +84,15 @@ def test_pickled_doc_keeps_vectors(make_nlp):
     restored = pickle.loads(pickle.dumps(doc))
     np.testing.assert_array_equal(restored.vector, doc.vector)
     assert restored[0].similarity(restored[1]) == pytest.approx(doc[0].similarity(doc[1]))
+
+
+@pytest.mark.pretrained
+def test_named_model_is_saved_by_name(minilm, tmp_path):
+    nlp = spacy.blank("en")
+    nlp.add_pipe("contextembed", config={"encoder": {"name": "minilm-l6", "device": "cpu", "precision": "fp32"}})
+    before = nlp(TEXTS[0]).tensor
+    nlp.to_disk(tmp_path / "pipeline")
+    saved = spacy.util.load_config(tmp_path / "pipeline" / "config.cfg")
+    assert saved["components"]["contextembed"]["encoder"]["name"] == "minilm-l6"
+    assert sum(f.stat().st_size for f in (tmp_path / "pipeline").rglob("*") if f.is_file()) < 200_000
+    np.testing.assert_array_equal(spacy.load(tmp_path / "pipeline")(TEXTS[0]).tensor, before)
