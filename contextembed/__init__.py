@@ -1,12 +1,13 @@
 """contextembed: frozen pretrained encoders as layer-pooled features for scikit-learn and spaCy."""
 
-from .encoders import Encoder, PieceEncoding, StaticVectors, load_encoder
+from .encoders import ElmoEncoder, Encoder, PieceEncoding, StaticVectors, load_encoder
 from .errors import MissingDependencyError, ModelNotFoundError
 from .pooling import LayerPooling, ScalarMix, resolve_layers
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "ElmoEncoder",
     "Encoder",
     "LayerPooling",
     "MissingDependencyError",

@@ -105,22 +105,20 @@ def _run_embed(args: argparse.Namespace) -> int:
     return 0
 
 
-#: sub-command builders; other modules (pretraining) add theirs here
-COMMANDS = [add_info_parser, add_embed_parser]
-
-
 def _pretrain_parser(subparsers) -> None:
-    try:
-        from .pretraining.cli import add_pretrain_parser
-    except ImportError:
-        return
+    from .pretraining.cli import add_pretrain_parser
+
     add_pretrain_parser(subparsers)
+
+
+#: sub-command builders, in the order ``--help`` lists them
+COMMANDS = [add_info_parser, add_embed_parser, _pretrain_parser]
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="contextembed", description=__doc__.splitlines()[0])
     subparsers = parser.add_subparsers(dest="command", required=True)
-    for add in COMMANDS + [_pretrain_parser]:
+    for add in COMMANDS:
         add(subparsers)
     return parser
 

@@ -1,10 +1,12 @@
 """Plain-torch encoders behind one interface (static vectors, ELMo-style biLM, transformers)."""
 
 from .base import Encoder, PieceEncoding, check_sentences
+from .elmo import ElmoEncoder
 from .loading import NAMED_MODELS, load_encoder, register_directory_format
 from .static import StaticVectors, write_word2vec
 
 __all__ = [
+    "ElmoEncoder",
     "Encoder",
     "NAMED_MODELS",
     "PieceEncoding",

@@ -7,6 +7,7 @@ Layers are the embedding output followed by every hidden layer (``hidden_states`
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Optional, Union
@@ -133,8 +134,9 @@ class TransformerEncoder(Encoder):
         from transformers import AutoModel, AutoTokenizer
 
         source = os.fspath(name_or_path)
-        tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=True, **_tokenizer_options(source))
-        model = AutoModel.from_pretrained(source, local_files_only=True)
+        with _quiet_transformers():
+            tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=True, **_tokenizer_options(source))
+            model = AutoModel.from_pretrained(source, local_files_only=True)
         return cls(model, tokenizer, spec=kwargs.pop("spec", source), **kwargs)
 
     def _probe_shape(self) -> tuple[int, int]:
@@ -326,6 +328,23 @@ def _max_positions(model, tokenizer) -> int:
             offset = config.pad_token_id + 1
         limits.append(int(positions) - offset)
     return min(limits) if limits else 512
+
+
+@contextmanager
+def _quiet_transformers():
+    """Silence transformers' loading progress bar and its report of unused checkpoint keys (e.g. the
+    MLM/NSP heads of a pretraining checkpoint), restoring the caller's settings afterwards."""
+    from transformers.utils import logging as hf_logging
+
+    verbosity, bar = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        if bar:
+            hf_logging.enable_progress_bar()
 
 
 def _tokenizer_options(source: str) -> dict:

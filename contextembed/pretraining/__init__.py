@@ -1,0 +1,29 @@
+"""Pretraining on your own text: BERT-style MLM (+NSP), ELMo-style biLM, static word vectors.
+
+Library functions behind ``contextembed pretrain``; each writes a directory (or vectors files) that
+:func:`contextembed.load_encoder` loads.
+"""
+
+from .bilm import BiLMConfig, pretrain_bilm
+from .corpus import Corpus, read_corpus, split_held_out
+from .masking import MaskingOptions, mask_tokens
+from .mlm import BERT_PRESETS, MLMConfig, pretrain_mlm
+from .static import StaticConfig, most_similar, pretrain_static
+from .training import TrainingOptions
+
+__all__ = [
+    "BERT_PRESETS",
+    "BiLMConfig",
+    "Corpus",
+    "MLMConfig",
+    "MaskingOptions",
+    "StaticConfig",
+    "TrainingOptions",
+    "mask_tokens",
+    "most_similar",
+    "pretrain_bilm",
+    "pretrain_mlm",
+    "pretrain_static",
+    "read_corpus",
+    "split_held_out",
+]

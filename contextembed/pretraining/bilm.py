@@ -1,0 +1,380 @@
+"""ELMo-style pretraining: a forward and a backward language model over one char-CNN + biLSTM encoder.
+
+The encoder is :class:`contextembed.encoders.elmo.BiLMEncoderModule` (the architecture the ELMo
+encoder loads), sized by the ELMo presets. Words are corpus lines split on white space; every
+sentence is wrapped in ``<S>`` ... ``</S>``. At position ``t`` the top forward layer predicts token
+``t + 1`` and the top backward layer token ``t - 1``; both directions share one softmax over a word
+vocabulary (``<S>``, ``</S>``, ``<UNK>`` then the words by frequency, as bilm-tf's ``vocab.txt``).
+The loss is the mean of the two directions' per-token negative log-likelihoods.
+
+The softmax is a full ``Linear`` layer for small vocabularies and torch's
+``AdaptiveLogSoftmaxWithLoss`` (Grave et al. 2017; frequent words in the head, rarer words in
+smaller tail clusters) for large ones (``softmax="auto"``: adaptive above 10,000 words).
+
+Sentences longer than ``max_length`` words are cut into consecutive pieces, each its own
+``<S>`` ... ``</S>`` example, so no text is dropped (the encoder is stateless across examples).
+
+OUT receives ``options.json`` + ``weights.hdf5`` (AllenNLP's layout, loaded by
+:func:`contextembed.load_encoder`), ``vocab.txt`` and ``softmax.safetensors`` (the LM head, not needed
+for features).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, Optional, Union
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from .corpus import EncodingErrors, read_corpus, split_held_out
+from .distributed import setup_distributed, teardown_distributed
+from .training import Objective, TrainingOptions, prepare_output_dir, resolve_resume, train
+
+Softmax = Literal["auto", "full", "adaptive"]
+SOFTMAXES = ("auto", "full", "adaptive")
+SPECIAL_WORDS = ("<S>", "</S>", "<UNK>")
+#: vocabularies larger than this use the adaptive softmax under ``softmax="auto"``
+ADAPTIVE_ABOVE = 10_000
+IGNORE = -100
+
+
+@dataclass
+class BiLMConfig:
+    """What to pretrain.
+
+    Attributes
+    ----------
+    size : {"tiny", "small", "medium", "original"}
+        ELMo size preset (:data:`contextembed.encoders.elmo.SIZE_PRESETS`).
+    n_layers : int
+        biLSTM layers.
+    init : str, optional
+        An ELMo directory (``options.json`` + ``weights.hdf5``) to continue pretraining
+        (domain-adaptive pretraining); ``size`` and ``n_layers`` are then ignored. When it also holds
+        this trainer's ``vocab.txt`` and ``softmax.safetensors``, the softmax vocabulary and weights are
+        reused too; otherwise a vocabulary is built from the corpus and the softmax starts fresh.
+    max_vocab : int
+        Most frequent words in the softmax vocabulary (others are ``<UNK>``).
+    min_count : int
+        Words seen fewer times are ``<UNK>``.
+    softmax : {"auto", "full", "adaptive"}
+        Output layer (see the module docstring).
+    cutoffs : list of int, optional
+        Adaptive-softmax cluster boundaries (default: those of 2,000 / 10,000 / 50,000 below the
+        vocabulary size).
+    max_length : int
+        Words per example (longer sentences are cut).
+    dropout : float
+        Dropout on the input of every LSTM layer while training.
+    lowercase : bool
+        Lowercase the softmax vocabulary's words (the characters the encoder reads keep their case).
+    encoding_errors : {"skip", "fail"}
+        Lines that are not UTF-8.
+    """
+
+    size: str = "tiny"
+    n_layers: int = 2
+    init: Optional[str] = None
+    max_vocab: int = 50_000
+    min_count: int = 3
+    softmax: Softmax = "auto"
+    cutoffs: Optional[list[int]] = None
+    max_length: int = 50
+    dropout: float = 0.1
+    lowercase: bool = False
+    encoding_errors: EncodingErrors = "skip"
+    #: the resolved ELMo options dict (set from ``size`` and ``n_layers``)
+    options: dict = field(default_factory=dict, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        from ..encoders.elmo import elmo_options
+
+        if self.softmax not in SOFTMAXES:
+            raise ValueError(f"softmax={self.softmax!r} is not one of {SOFTMAXES}")
+        for name in ("n_layers", "max_vocab", "min_count", "max_length"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name}={getattr(self, name)} must be a positive integer")
+        if not 0 <= self.dropout < 1:
+            raise ValueError(f"dropout={self.dropout} must be in [0, 1)")
+        if self.init is not None:
+            self.options = _init_options(self.init)
+        else:
+            self.options = elmo_options(self.size, n_layers=self.n_layers)
+
+
+def _init_options(directory: str) -> dict:
+    """The ``options.json`` of an ELMo directory to continue from (clear errors when it is not one)."""
+    from ..encoders.elmo import OPTIONS_FILE, WEIGHTS_FILE, is_elmo_directory, read_options
+
+    if not is_elmo_directory(directory):
+        raise ValueError(
+            f"init={directory!r} is not an ELMo directory: it must hold {OPTIONS_FILE} and {WEIGHTS_FILE} "
+            "(AllenNLP's layout, as `contextembed pretrain bilm` writes)"
+        )
+    return read_options(os.path.join(directory, OPTIONS_FILE))
+
+
+def default_learning_rate(config: BiLMConfig) -> float:
+    if config.init is not None:
+        return 2e-4
+    return 1e-3 if config.size == "tiny" else 5e-4
+
+
+# -- vocabulary ---------------------------------------------------------------------------------
+
+
+@dataclass
+class WordVocabulary:
+    """Softmax vocabulary: ``<S>``, ``</S>``, ``<UNK>``, then words by decreasing frequency."""
+
+    words: list[str]
+    lowercase: bool = False
+
+    def __post_init__(self) -> None:
+        self.index = {w: i for i, w in enumerate(self.words)}
+        self.unk = self.index["<UNK>"]
+
+    @classmethod
+    def build(cls, sentences: list[list[str]], max_vocab: int, min_count: int, lowercase: bool) -> "WordVocabulary":
+        counter = Counter(w.lower() if lowercase else w for sentence in sentences for w in sentence)
+        for special in SPECIAL_WORDS:
+            counter.pop(special, None)
+        kept = [w for w, c in counter.most_common(max_vocab) if c >= min_count]
+        return cls([*SPECIAL_WORDS, *kept], lowercase)
+
+    def ids(self, sentence: list[str]) -> list[int]:
+        """``[<S>, words..., </S>]`` as ids."""
+        words = (w.lower() for w in sentence) if self.lowercase else sentence
+        return [0, *(self.index.get(w, self.unk) for w in words), 1]
+
+    @classmethod
+    def load(cls, path: Path, lowercase: bool = False) -> "WordVocabulary":
+        words = path.read_text(encoding="utf-8").splitlines()
+        if tuple(words[:3]) != SPECIAL_WORDS:
+            raise ValueError(f"{path} must start with the lines {', '.join(SPECIAL_WORDS)}")
+        return cls(words, lowercase)
+
+    def save(self, path: Path) -> None:
+        path.write_text("\n".join(self.words) + "\n", encoding="utf-8")
+
+
+def default_cutoffs(vocab_size: int) -> list[int]:
+    cutoffs = [c for c in (2_000, 10_000, 50_000) if c < vocab_size - 1]
+    return cutoffs or [max(1, vocab_size // 2)]
+
+
+# -- model --------------------------------------------------------------------------------------
+
+
+class BiLMLanguageModel(torch.nn.Module):
+    """The ELMo encoder plus a softmax shared by the forward and backward language models."""
+
+    def __init__(self, options: dict, vocab_size: int, *, softmax: Softmax = "auto",
+                 cutoffs: Optional[list[int]] = None, dropout: float = 0.1) -> None:
+        from ..encoders.elmo import BiLMEncoderModule
+
+        super().__init__()
+        self.encoder = BiLMEncoderModule(options, dropout=dropout)
+        width = self.encoder.projection_dim
+        adaptive = softmax == "adaptive" or (softmax == "auto" and vocab_size > ADAPTIVE_ABOVE)
+        self.cutoffs = (cutoffs or default_cutoffs(vocab_size)) if adaptive else None
+        if adaptive:
+            self.softmax = torch.nn.AdaptiveLogSoftmaxWithLoss(width, vocab_size, self.cutoffs, div_value=4.0)
+        else:
+            self.softmax = torch.nn.Linear(width, vocab_size)
+
+    def log_prob(self, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """``(n, width)`` states, ``(n,)`` targets -> ``(n,)`` log-probabilities of the targets."""
+        if isinstance(self.softmax, torch.nn.AdaptiveLogSoftmaxWithLoss):
+            return self.softmax(hidden.float(), targets).output
+        return -F.cross_entropy(self.softmax(hidden).float(), targets, reduction="none")
+
+    def forward(self, char_ids: torch.Tensor, tokens: torch.Tensor):
+        """Summed negative log-likelihoods of both directions.
+
+        Parameters
+        ----------
+        char_ids : torch.Tensor
+            ``(batch, seq, 50)`` character ids, markers included, zero-padded.
+        tokens : torch.Tensor
+            ``(batch, seq)`` vocabulary ids of the same positions, ``-100`` at padding.
+
+        Returns
+        -------
+        forward_nll, backward_nll : torch.Tensor
+            Scalars: sums over the ``count`` predictions of each direction.
+        count : torch.Tensor
+            Scalar: predictions per direction.
+        """
+        states = self.encoder(char_ids)
+        # (batch, seq - 1): an input position t >= 1 exists, so t - 1 and (from t - 1) t exist
+        pairs = tokens[:, 1:] != IGNORE
+        # forward: the state at t - 1 predicts token t; backward: the state at t predicts token t - 1
+        forward_nll = -self.log_prob(states.forward[-1][:, :-1][pairs], tokens[:, 1:][pairs]).sum()
+        backward_nll = -self.log_prob(states.backward[-1][:, 1:][pairs], tokens[:, :-1][pairs]).sum()
+        return forward_nll, backward_nll, pairs.sum()
+
+
+# -- examples -----------------------------------------------------------------------------------
+
+
+def cut_sentences(sentences: list[list[str]], max_length: int) -> list[list[str]]:
+    """Cut sentences longer than ``max_length`` words into consecutive pieces (empty ones dropped)."""
+    return [s[i : i + max_length] for s in sentences for i in range(0, len(s), max_length)]
+
+
+class BiLMObjective(Objective):
+    """Sentence (piece) examples and the bidirectional LM loss."""
+
+    def __init__(self, train_sentences, held_sentences, vocabulary: WordVocabulary, config: BiLMConfig,
+                 fingerprint: dict) -> None:
+        self.train = cut_sentences(train_sentences, config.max_length)
+        self.held = cut_sentences(held_sentences, config.max_length)
+        if not self.train:
+            raise ValueError("the corpus gives no training sentence")
+        self.vocabulary, self._fingerprint = vocabulary, fingerprint
+
+    def n_examples(self) -> int:
+        return len(self.train)
+
+    def make_batch(self, epoch, indexes, generator):
+        return self._collate([self.train[i] for i in indexes])
+
+    def held_out_batches(self, batch_size: int):
+        return [self._collate(self.held[i : i + batch_size]) for i in range(0, len(self.held), batch_size)]
+
+    def _collate(self, sentences: list[list[str]]):
+        from ..encoders.elmo import sentence_char_ids
+
+        char_ids, lengths = sentence_char_ids(sentences)
+        tokens = torch.full(char_ids.shape[:2], IGNORE, dtype=torch.long)
+        for row, sentence in enumerate(sentences):
+            tokens[row, : lengths[row]] = torch.tensor(self.vocabulary.ids(sentence))
+        return {"char_ids": torch.from_numpy(char_ids), "tokens": tokens}
+
+    def loss(self, model, batch):
+        forward_nll, backward_nll, count = model(batch["char_ids"], batch["tokens"])
+        n = max(1, int(count))
+        loss = (forward_nll + backward_nll) / (2 * n)
+        stats = {"forward_loss_sum": float(forward_nll.detach()), "forward_loss_count": n,
+                 "backward_loss_sum": float(backward_nll.detach()), "backward_loss_count": n,
+                 "tokens": float((batch["tokens"] != IGNORE).sum())}
+        return loss, stats
+
+    def fingerprint(self) -> dict:
+        return self._fingerprint
+
+
+def _fingerprint(config: BiLMConfig, vocabulary: WordVocabulary, model: BiLMLanguageModel) -> dict:
+    digest = hashlib.sha1("\n".join(vocabulary.words).encode("utf-8")).hexdigest()
+    return {"objective": "bilm", "options": json.dumps(config.options, sort_keys=True),
+            "vocabulary_sha1": digest, "vocab_size": len(vocabulary.words),
+            "softmax": type(model.softmax).__name__, "cutoffs": model.cutoffs}
+
+
+def build_model(config: BiLMConfig, sentences: list[list[str]]) -> tuple[BiLMLanguageModel, WordVocabulary]:
+    """A fresh model and a corpus vocabulary, or the ``init`` encoder (and its LM head, when saved)."""
+    from ..encoders.elmo import load_bilm
+
+    head = Path(config.init, "softmax.safetensors") if config.init else None
+    if head is not None and head.is_file() and Path(config.init, "vocab.txt").is_file():
+        vocabulary = WordVocabulary.load(Path(config.init, "vocab.txt"), config.lowercase)
+    else:
+        head = None
+        vocabulary = WordVocabulary.build(sentences, config.max_vocab, config.min_count, config.lowercase)
+    cutoffs = config.cutoffs
+    if head is not None:
+        from safetensors import safe_open
+
+        with safe_open(str(head), framework="pt") as handle:
+            cutoffs = json.loads(handle.metadata().get("cutoffs", "null")) or cutoffs
+    softmax = ("adaptive" if cutoffs else "full") if head is not None else config.softmax
+    model = BiLMLanguageModel(config.options, len(vocabulary.words), softmax=softmax, cutoffs=cutoffs,
+                              dropout=config.dropout)
+    if config.init is not None:
+        model.encoder.load_state_dict(load_bilm(config.init).state_dict())
+    if head is not None:
+        from safetensors.torch import load_file
+
+        model.softmax.load_state_dict(load_file(str(head)))
+    return model, vocabulary
+
+
+# -- entry point --------------------------------------------------------------------------------
+
+
+def pretrain_bilm(
+    corpus: Union[str, os.PathLike],
+    out: Union[str, os.PathLike],
+    config: Optional[BiLMConfig] = None,
+    training: Optional[TrainingOptions] = None,
+    *,
+    overwrite: bool = False,
+    resume: Union[bool, str, os.PathLike] = False,
+) -> dict:
+    """Pretrain an ELMo-style biLM and save it in AllenNLP's options.json + weights.hdf5 layout.
+
+    Parameters
+    ----------
+    corpus : str or path
+        Text file or directory: one sentence per line, a blank line between documents.
+    out : str or path
+        Output directory (see the module docstring); :func:`contextembed.load_encoder` loads it.
+    config : BiLMConfig
+        Architecture, vocabulary and softmax.
+    training : TrainingOptions
+        Optimisation settings (``batch_size`` counts sentences).
+    overwrite, resume
+        As in :func:`contextembed.pretraining.pretrain_mlm`.
+
+    Returns
+    -------
+    dict
+        ``steps``, ``held_out_before`` and ``held_out`` (``forward_loss``, ``backward_loss``, ...).
+    """
+    from ..encoders.elmo import save_bilm
+
+    config = config or BiLMConfig()
+    training = training or TrainingOptions(learning_rate=default_learning_rate(config))
+    context = setup_distributed(training.device)
+    try:
+        out = Path(out)
+        if context.is_main:
+            prepare_output_dir(out, overwrite=overwrite, resume=bool(resume))
+        context.barrier()
+        checkpoint = resolve_resume(out, resume)
+        documents = read_corpus(corpus, encoding_errors=config.encoding_errors).documents
+        train_docs, held_docs = split_held_out(documents, training.held_out_fraction)
+        train_sentences = [s.split() for d in train_docs for s in d]
+        held_sentences = [s.split() for d in held_docs for s in d]
+        torch.manual_seed(training.seed)
+        model, vocabulary = build_model(config, train_sentences)
+        objective = BiLMObjective(train_sentences, held_sentences, vocabulary, config,
+                                  _fingerprint(config, vocabulary, model))
+        summary = train(model, objective, training, out, context, resume=checkpoint)
+        if summary["held_out"]:
+            summary["held_out"]["perplexity"] = float(np.exp(
+                (summary["held_out"]["forward_loss"] + summary["held_out"]["backward_loss"]) / 2))
+        if context.is_main:
+            _save(model, vocabulary, out, save_bilm)
+        return summary
+    finally:
+        teardown_distributed(context)
+
+
+def _save(model: BiLMLanguageModel, vocabulary: WordVocabulary, out: Path, save_bilm) -> None:
+    from safetensors.torch import save_file
+
+    model.encoder.to("cpu", torch.float32)
+    save_bilm(model.encoder, out)
+    vocabulary.save(out / "vocab.txt")
+    head = {k: v.detach().float().cpu().contiguous() for k, v in model.softmax.state_dict().items()}
+    save_file(head, str(out / "softmax.safetensors"),
+              metadata={"kind": type(model.softmax).__name__, "cutoffs": json.dumps(model.cutoffs)})

@@ -1,0 +1,300 @@
+"""Static word vectors: skip-gram or CBOW with negative sampling (Mikolov et al. 2013), in torch.
+
+Words are the corpus lines split on white space (optionally lowercased). As in word2vec: words
+seen fewer than ``min_count`` times are removed before windows are formed; frequent words are
+subsampled anew every epoch (keep probability ``(sqrt(f / t) + 1) * t / f`` for a word of relative
+frequency ``f`` and threshold ``t = sample``); every centre word draws a reduced window ``b`` uniform
+in ``1..window``; negatives come from the unigram distribution raised to 3/4; input vectors start
+uniform in ``±0.5 / dim`` and output vectors at zero; plain SGD on sparse gradients with a learning
+rate that decays linearly to ``learning_rate * 1e-4``. Windows never cross a sentence boundary.
+
+The result is written as ``vectors.txt`` (word2vec text) and ``vectors.bin`` (word2vec binary),
+both readable by :func:`contextembed.load_encoder` and gensim's ``KeyedVectors.load_word2vec_format``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, Optional, Union
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from tqdm.auto import tqdm
+
+from ..devices import resolve_device
+from ..encoders.static import write_word2vec
+from .corpus import EncodingErrors, read_corpus
+from .training import prepare_output_dir
+
+Architecture = Literal["skipgram", "cbow"]
+ARCHITECTURES = ("skipgram", "cbow")
+
+
+@dataclass
+class StaticConfig:
+    """Settings of :func:`pretrain_static` (word2vec's defaults where it has one)."""
+
+    architecture: Architecture = "skipgram"
+    dim: int = 100
+    window: int = 5
+    negative: int = 5
+    min_count: int = 5
+    max_vocab: Optional[int] = None
+    sample: float = 1e-3
+    epochs: int = 5
+    batch_size: int = 1024
+    learning_rate: Optional[float] = None
+    lowercase: bool = False
+    seed: int = 0
+    device: str = "auto"
+    encoding_errors: EncodingErrors = "skip"
+    show_progress: bool = True
+
+    def __post_init__(self) -> None:
+        if self.architecture not in ARCHITECTURES:
+            raise ValueError(f"architecture={self.architecture!r} is not one of {ARCHITECTURES}")
+        for name in ("dim", "window", "negative", "min_count", "epochs", "batch_size"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name}={value!r} must be a positive integer")
+        if self.sample < 0:
+            raise ValueError(f"sample={self.sample} must be >= 0 (0 disables subsampling)")
+
+    @property
+    def lr(self) -> float:
+        """word2vec's default: 0.025 for skip-gram, 0.05 for CBOW."""
+        if self.learning_rate is not None:
+            return self.learning_rate
+        return 0.025 if self.architecture == "skipgram" else 0.05
+
+
+@dataclass
+class Vocabulary:
+    """Words kept (most frequent first) and their counts."""
+
+    words: list[str]
+    counts: np.ndarray
+
+    @classmethod
+    def build(cls, sentences: list[list[str]], min_count: int, max_vocab: Optional[int]) -> "Vocabulary":
+        counter = Counter(word for sentence in sentences for word in sentence)
+        kept = [(w, c) for w, c in counter.most_common(max_vocab) if c >= min_count]
+        if not kept:
+            raise ValueError(
+                f"no word occurs at least min_count={min_count} times in the corpus "
+                f"({len(counter)} distinct words, the most frequent {counter.most_common(1)}); lower --min-count"
+            )
+        return cls([w for w, _ in kept], np.array([c for _, c in kept], dtype=np.int64))
+
+
+def encode_sentences(sentences: list[list[str]], vocabulary: Vocabulary) -> tuple[np.ndarray, np.ndarray]:
+    """Ids of in-vocabulary words, concatenated, and the sentence number of each.
+
+    Returns
+    -------
+    ids : np.ndarray
+        ``(tokens,)`` int64.
+    sentence_of : np.ndarray
+        ``(tokens,)`` int64.
+    """
+    index = {w: i for i, w in enumerate(vocabulary.words)}
+    ids, owners = [], []
+    for number, sentence in enumerate(sentences):
+        row = [index[w] for w in sentence if w in index]
+        ids.extend(row)
+        owners.extend([number] * len(row))
+    return np.asarray(ids, dtype=np.int64), np.asarray(owners, dtype=np.int64)
+
+
+def keep_probabilities(counts: np.ndarray, sample: float) -> np.ndarray:
+    """word2vec's subsampling: ``(sqrt(f / t) + 1) * t / f`` capped at 1 (``t = sample``; 0: keep all)."""
+    if sample == 0:
+        return np.ones(len(counts))
+    frequency = counts / counts.sum()
+    return np.minimum(1.0, (np.sqrt(frequency / sample) + 1) * sample / frequency)
+
+
+def skipgram_pairs(ids: np.ndarray, sentence_of: np.ndarray, reduced: np.ndarray):
+    """(centre, context) pairs within each centre's reduced window, never across sentences.
+
+    ``reduced`` is ``(tokens,)``: the window of each centre (word2vec draws it uniform in ``1..window``).
+
+    Returns
+    -------
+    centres, contexts : np.ndarray
+        ``(pairs,)`` int64 ids.
+    """
+    centres, contexts = [ids[:0]], [ids[:0]]
+    for distance in range(1, int(reduced.max(initial=0)) + 1):
+        left, right = np.arange(len(ids) - distance), np.arange(distance, len(ids))
+        same = sentence_of[left] == sentence_of[right]
+        forward = same & (reduced[left] >= distance)  # centre left, context right
+        backward = same & (reduced[right] >= distance)  # centre right, context left
+        centres += [ids[left[forward]], ids[right[backward]]]
+        contexts += [ids[right[forward]], ids[left[backward]]]
+    return np.concatenate(centres), np.concatenate(contexts)
+
+
+def cbow_windows(ids: np.ndarray, sentence_of: np.ndarray, reduced: np.ndarray, window: int, pad: int):
+    """Every centre with its context ids (reduced window, same sentence), padded with ``pad``.
+
+    Context columns are the offsets ``-window..-1, 1..window`` in order.
+
+    Returns
+    -------
+    centres : np.ndarray
+        ``(centres,)`` ids of centres that have at least one context word.
+    contexts : np.ndarray
+        ``(centres, 2 * window)`` context ids, ``pad`` where there is none.
+    """
+    n = len(ids)
+    contexts = np.full((n, 2 * window), pad, dtype=np.int64)
+    positions = np.arange(n)
+    for column, offset in enumerate([d for d in range(-window, window + 1) if d != 0]):
+        other = positions + offset
+        valid = (other >= 0) & (other < n) & (abs(offset) <= reduced)
+        valid[valid] &= sentence_of[other[valid]] == sentence_of[positions[valid]]
+        contexts[valid, column] = ids[other[valid]]
+    has_context = (contexts != pad).any(axis=1)
+    return ids[has_context], contexts[has_context]
+
+
+class WordVectorModel(torch.nn.Module):
+    """Input and output embeddings of word2vec (input row ``vocab`` is the CBOW padding, kept at zero)."""
+
+    def __init__(self, vocab_size: int, dim: int) -> None:
+        super().__init__()
+        self.pad = vocab_size
+        self.inputs = torch.nn.Embedding(vocab_size + 1, dim, sparse=True, padding_idx=vocab_size)
+        self.outputs = torch.nn.Embedding(vocab_size, dim, sparse=True)
+        with torch.no_grad():
+            self.inputs.weight.uniform_(-0.5 / dim, 0.5 / dim)
+            self.inputs.weight[vocab_size].zero_()
+            self.outputs.weight.zero_()
+
+    def forward(self, context: torch.Tensor, target: torch.Tensor, negatives: torch.Tensor) -> torch.Tensor:
+        """Summed negative-sampling loss.
+
+        Parameters
+        ----------
+        context : torch.Tensor
+            ``(batch, n_context)`` input ids (skip-gram: ``n_context = 1``), averaged over the
+            non-padding ones.
+        target : torch.Tensor
+            ``(batch,)`` ids to predict.
+        negatives : torch.Tensor
+            ``(batch, negative)`` noise ids.
+        """
+        # (batch, n_context, 1) and (batch, dim)
+        present = (context != self.pad).unsqueeze(-1)
+        hidden = (self.inputs(context) * present).sum(1) / present.sum(1).clamp(min=1)
+        # (batch,) and (batch, negative)
+        positive = (hidden * self.outputs(target)).sum(-1)
+        negative = torch.bmm(self.outputs(negatives), hidden.unsqueeze(-1)).squeeze(-1)
+        return -(F.logsigmoid(positive).sum() + F.logsigmoid(-negative).sum())
+
+
+def _epoch_examples(ids, sentence_of, vocabulary, config, rng, pad):
+    """(context (n, k), target (n,)) of one epoch after subsampling, shuffled."""
+    keep = rng.random(len(ids)) < keep_probabilities(vocabulary.counts, config.sample)[ids]
+    ids, sentence_of = ids[keep], sentence_of[keep]
+    reduced = rng.integers(1, config.window + 1, size=len(ids))
+    if config.architecture == "skipgram":
+        centres, contexts = skipgram_pairs(ids, sentence_of, reduced)
+        context, target = centres[:, None], contexts
+    else:
+        target, context = cbow_windows(ids, sentence_of, reduced, config.window, pad)
+    order = rng.permutation(len(target))
+    return context[order], target[order]
+
+
+def train_vectors(sentences: list[list[str]], config: StaticConfig, log_path: Optional[Path] = None):
+    """Train word vectors; returns ``(vocabulary, vectors (vocab, dim) float32)``."""
+    vocabulary = Vocabulary.build(sentences, config.min_count, config.max_vocab)
+    ids, sentence_of = encode_sentences(sentences, vocabulary)
+    device = resolve_device(config.device)
+    rng = np.random.default_rng(config.seed)
+    torch.manual_seed(config.seed)
+    vocab_size = len(vocabulary.words)
+    model = WordVectorModel(vocab_size, config.dim).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=config.lr)
+    noise = torch.as_tensor(vocabulary.counts, dtype=torch.float64).pow(0.75).to(device)
+    generator = torch.Generator(device=device).manual_seed(config.seed)
+    bar = tqdm(desc=f"pretrain {config.architecture}", unit="batch", disable=not config.show_progress)
+    for epoch in range(config.epochs):
+        context, target = _epoch_examples(ids, sentence_of, vocabulary, config, rng, vocab_size)
+        if len(target) == 0:
+            raise ValueError("the corpus gives no (word, context) pair: every sentence has at most one known word")
+        n_batches = -(-len(target) // config.batch_size)
+        if epoch == 0:
+            bar.total = n_batches * config.epochs
+        loss_sum, started = 0.0, time.perf_counter()
+        for number, start in enumerate(range(0, len(target), config.batch_size)):
+            # linear decay over the whole run, as in word2vec
+            lr = config.lr * max(1e-4, 1.0 - (epoch + number / n_batches) / config.epochs)
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+            batch_context = torch.as_tensor(context[start : start + config.batch_size], device=device)
+            batch_target = torch.as_tensor(target[start : start + config.batch_size], device=device)
+            negatives = torch.multinomial(noise, len(batch_target) * config.negative, replacement=True,
+                                          generator=generator).view(len(batch_target), config.negative)
+            loss = model(batch_context, batch_target, negatives)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            loss_sum += float(loss.detach())
+            bar.update(1)
+            bar.set_postfix(loss=f"{float(loss.detach()) / len(batch_target):.4f}")
+        if log_path is not None:
+            elapsed = time.perf_counter() - started
+            record = {"epoch": epoch + 1, "loss": loss_sum / len(target), "lr": lr, "examples": len(target),
+                      "examples_per_s": len(target) / elapsed if elapsed > 0 else None}
+            with open(log_path, "a", encoding="utf-8") as handle:
+                handle.write(json.dumps(record) + "\n")
+    bar.close()
+    vectors = model.inputs.weight.detach()[:vocab_size].float().cpu().numpy()
+    return vocabulary, vectors
+
+
+def most_similar(words: list[str], vectors: np.ndarray, query: str, k: int = 5) -> list[tuple[str, float]]:
+    """The ``k`` nearest words to ``query`` by cosine similarity (``query`` itself excluded)."""
+    index = {w: i for i, w in enumerate(words)}
+    if query not in index:
+        raise KeyError(f"{query!r} is not in the vocabulary of {len(words)} words")
+    normed = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    scores = normed @ normed[index[query]]
+    scores[index[query]] = -np.inf
+    best = np.argsort(-scores)[:k]
+    return [(words[i], float(scores[i])) for i in best]
+
+
+def pretrain_static(
+    corpus: Union[str, os.PathLike],
+    out: Union[str, os.PathLike],
+    config: Optional[StaticConfig] = None,
+    *,
+    overwrite: bool = False,
+) -> dict:
+    """Train skip-gram or CBOW vectors on CORPUS and write ``vectors.txt`` and ``vectors.bin`` into OUT.
+
+    Returns
+    -------
+    dict
+        ``vocab_size``, ``dim``, ``text`` and ``binary`` (the two paths), ``tokens``.
+    """
+    config = config or StaticConfig()
+    out = prepare_output_dir(out, overwrite=overwrite)
+    documents = read_corpus(corpus, encoding_errors=config.encoding_errors).documents
+    sentences = [(s.lower() if config.lowercase else s).split() for d in documents for s in d]
+    vocabulary, vectors = train_vectors(sentences, config, out / "log.jsonl")
+    text, binary = out / "vectors.txt", out / "vectors.bin"
+    write_word2vec(text, vocabulary.words, vectors)
+    write_word2vec(binary, vocabulary.words, vectors, binary=True)
+    return {"vocab_size": len(vocabulary.words), "dim": config.dim, "text": str(text), "binary": str(binary),
+            "tokens": int(sum(len(s) for s in sentences))}
