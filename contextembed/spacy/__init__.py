@@ -1,0 +1,22 @@
+"""spaCy adapters: the ``contextembed`` component and the ``contextembed.Listener.v1`` layer.
+
+Importing this module registers the factory and the architectures; installed packages also
+expose them through the ``spacy_factories``, ``spacy_architectures`` and ``spacy_misc`` entry
+points, so ``spacy train`` finds them without an import.
+"""
+
+from .architectures import encoder_v1, listener_v1
+from .component import ContextEmbedder, make_contextembed
+from .features import DocFeatures
+from .listener import ContextListener
+from .loader import EncoderLoader
+
+__all__ = [
+    "ContextEmbedder",
+    "ContextListener",
+    "DocFeatures",
+    "EncoderLoader",
+    "encoder_v1",
+    "listener_v1",
+    "make_contextembed",
+]

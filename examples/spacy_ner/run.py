@@ -1,0 +1,148 @@
+"""Feature-based NER in spaCy: frozen contextual features vs spaCy's own HashEmbedCNN tok2vec.
+
+1. converts CoNLL-2003 (``../shared/data/conll2003``) with spaCy's own CoNLL NER converter;
+2. runs ``spacy train`` on each config of this directory:
+   ``contextual_concat.cfg`` (listener, concat of the last four layers),
+   ``contextual_scalar_mix.cfg`` (listener, trainable scalar mix of all layers),
+   ``hashembed_cnn.cfg`` (spaCy's HashEmbedCNN, for comparison);
+3. evaluates ``model-best`` of each on the dev set and prints the entity F1 table.
+
+Small mode (CI): ``python examples/spacy_ner/run.py --small``. Full benchmark:
+``python examples/spacy_ner/run.py --out out/spacy_ner_full``. The same training runs from the
+shell (the installed package registers the component through entry points; otherwise add
+``--code contextembed/spacy/__init__.py``)::
+
+    python -m spacy train examples/spacy_ner/contextual_concat.cfg --output out/ner \\
+        --paths.train out/spacy_ner/train.spacy --paths.dev out/spacy_ner/dev.spacy
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+CONLL = HERE.parents[2] / "shared" / "data" / "conll2003"
+CONFIGS = ("contextual_concat", "contextual_scalar_mix", "hashembed_cnn")
+
+
+@dataclass
+class RunSettings:
+    """What to train on and for how long."""
+
+    train_sentences: int = 0  # 0: all
+    dev_sentences: int = 0
+    max_steps: int = 2000
+    max_epochs: int = 0
+    eval_frequency: int = 200
+    encoder: str = "minilm-l6"
+    cache_mb: int = 4000
+    use_gpu: int = -1
+
+
+SMALL = RunSettings(train_sentences=500, dev_sentences=300, max_steps=300, eval_frequency=100)
+
+
+def conll_blocks(path: Path, n_sentences: int = 0) -> str:
+    """The file's first ``n_sentences`` sentences (all if 0), ``-DOCSTART-`` markers kept."""
+    blocks = [b for b in path.read_text(encoding="utf-8").split("\n\n") if b.strip()]
+    kept, count = [], 0
+    for block in blocks:
+        is_sentence = not block.strip().startswith("-DOCSTART-")
+        if is_sentence and n_sentences and count == n_sentences:
+            break
+        kept.append(block.strip("\n"))
+        count += is_sentence
+    return "\n\n".join(kept) + "\n"
+
+
+def convert(source: Path, target: Path, n_sentences: int = 0, sentences_per_doc: int = 10) -> int:
+    """Convert CoNLL-2003 (IOB1) to a ``.spacy`` DocBin with spaCy's own converter; return #docs."""
+    from spacy.tokens import DocBin
+    from spacy.training.converters import conll_ner_to_docs
+
+    docs = list(conll_ner_to_docs(conll_blocks(source, n_sentences), n_sents=sentences_per_doc, no_print=True))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    DocBin(docs=docs, store_user_data=False).to_disk(target)
+    return len(docs)
+
+
+def train_and_evaluate(config: str, out: Path, data: Path, settings: RunSettings) -> dict:
+    """``spacy train`` one config, then score ``model-best`` on dev; return the scores."""
+    from spacy.cli.evaluate import evaluate
+    from spacy.cli.train import train
+
+    overrides = {
+        "paths.train": str(data / "train.spacy"),
+        "paths.dev": str(data / "dev.spacy"),
+        "training.max_steps": settings.max_steps,
+        "training.max_epochs": settings.max_epochs,
+        "training.eval_frequency": settings.eval_frequency,
+    }
+    if config.startswith("contextual"):
+        overrides.update({"paths.encoder": settings.encoder, "paths.cache_mb": settings.cache_mb})
+    model_dir = out / config
+    train(HERE / f"{config}.cfg", model_dir, use_gpu=settings.use_gpu, overrides=overrides)
+    scores = evaluate(str(model_dir / "model-best"), data / "dev.spacy", use_gpu=settings.use_gpu, silent=True)
+    return {key: scores[key] for key in ("ents_p", "ents_r", "ents_f")}
+
+
+def run(out: Path, settings: RunSettings, configs=CONFIGS, conll: Path = CONLL) -> dict[str, dict]:
+    """Convert the data, train every config, write ``results.json`` and return the scores."""
+    data = out / "data"
+    n_train = convert(conll / "train.txt", data / "train.spacy", settings.train_sentences)
+    n_dev = convert(conll / "dev.txt", data / "dev.spacy", settings.dev_sentences)
+    print(f"converted {n_train} train / {n_dev} dev docs (10 sentences each) to {data}")
+    results = {config: train_and_evaluate(config, out, data, settings) for config in configs}
+    (out / "results.json").write_text(json.dumps({"settings": settings.__dict__, "dev": results}, indent=2))
+    return results
+
+
+def print_table(results: dict[str, dict]) -> None:
+    print(f"\n{'config':<24}{'dev P':>8}{'dev R':>8}{'dev F1':>8}")
+    for config, scores in results.items():
+        print(f"{config:<24}{100 * scores['ents_p']:>8.1f}{100 * scores['ents_r']:>8.1f}{100 * scores['ents_f']:>8.1f}")
+
+
+def parse_args(argv=None) -> tuple[Path, RunSettings, list[str]]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=Path("out/spacy_ner"))
+    parser.add_argument("--small", action="store_true", help="a small subset, for CI")
+    parser.add_argument("--train-sentences", type=int, help="first N training sentences (0: all)")
+    parser.add_argument("--dev-sentences", type=int, help="first N dev sentences (0: all)")
+    parser.add_argument("--max-steps", type=int)
+    parser.add_argument("--max-epochs", type=int)
+    parser.add_argument("--eval-frequency", type=int)
+    parser.add_argument("--encoder", help="name or path for contextembed.load_encoder")
+    parser.add_argument("--cache-mb", type=int)
+    parser.add_argument("--use-gpu", type=int, help="GPU id, -1 for CPU")
+    parser.add_argument("--configs", nargs="+", choices=CONFIGS, default=list(CONFIGS))
+    args = parser.parse_args(argv)
+    settings = RunSettings(**(SMALL.__dict__ if args.small else {}))
+    for name in settings.__dict__:
+        value = getattr(args, name)
+        if value is not None:
+            setattr(settings, name, value)
+    return args.out, settings, args.configs
+
+
+def main(argv=None) -> int:
+    out, settings, configs = parse_args(argv)
+    if not (CONLL / "train.txt").exists():
+        print(f"CoNLL-2003 is not at {CONLL}; nothing to do", file=sys.stderr)
+        return 0
+    try:
+        import contextembed.spacy  # noqa: F401  (registers the component when not installed)
+    except ImportError:  # running from a source checkout
+        sys.path.insert(0, str(HERE.parents[1]))
+        import contextembed.spacy  # noqa: F401
+
+    print_table(run(out, settings, configs))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,195 @@
+"""The ``contextembed`` component on a blank English pipeline."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import spacy
+import torch
+
+from contextembed import load_encoder
+
+from spacy_helpers import encoder_config, ner_config
+
+TEXT = "Peter Blackburn met EU officials in Brussels on Tuesday ."
+
+
+@pytest.fixture(scope="module")
+def encoder(tiny_bert_dir):
+    return load_encoder(tiny_bert_dir, device="cpu", precision="fp32")
+
+
+def reference_tensor(encoder, doc, layers, combine="mean"):
+    """Plain NumPy reference: encode the token texts, then combine the chosen layers."""
+    [hidden] = encoder.encode([[t.text for t in doc]], layers=layers)
+    return {"mean": hidden.mean(axis=0), "sum": hidden.sum(axis=0), "concat": np.concatenate(list(hidden), axis=-1)}[combine]
+
+
+@pytest.mark.parametrize(
+    ("layers", "combine"), [(-1, "mean"), ([-2, -1], "concat"), ("all", "mean"), ([0, 2], "sum")]
+)
+def test_doc_tensor_is_the_default_pooling(make_nlp, encoder, layers, combine):
+    nlp = make_nlp(tensor_layers=layers, tensor_combine=combine)
+    doc = nlp(TEXT)
+    expected = reference_tensor(encoder, doc, layers, combine)
+    assert doc.tensor.shape == (len(doc), expected.shape[1])
+    np.testing.assert_allclose(doc.tensor, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_vector_hooks_use_doc_tensor(make_nlp):
+    nlp = make_nlp()
+    doc = nlp(TEXT)
+    tensor = doc.tensor
+    np.testing.assert_allclose(doc[3].vector, tensor[3])
+    np.testing.assert_allclose(doc[1:4].vector, tensor[1:4].mean(axis=0), rtol=1e-6)
+    np.testing.assert_allclose(doc.vector, tensor.mean(axis=0), rtol=1e-6)
+    a, b = tensor[0], tensor[6]
+    cosine = a @ b / (np.linalg.norm(a) * np.linalg.norm(b))
+    assert doc[0].similarity(doc[6]) == pytest.approx(float(cosine), rel=1e-5)
+    other = nlp("EU officials met in Brussels")
+    v, w = tensor.mean(axis=0), other.tensor.mean(axis=0)
+    assert doc.similarity(other) == pytest.approx(float(v @ w / (np.linalg.norm(v) * np.linalg.norm(w))), rel=1e-5)
+    assert doc.has_vector and doc[0].has_vector
+    assert doc[0].vector_norm == pytest.approx(float(np.linalg.norm(tensor[0])), rel=1e-6)
+
+
+def test_pipe_does_not_depend_on_batch_size(make_nlp):
+    nlp = make_nlp(tensor_layers="all")
+    texts = [TEXT, "short", "", "a much longer text " * 12, "EU officials met in Brussels ."] * 2
+    one = [d.tensor for d in nlp.pipe(texts, batch_size=1)]
+    for batch_size in (3, 8, 100):
+        other = [d.tensor for d in nlp.pipe(texts, batch_size=batch_size)]
+        for x, y in zip(one, other):
+            assert x.shape == y.shape
+            np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-5)
+
+
+def test_long_doc_has_one_row_per_token(make_nlp, encoder):
+    nlp = make_nlp()
+    words = ("The quick brown fox jumps over the lazy dog in Brussels , unbelievably . " * 400).split()[:5000]
+    doc = spacy.tokens.Doc(nlp.vocab, words=words)
+    doc = nlp(doc)
+    assert len(doc) == 5000
+    assert doc.tensor.shape == (5000, encoder.width)
+    assert np.isfinite(doc.tensor).all()
+    # the long doc is windowed, not truncated: the last tokens match a direct encoding
+    np.testing.assert_allclose(doc.tensor, reference_tensor(encoder, doc, -1), rtol=1e-5, atol=1e-6)
+
+
+def test_empty_doc(make_nlp, encoder):
+    nlp = make_nlp(ner={})
+    nlp.initialize()
+    doc = nlp("")
+    assert len(doc) == 0
+    assert doc.tensor.shape == (0, encoder.width)
+    assert doc.vector.shape == (encoder.width,) and not doc.vector.any()
+    assert doc.ents == ()
+
+
+@pytest.mark.parametrize("text", ["   \n\n  \t ", "... !!! ?? -- ,,,", " \n . \n\n ! "])
+def test_whitespace_and_punctuation_docs(make_nlp, encoder, text):
+    nlp = make_nlp(ner={})
+    nlp.initialize()
+    doc = nlp(text)
+    assert len(doc) > 0
+    assert doc.tensor.shape == (len(doc), encoder.width)
+    assert np.isfinite(doc.tensor).all()
+    np.testing.assert_allclose(doc.tensor, reference_tensor(encoder, doc, -1), rtol=1e-5, atol=1e-6)
+
+
+def test_whitespace_tokens_keep_their_rows(make_nlp, encoder):
+    words = ["Peter", "\n\n", "met", " ", "EU", "\u200b", "officials"]
+    nlp = make_nlp()
+    doc = nlp(spacy.tokens.Doc(nlp.vocab, words=words, spaces=[False] * len(words)))
+    assert doc.tensor.shape == (7, encoder.width)
+    np.testing.assert_allclose(doc.tensor, reference_tensor(encoder, doc, -1), rtol=1e-5, atol=1e-6)
+
+
+def test_layers_are_not_kept_unless_asked(make_nlp, encoder):
+    doc = make_nlp()(TEXT)
+    assert doc._.contextembed is None
+    doc = make_nlp(store_layers=True)(TEXT)
+    stored = doc._.contextembed["contextembed"]
+    assert stored.shape == (encoder.n_layers, len(doc), encoder.width)
+    [expected] = encoder.encode([[t.text for t in doc]])
+    np.testing.assert_allclose(stored, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_encoder_is_loaded_lazily_and_never_downloads(tmp_path):
+    nlp = spacy.blank("en")
+    component = nlp.add_pipe("contextembed", config=encoder_config(tmp_path / "no-such-model"))
+    assert not component.model.loader.loaded
+    from contextembed import ModelNotFoundError
+
+    with pytest.raises(ModelNotFoundError, match="no-such-model"):
+        nlp("text")
+
+
+def test_static_vectors_encoder(tmp_path):
+    from contextembed.encoders import write_word2vec
+
+    words = ["peter", "met", "officials", "."]
+    vectors = np.arange(16, dtype=np.float32).reshape(4, 4)
+    write_word2vec(tmp_path / "vectors.txt", words, vectors)
+    nlp = spacy.blank("en")
+    nlp.add_pipe("contextembed", config=encoder_config(tmp_path / "vectors.txt"))
+    doc = nlp("Peter met unknown officials .")
+    expected = np.stack([vectors[0], vectors[1], np.zeros(4), vectors[2], vectors[3]])
+    np.testing.assert_allclose(doc.tensor, expected)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_gpu_after_require_gpu(tiny_bert_dir):
+    spacy.require_gpu()
+    try:
+        nlp = spacy.blank("en")
+        nlp.add_pipe("contextembed", config={"encoder": {"name": str(tiny_bert_dir)}})
+        nlp.add_pipe("ner", config=ner_config())
+        nlp.initialize()
+        doc = nlp(TEXT)
+        assert nlp.get_pipe("contextembed").encoder.device.type == "cuda"
+        assert doc.tensor.shape[0] == len(doc)
+    finally:
+        spacy.require_cpu()
+
+
+@pytest.mark.pretrained
+def test_minilm_component(minilm):
+    nlp = spacy.blank("en")
+    nlp.add_pipe("contextembed", config={"encoder": {"name": "minilm-l6", "device": "cpu", "precision": "fp32"}})
+    cat, dog, tax = nlp("a cat sat on the mat"), nlp("a dog sat on the rug"), nlp("quarterly tax revenue fell")
+    assert cat.tensor.shape == (len(cat), 384)
+    assert cat.similarity(dog) > cat.similarity(tax)
+
+
+def test_feature_cache_skips_the_encoder_for_seen_docs(make_nlp, monkeypatch):
+    nlp = make_nlp(cache_mb=1)
+    component = nlp.get_pipe("contextembed")
+    first = nlp(TEXT).tensor
+    calls = []
+    original = component.encoder.encode
+    monkeypatch.setattr(component.encoder, "encode", lambda words, **kw: calls.append(list(words)) or original(words, **kw))
+    np.testing.assert_array_equal(nlp(TEXT).tensor, first)
+    assert calls == [[]]  # nothing left to encode
+    nlp("something new here")
+    assert calls[-1] == [("something", "new", "here")]
+
+
+def test_feature_cache_stays_within_budget():
+    from contextembed.spacy.features import DocFeatures, TextFeatureCache
+
+    cache = TextFeatureCache(max_mb=1)
+    block = np.zeros((2, 1000, 64), dtype=np.float32)  # 512 kB
+    for i in range(5):
+        cache.put((str(i),), DocFeatures(block.copy(), (0, 1)))
+    assert len(cache) == 2 and cache.n_bytes <= 2**20
+    assert cache.get(("4",), (0,)) is not None and cache.get(("0",), (0,)) is None
+    assert cache.get(("4",), (2,)) is None  # a layer it does not hold
+
+
+def test_similarity_with_other_features_is_a_clear_error(make_nlp):
+    doc = make_nlp()(TEXT)
+    other = make_nlp(tensor_layers=[-2, -1], tensor_combine="concat")("EU officials")
+    with pytest.raises(ValueError, match="width 32 and 64"):
+        doc.similarity(other)
