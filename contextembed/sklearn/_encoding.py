@@ -60,11 +60,12 @@ class EncoderRef:
         return {} if self.batch_tokens is None else {"batch_tokens": self.batch_tokens}
 
     def cache_key(self) -> str:
-        """A hash naming this encoder's outputs: spec, resolved device type, precision, model files."""
-        from ..devices import resolve_device
+        """A hash naming this encoder's outputs: spec, resolved device type and precision, model files."""
+        from ..devices import resolve_device, resolve_precision
 
-        device = resolve_device(self.device).type
-        parts = [self.spec, device, self.precision, _fingerprint(self.spec)]
+        device = resolve_device(self.device)
+        precision = resolve_precision(self.precision, device)  # "auto" differs across machines
+        parts = [self.spec, device.type, precision, _fingerprint(self.spec)]
         return hashlib.blake2b("\x1f".join(parts).encode(), digest_size=16).hexdigest()
 
 

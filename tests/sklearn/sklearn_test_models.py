@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -25,6 +27,7 @@ def tiny_bert_path() -> str:
     from transformers import BertConfig, BertModel, BertTokenizerFast
 
     path.mkdir(parents=True, exist_ok=True)
+    atexit.register(shutil.rmtree, path.parent, ignore_errors=True)
     wordpiece = BertWordPieceTokenizer(lowercase=False)
     wordpiece.train_from_iterator(CORPUS * 3, vocab_size=150, min_frequency=1)
     wordpiece.save_model(str(path))

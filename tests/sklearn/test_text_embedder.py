@@ -30,7 +30,7 @@ def _per_layer_reference(path, texts, layers, text_pooling):
 @pytest.mark.parametrize("combine", ["concat", "mean"])
 def test_matches_numpy_reference(bert, text_pooling, combine):
     layers = [0, 1, 2]
-    embedder = TextEmbedder(bert, layers=layers, combine=combine, text_pooling=text_pooling)
+    embedder = TextEmbedder(bert, layers=layers, combine=combine, text_pooling=text_pooling, precision="fp32")
     got = embedder.fit(TEXTS).transform(TEXTS)
     per_layer = _per_layer_reference(bert, TEXTS, layers, text_pooling)
     expected = np.concatenate(list(per_layer), axis=-1) if combine == "concat" else per_layer.mean(axis=0)

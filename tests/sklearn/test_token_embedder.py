@@ -28,7 +28,9 @@ def _reference(encoder_path, sentences, layers, combine, subword_pooling):
 @pytest.mark.parametrize("subword_pooling", ["first", "mean", "first_last"])
 def test_matches_numpy_reference(bert, sentences, combine, subword_pooling):
     layers = [0, -1]
-    embedder = TokenEmbedder(bert, layers=layers, combine=combine, subword_pooling=subword_pooling, device="cpu")
+    embedder = TokenEmbedder(
+        bert, layers=layers, combine=combine, subword_pooling=subword_pooling, device="cpu", precision="fp32"
+    )
     got = embedder.fit(sentences).transform(sentences)
     expected = _reference(bert, sentences, layers, combine, subword_pooling)
     assert got.dtype == np.float32
