@@ -267,8 +267,8 @@ class LayerPooling(nn.Module):
 
 
 def _concat(pooling: LayerPooling, hidden: torch.Tensor, mask) -> torch.Tensor:
-    # (layers, *, width) -> (*, layers * width), layer-major along the width
-    return torch.cat(list(hidden.unbind(0)), dim=-1)
+    # (layers, *, width) -> (*, layers, width) -> (*, layers * width), layer-major along the width
+    return hidden.movedim(0, -2).reshape(*hidden.shape[1:-1], hidden.shape[0] * hidden.shape[-1])
 
 
 def _sum(pooling: LayerPooling, hidden: torch.Tensor, mask) -> torch.Tensor:
