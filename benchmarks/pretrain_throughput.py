@@ -4,7 +4,8 @@ Both train the same ``tiny`` BERT (2x128, ``BertForMaskedLM``, MLM only, no NSP)
 initialisation seed, on the same examples (contextembed's packed ``[CLS] segment [SEP]`` examples of the
 CoNLL-2003 training text, or a synthetic corpus when ../shared is absent), with the same WordPiece
 vocabulary, batch size, sequence length, steps, optimiser settings (AdamW, lr 1e-3, linear warmup and
-decay, weight decay 0.01, clipping 1.0), fp32 and torch thread count. The transformers side is
+decay, weight decay 0.01, clipping 1.0), fp32 and torch thread count; both drop an epoch's last
+partial batch. The transformers side is
 ``BertForMaskedLM`` + ``DataCollatorForLanguageModeling(mlm_probability=0.15)`` + ``Trainer``.
 
 Tokens are counted the same way for both: non-padding input pieces ([CLS]/[SEP] included) of the
@@ -126,7 +127,7 @@ def run_transformers(tokenizer, examples: list[dict], out: Path, args) -> dict:
         learning_rate=LEARNING_RATE, warmup_steps=args.lr_warmup, lr_scheduler_type="linear", weight_decay=0.01,
         adam_epsilon=1e-6, max_grad_norm=1.0, optim="adamw_torch", use_cpu=True, seed=SEED, report_to="none",
         save_strategy="no", logging_strategy="no", eval_strategy="no", disable_tqdm=True,
-        dataloader_num_workers=0, dataloader_pin_memory=False, remove_unused_columns=False,
+        dataloader_num_workers=0, dataloader_pin_memory=False, dataloader_drop_last=True, remove_unused_columns=False,
     )
     trainer = Trainer(model=model, args=arguments, train_dataset=examples, data_collator=counting_collator,
                       callbacks=[StepTimer()])
@@ -187,6 +188,9 @@ def main() -> None:
     print(f"contextembed pretrain_mlm : {mine:,.0f} tokens/s")
     print(f"transformers Trainer      : {hf:,.0f} tokens/s")
     print(f"ratio ours / transformers : {mine / hf:.2f} (target >= 1.0)")
+    same = all(a["tokens"] == b["tokens"] for a, b in zip(ours, theirs))
+    print(f"timed tokens per run: contextembed {ours[0]['tokens']:,.0f}, transformers {theirs[0]['tokens']:,.0f}"
+          f" ({'the same batches' if same else 'different batches'})")
     print(f"load average (1, 5, 15 min) before/after each repeat: {' | '.join(loads)}")
     print(json.dumps({"ours": ours, "transformers": theirs, "ratio": mine / hf, "load": loads}))
 
