@@ -32,6 +32,10 @@ TOKENIZERS: dict[str, Callable[[str], list[str]]] = {
 }
 
 
+#: texts encoded per block in ``transform`` (bounds memory on large corpora)
+STREAM_TEXTS = 4096
+
+
 class TextEmbedder(LayerFeaturesBase):
     """Text vectors from a frozen encoder, as a scikit-learn transformer.
 
@@ -147,16 +151,21 @@ class TextEmbedder(LayerFeaturesBase):
         return self.fit(X, y).transform(X)
 
     def _layer_vectors(self, texts: list[list[str]]) -> np.ndarray:
-        """Per-layer text vectors: ``(selected_layers, n_texts, width)`` float32."""
+        """Per-layer text vectors: ``(selected_layers, n_texts, width)`` float32.
+
+        Texts are encoded ``STREAM_TEXTS`` at a time, so memory holds one block's all-layer encodings
+        plus the output, whatever the corpus size.
+        """
         out = np.empty((len(self.layer_indexes_), len(texts), self.width_), dtype=np.float32)
         index = list(self.layer_indexes_)
-        for i, encoding in enumerate(self._encodings(texts)):
-            if self.text_pooling == "cls":
-                out[:, i] = encoding.cls[index]
-                continue
-            words = encoding.words(self.subword_pooling)
-            for row, layer in enumerate(index):
-                out[row, i] = pool_text_numpy(words[layer], self.text_pooling)
+        for begin in range(0, len(texts), STREAM_TEXTS):
+            for i, encoding in enumerate(self._encodings(texts[begin : begin + STREAM_TEXTS]), start=begin):
+                if self.text_pooling == "cls":
+                    out[:, i] = encoding.cls[index]
+                    continue
+                words = encoding.words(self.subword_pooling)
+                for row, layer in enumerate(index):
+                    out[row, i] = pool_text_numpy(words[layer], self.text_pooling)
         return out
 
     def _tokenize(self, X) -> list[list[str]]:
