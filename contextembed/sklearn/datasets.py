@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+from itertools import islice
 from typing import Optional, Union
+
+from ..io import read_conll as read_columns
 
 
 def read_conll(
@@ -27,26 +30,15 @@ def read_conll(
     """
     sentences: list[list[str]] = []
     tags: list[list[str]] = []
-    words: list[str] = []
-    labels: list[str] = []
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            fields = line.split()
-            if not fields or fields[0] == "-DOCSTART-":
-                if words:
-                    sentences.append(words)
-                    tags.append(labels)
-                    words, labels = [], []
-                    if limit is not None and len(sentences) >= limit:
-                        break
-                continue
-            if len(fields) < 2:
-                raise ValueError(f"{path}, line {number}: expected 'word ... tag', got {line.strip()!r}")
-            words.append(fields[0])
-            labels.append(fields[column])
-    if words and (limit is None or len(sentences) < limit):
+    for words, columns in islice(read_columns(os.fspath(path)), limit):
+        for position, fields in enumerate(columns):
+            if not fields:
+                raise ValueError(
+                    f"{path}, sentence {len(sentences)}, token {position} ({words[position]!r}): expected "
+                    "'word ... tag', got no tag column"
+                )
         sentences.append(words)
-        tags.append(labels)
+        tags.append([[word, *fields][column] for word, fields in zip(words, columns)])
     return sentences, tags
 
 
