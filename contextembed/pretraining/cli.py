@@ -9,11 +9,12 @@ from __future__ import annotations
 import argparse
 import json
 from dataclasses import asdict
+from contextlib import contextmanager
 from pathlib import Path
 
 from .corpus import ENCODING_ERRORS
 from .distributed import world_from_env
-from .training import CONFIG_FILE, TrainingOptions, prepare_output_dir
+from .training import CONFIG_FILE, TrainingOptions, latest_checkpoint, prepare_output_dir
 
 
 def add_pretrain_parser(subparsers) -> None:
@@ -92,6 +93,24 @@ def _save_config(out: str, args: argparse.Namespace, sections: dict, *, resume=F
     Path(out, CONFIG_FILE).write_text(json.dumps(record, indent=2, default=str) + "\n", encoding="utf-8")
 
 
+@contextmanager
+def _keep_config_on_failed_resume(out: str, resume):
+    """Put back OUT's previous configuration when a resumed run fails before its first new checkpoint.
+
+    The configuration describes the checkpoints in OUT, so a ``--resume`` refused as incompatible
+    (or stopped by any other error before it saved) must leave the one they were made with.
+    """
+    path = Path(out, CONFIG_FILE)
+    previous = path.read_bytes() if resume and path.is_file() else None
+    checkpoint = latest_checkpoint(out)
+    try:
+        yield
+    except BaseException:
+        if previous is not None and world_from_env()[0] == 0 and latest_checkpoint(out) == checkpoint:
+            path.write_bytes(previous)
+        raise
+
+
 # -- mlm ----------------------------------------------------------------------------------------
 
 
@@ -131,8 +150,9 @@ def _run_mlm(args: argparse.Namespace) -> int:
         masking=MaskingOptions(mask_probability=args.mask_probability), encoding_errors=args.encoding_errors,
     )
     training = _training_options(args, default_learning_rate(config))
-    _save_config(args.out, args, {"mlm": asdict(config), "training": asdict(training)}, resume=args.resume)
-    summary = pretrain_mlm(args.corpus, args.out, config, training, overwrite=True, resume=args.resume)
+    with _keep_config_on_failed_resume(args.out, args.resume):
+        _save_config(args.out, args, {"mlm": asdict(config), "training": asdict(training)}, resume=args.resume)
+        summary = pretrain_mlm(args.corpus, args.out, config, training, overwrite=True, resume=args.resume)
     if world_from_env()[0] == 0:
         print(json.dumps({"out": args.out, **summary}))
     return 0
@@ -217,8 +237,9 @@ def _run_bilm(args: argparse.Namespace) -> int:
         lowercase=args.lowercase, encoding_errors=args.encoding_errors,
     )
     training = _training_options(args, default_learning_rate(config))
-    _save_config(args.out, args, {"bilm": asdict(config), "training": asdict(training)}, resume=args.resume)
-    summary = pretrain_bilm(args.corpus, args.out, config, training, overwrite=True, resume=args.resume)
+    with _keep_config_on_failed_resume(args.out, args.resume):
+        _save_config(args.out, args, {"bilm": asdict(config), "training": asdict(training)}, resume=args.resume)
+        summary = pretrain_bilm(args.corpus, args.out, config, training, overwrite=True, resume=args.resume)
     if world_from_env()[0] == 0:
         print(json.dumps({"out": args.out, **summary}))
     return 0
