@@ -1,8 +1,9 @@
 """BERT Table 7 on CoNLL-2003 with frozen features: SequenceTagger train -> dev entity F1.
 
 Runs every Table 7 layer strategy for MiniLM-L6 and the GloVe row, plus ablations that measure
-what the practitioner features add (context window, word-shape flags) and the calibration probe
-of ../shared/REFERENCE.md (one token vector, no window, no shape). Rows print as they finish and
+what the practitioner features add (context window, word-shape flags, the default classifier's
+regularisation) and the calibration probe of ../shared/REFERENCE.md (one token vector, no window,
+no shape, plain logistic regression). Rows print as they finish and
 are appended to ``--out`` as JSON lines, so a long run can be read while it goes.
 
     python benchmarks/ner_table7.py                       # full train -> dev
@@ -20,24 +21,32 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from sklearn.linear_model import LogisticRegression  # noqa: E402
+
 from contextembed.sklearn import set_cache_size  # noqa: E402
 from contextembed.sklearn.datasets import read_conll  # noqa: E402
 from contextembed.sklearn.experiments import LAST_FOUR, TABLE7_ROWS, format_row, run_rows  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "conll2003"
 
-#: (encoder, rows, window, shape_features): the table, then ablations and the calibration probe
+#: the reference probe's classifier: scikit-learn's plain logistic regression (C=1)
+PROBE = LogisticRegression(max_iter=1000)
+
+#: (encoder, rows, window, shape_features, classifier): the table, then ablations and the calibration
+#: probe; ``None`` is the SequenceTagger's default classifier
 PLAN = [
-    ("minilm-l6", {"concat last four hidden": TABLE7_ROWS["concat last four hidden"]}, 1, "auto"),
-    ("glove-6b-50d", {"vectors": {"layers": 0, "combine": "concat"}}, 1, "auto"),
-    ("minilm-l6", {"last hidden (probe)": {"layers": -1, "combine": "concat"}}, 0, False),
-    ("minilm-l6", {"embeddings (probe)": {"layers": 0, "combine": "concat"}}, 0, False),
-    ("minilm-l6", {"concat last four (probe)": {"layers": LAST_FOUR, "combine": "concat"}}, 0, False),
-    ("glove-6b-50d", {"vectors + shape (probe)": {"layers": 0, "combine": "concat"}}, 0, True),
-    ("minilm-l6", {k: v for k, v in TABLE7_ROWS.items() if k != "concat last four hidden"}, 1, "auto"),
-    ("minilm-l6", {"concat last four, no shape": TABLE7_ROWS["concat last four hidden"]}, 1, False),
-    ("minilm-l6", {"concat last four, no window": TABLE7_ROWS["concat last four hidden"]}, 0, "auto"),
-    ("glove-6b-50d", {"vectors, no shape": {"layers": 0, "combine": "concat"}}, 1, False),
+    ("minilm-l6", {"concat last four hidden": TABLE7_ROWS["concat last four hidden"]}, 1, "auto", None),
+    ("glove-6b-50d", {"vectors": {"layers": 0, "combine": "concat"}}, 1, "auto", None),
+    ("minilm-l6", {"last hidden (probe)": {"layers": -1, "combine": "concat"}}, 0, False, PROBE),
+    ("minilm-l6", {"embeddings (probe)": {"layers": 0, "combine": "concat"}}, 0, False, PROBE),
+    ("minilm-l6", {"concat last four (probe)": {"layers": LAST_FOUR, "combine": "concat"}}, 0, False, PROBE),
+    ("glove-6b-50d", {"vectors + shape (probe)": {"layers": 0, "combine": "concat"}}, 0, True, PROBE),
+    ("minilm-l6", {k: v for k, v in TABLE7_ROWS.items() if k != "concat last four hidden"}, 1, "auto", None),
+    ("minilm-l6", {"scalar mix hidden layers": {"layers": "hidden", "combine": "scalar_mix"}}, 1, "auto", None),
+    ("minilm-l6", {"concat last four, C=1": TABLE7_ROWS["concat last four hidden"]}, 1, "auto", PROBE),
+    ("minilm-l6", {"concat last four, no shape": TABLE7_ROWS["concat last four hidden"]}, 1, False, None),
+    ("minilm-l6", {"concat last four, no window": TABLE7_ROWS["concat last four hidden"]}, 0, "auto", None),
+    ("glove-6b-50d", {"vectors, no shape": {"layers": 0, "combine": "concat"}}, 1, False, None),
 ]
 
 
@@ -57,10 +66,10 @@ def main(argv=None) -> int:
     dev = read_conll(DATA / "dev.txt", limit=args.dev_limit)
     print(f"CoNLL-2003: {len(train[0])} train sentences ({sum(map(len, train[0]))} tokens), "
           f"{len(dev[0])} dev sentences", flush=True)
-    for encoder, rows, window, shape in PLAN:
+    for encoder, rows, window, shape, classifier in PLAN:
         if encoder not in args.encoders:
             continue
-        for row in run_rows(encoder, rows, train, dev, window=window, shape_features=shape):
+        for row in run_rows(encoder, rows, train, dev, window=window, shape_features=shape, classifier=classifier):
             print(format_row(row), flush=True)
             if args.out:
                 with open(args.out, "a", encoding="utf-8") as handle:

@@ -30,7 +30,8 @@ class SequenceTagger(BaseEstimator):
     embedder : TokenEmbedder, optional
         The token features; default ``TokenEmbedder()`` (MiniLM-L6, scalar mix of all layers).
     classifier : sklearn classifier, optional
-        Fitted on the token feature rows; default ``LogisticRegression(max_iter=1000)``.
+        Fitted on the token feature rows; default ``LogisticRegression(C=DEFAULT_C, max_iter=1000)``
+        (see :data:`DEFAULT_C`).
     window : int
         Neighbouring words on each side whose features are concatenated (0: the token alone).
     shape_features : bool or "auto"
@@ -160,8 +161,17 @@ class SequenceTagger(BaseEstimator):
         return hasattr(self, "classifier_")
 
 
+#: Inverse regularisation strength of the default classifier. Contextual features are wide (a
+#: one-word window over four concatenated 384-wide layers is 4,638 columns) and strongly regularised
+#: logistic regression generalises much better on them than scikit-learn's ``C=1``: 3-fold
+#: cross-validation on 4,000 CoNLL-2003 training sentences picked 0.03 from {0.03, 0.1, 0.3, 1}, and
+#: on the full training set it raised dev F1 on every MiniLM Table 7 row (concat of the last four:
+#: 82.4 -> 86.6) and left GloVe within 0.2 (docs/sklearn.md).
+DEFAULT_C = 0.03
+
+
 def _default_classifier():
-    return LogisticRegression(max_iter=1000)
+    return LogisticRegression(C=DEFAULT_C, max_iter=1000)
 
 
 def _resolve_shape(option, encoder: Encoder) -> bool:

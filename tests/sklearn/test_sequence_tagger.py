@@ -99,6 +99,16 @@ def test_scorer_in_model_selection(bert, sentences, tags):
     np.testing.assert_allclose(default, scores)
 
 
+def test_classifier_parameters_are_searchable(bert, sentences, tags):
+    from contextembed.sklearn.tagger import DEFAULT_C
+
+    assert _tagger(bert).fit(sentences, tags).classifier_.C == DEFAULT_C
+    tagger = _tagger(bert, classifier=LogisticRegression(max_iter=500))
+    search = GridSearchCV(tagger, {"classifier__C": [0.01, 100.0]}, cv=KFold(2)).fit(sentences * 2, tags * 2)
+    assert search.best_estimator_.classifier_.C == search.best_params_["classifier__C"]
+    assert search.cv_results_["params"] == [{"classifier__C": 0.01}, {"classifier__C": 100.0}]
+
+
 def test_shape_features_auto_follows_casing(bert, static_path, sentences, tags):
     assert is_cased(load_encoder(bert))
     assert not is_cased(load_encoder(static_path))  # a lowercase vocabulary
