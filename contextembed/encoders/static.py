@@ -8,6 +8,7 @@ vectors with ``oov="mean"``.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from typing import Literal, Optional, Union
@@ -18,6 +19,11 @@ from ..pooling.layers import LayerSpec
 from .base import Encoder, PieceEncoding, Sentences, check_sentences
 
 StaticFormat = Literal["word2vec", "word2vec-binary", "glove"]
+
+
+#: the files :meth:`StaticVectors.save` writes
+SAVED_VECTORS = "vectors.bin"
+SAVED_OPTIONS = "contextembed_static.json"
 
 
 class StaticVectors(Encoder):
@@ -101,7 +107,15 @@ class StaticVectors(Encoder):
             hidden = self.table[rows][None]
             yield PieceEncoding(hidden, np.arange(len(sentence) + 1, dtype=np.int64))
 
-    # -- loading ------------------------------------------------------------------------------
+    # -- loading and saving -------------------------------------------------------------------
+
+    def save(self, directory: Union[str, os.PathLike]) -> None:
+        """Write ``vectors.bin`` (word2vec binary) and the lookup options into ``directory``."""
+        os.makedirs(directory, exist_ok=True)
+        write_word2vec(os.path.join(directory, SAVED_VECTORS), self.words, self.table[:-1], binary=True)
+        options = {"lowercase": self.lowercase, "oov": self.oov}
+        with open(os.path.join(directory, SAVED_OPTIONS), "w", encoding="utf-8") as handle:
+            json.dump(options, handle, indent=2)
 
     @classmethod
     def load(cls, path: Union[str, os.PathLike], format: Optional[StaticFormat] = None, **kwargs) -> "StaticVectors":
@@ -117,6 +131,18 @@ class StaticVectors(Encoder):
             raise ValueError(f"format={format!r} is not one of {', '.join(map(repr, readers))}")
         words, vectors = readers[format](path)
         return cls(words, vectors, spec=kwargs.pop("spec", path), **kwargs)
+
+
+def is_saved_directory(path: str) -> bool:
+    """Whether ``path`` is a directory written by :meth:`StaticVectors.save`."""
+    return os.path.isfile(os.path.join(path, SAVED_OPTIONS)) and os.path.isfile(os.path.join(path, SAVED_VECTORS))
+
+
+def load_saved_directory(path: str, **options) -> StaticVectors:
+    """Read a directory written by :meth:`StaticVectors.save`; ``options`` override the saved ones."""
+    with open(os.path.join(path, SAVED_OPTIONS), encoding="utf-8") as handle:
+        saved = json.load(handle)
+    return StaticVectors.load(os.path.join(path, SAVED_VECTORS), spec=path, **{**saved, **options})
 
 
 def sniff_format(path: str) -> StaticFormat:

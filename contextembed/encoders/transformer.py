@@ -20,7 +20,7 @@ from ..alignment import PieceTokenizer, SentencePieces, Window, check_window, pl
 from ..devices import compute_dtype, quantize_int8, resolve_device, resolve_precision
 from ..pooling.layers import LayerSpec
 from ..pooling.subword import SubwordPooling, check_subword_pooling, pool_subwords_numpy
-from .base import Encoder, PieceEncoding, Sentences, check_sentences
+from .base import Encoder, PieceEncoding, Sentences, check_savable, check_sentences
 
 #: model types whose position ids start after the padding index (usable length is shorter)
 _OFFSET_POSITION_TYPES = {
@@ -127,6 +127,13 @@ class TransformerEncoder(Encoder):
         self._n_layers, self._width = self._probe_shape()
 
     # -- construction -------------------------------------------------------------------------
+
+    def save(self, directory: Union[str, os.PathLike]) -> None:
+        """Write a Hugging Face model directory (fp32 weights and the tokenizer) into ``directory``."""
+        check_savable(self.precision)
+        state = {name: value.float() for name, value in self.model.state_dict().items()}
+        self.model.save_pretrained(directory, state_dict=state)
+        self.tokenizer.save_pretrained(directory)
 
     @classmethod
     def load(cls, name_or_path: Union[str, os.PathLike], **kwargs) -> "TransformerEncoder":

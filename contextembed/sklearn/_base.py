@@ -206,34 +206,22 @@ def _check_finite(features: np.ndarray, ref: EncoderRef) -> np.ndarray:
 
 
 def _pack_encoder(encoder: Encoder) -> dict:
-    """Serialise an encoder's files into ``{"kind", "files": {name: bytes}}``."""
-    packers = {"transformer": _pack_transformer, "static": _pack_static}
-    if encoder.family not in packers:
-        raise ValueError(
-            f"embed_weights=True is not supported for {encoder.family!r} encoders; save with "
-            "embed_weights=False and install the model where you load it"
-        )
+    """Serialise an encoder's saved files (:meth:`Encoder.save`) into ``{"files": {path: bytes}}``."""
     with tempfile.TemporaryDirectory() as folder:
-        packers[encoder.family](encoder, folder)
+        try:
+            encoder.save(folder)
+        except NotImplementedError:
+            raise ValueError(
+                f"embed_weights=True is not supported for {encoder.family!r} encoders; save with "
+                "embed_weights=False and install the model where you load it"
+            ) from None
         files = {}
-        for name in sorted(os.listdir(folder)):
-            with open(os.path.join(folder, name), "rb") as handle:
-                files[name] = handle.read()
-    return {"kind": encoder.family, "files": files}
-
-
-def _pack_transformer(encoder, folder: str) -> None:
-    model = encoder.model.float() if encoder.dtype != torch.float32 else encoder.model
-    model.save_pretrained(folder)
-    encoder.tokenizer.save_pretrained(folder)
-    if encoder.dtype != torch.float32:
-        encoder.model.to(encoder.dtype)
-
-
-def _pack_static(encoder, folder: str) -> None:
-    from ..encoders.static import write_word2vec
-
-    write_word2vec(os.path.join(folder, "vectors.bin"), encoder.words, encoder.table[:-1], binary=True)
+        for root, _, names in os.walk(folder):
+            for name in names:
+                path = os.path.join(root, name)
+                with open(path, "rb") as handle:
+                    files[os.path.relpath(path, folder).replace(os.sep, "/")] = handle.read()
+    return {"files": dict(sorted(files.items()))}
 
 
 def _unpack_encoder(packed: dict, ref: EncoderRef) -> EncoderRef:
@@ -243,14 +231,13 @@ def _unpack_encoder(packed: dict, ref: EncoderRef) -> EncoderRef:
         digest.update(name.encode())
         digest.update(data)
     folder = os.path.join(tempfile.gettempdir(), "contextembed-embedded", digest.hexdigest())
-    os.makedirs(folder, exist_ok=True)
     for name, data in packed["files"].items():
-        path = os.path.join(folder, name)
+        path = os.path.join(folder, *name.split("/"))
+        os.makedirs(os.path.dirname(path), exist_ok=True)
         if not os.path.exists(path) or os.path.getsize(path) != len(data):
             with open(path, "wb") as handle:
                 handle.write(data)
-    spec = os.path.join(folder, "vectors.bin") if packed["kind"] == "static" else folder
-    return EncoderRef(spec, ref.device, ref.precision, ref.batch_tokens)
+    return EncoderRef(folder, ref.device, ref.precision, ref.batch_tokens)
 
 
 __all__ = ["LayerFeaturesBase", "check_available", "check_tokens", "reject_sparse"]

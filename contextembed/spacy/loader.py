@@ -9,7 +9,6 @@ instead, and ``spacy.load`` reads them from there. Neither path ever downloads a
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -19,6 +18,8 @@ from ..encoders.loading import load_encoder
 
 #: file in an embedded encoder directory that records how to load it again
 EMBEDDED_META = "contextembed_encoder.json"
+#: its subdirectory holding the encoder's own files
+EMBEDDED_SUBDIR = "model"
 
 
 @dataclass
@@ -58,49 +59,19 @@ class EncoderLoader:
 
 
 def save_encoder(encoder: Encoder, path: Path) -> None:
-    """Write ``encoder``'s weights and tokenizer under ``path`` so that :func:`load_encoder` reads them.
+    """Write ``encoder`` under ``path`` (with :meth:`Encoder.save`) so that :meth:`use_embedded` reads it.
 
     Raises
     ------
     ValueError
-        For an encoder family that cannot be written yet (the message names the family).
+        For an int8-quantized encoder, or a family that cannot be saved (the message names it).
     """
-    saver = _SAVERS.get(encoder.family)
-    if saver is None:
+    try:
+        encoder.save(path / EMBEDDED_SUBDIR)
+    except NotImplementedError:
         raise ValueError(
-            f"embed_weights=True cannot write a {encoder.family or type(encoder).__name__!r} encoder "
-            f"yet (supported: {', '.join(sorted(_SAVERS))}); set embed_weights=false so that the "
-            f"pipeline refers to {encoder.spec!r} by name instead"
-        )
-    path.mkdir(parents=True, exist_ok=True)
-    subdir, options = saver(encoder, path)
-    meta = {"subdir": subdir, "options": options, "original": encoder.spec, "family": encoder.family}
+            f"embed_weights=True cannot write a {encoder.family or type(encoder).__name__!r} encoder; "
+            f"set embed_weights=false so that the pipeline refers to {encoder.spec!r} by name instead"
+        ) from None
+    meta = {"subdir": EMBEDDED_SUBDIR, "options": {}, "original": encoder.spec, "family": encoder.family}
     (path / EMBEDDED_META).write_text(json.dumps(meta, indent=2), encoding="utf-8")
-
-
-def _save_transformer(encoder, path: Path) -> tuple[str, dict]:
-    if getattr(encoder, "precision", None) == "int8":
-        raise ValueError(
-            "embed_weights=True cannot write an int8-quantized encoder; load it with precision='fp32' "
-            "(or 'bf16') to save the pipeline, then load the saved pipeline with precision='int8' "
-            "(spacy.load(path, config={'components': {'contextembed': {'encoder': {'precision': 'int8'}}}}))"
-        )
-    model = encoder.model
-    # keep full precision on disk whatever the compute dtype was
-    state = {k: v.float() for k, v in model.state_dict().items()}
-    model.save_pretrained(path / "model", state_dict=state)
-    encoder.tokenizer.save_pretrained(path / "model")
-    return "model", {}
-
-
-def _save_static(encoder, path: Path) -> tuple[str, dict]:
-    from ..encoders.static import write_word2vec
-
-    write_word2vec(path / "vectors.bin", encoder.words, encoder.table[:-1], binary=True)
-    return "vectors.bin", {"lowercase": encoder.lowercase, "oov": encoder.oov}
-
-
-_SAVERS: dict[str, Callable[[Any, Path], tuple[str, dict]]] = {
-    "transformer": _save_transformer,
-    "static": _save_static,
-}

@@ -91,13 +91,18 @@ def test_embedded_weights_load_without_the_original_model(bert, sentences, tags,
     np.testing.assert_array_equal(restored.transform(sentences), before)
 
 
-def test_embedded_static_vectors(static_path, sentences, tmp_path):
-    path = tmp_path / "vectors.txt"
-    shutil.copy(static_path, path)
+@pytest.mark.parametrize("family", ["static", "elmo"])
+def test_embedded_static_vectors_and_elmo(static_path, tiny_elmo_dir, sentences, tmp_path, family):
+    if family == "static":
+        path = tmp_path / "vectors.txt"
+        shutil.copy(static_path, path)
+    else:
+        path = tmp_path / "elmo"
+        shutil.copytree(tiny_elmo_dir, path)
     embedder = TokenEmbedder(str(path), embed_weights=True).fit(sentences)
     before = embedder.transform(sentences)
     data = pickle.dumps(embedder)
-    path.unlink()
+    shutil.rmtree(path) if path.is_dir() else path.unlink()
     _fresh_process_state()
     np.testing.assert_array_equal(pickle.loads(data).transform(sentences), before)
 

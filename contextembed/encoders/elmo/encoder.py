@@ -20,7 +20,7 @@ from tqdm.auto import tqdm
 from ...devices import compute_dtype, quantize_int8, resolve_device, resolve_precision
 from ...errors import ModelNotFoundError
 from ...pooling.layers import LayerSpec
-from ..base import Encoder, PieceEncoding, Sentences, check_sentences
+from ..base import Encoder, PieceEncoding, Sentences, check_savable, check_sentences
 from .characters import BOS_IDS, EOS_IDS, word_char_ids
 from .modules import BiLMEncoderModule
 from .options import read_options, write_options
@@ -132,11 +132,7 @@ class ElmoEncoder(Encoder):
 
     def save(self, directory: Union[str, os.PathLike]) -> None:
         """Write ``options.json`` + ``weights.hdf5`` in AllenNLP's original layout."""
-        if self.precision == "int8":
-            raise ValueError(
-                "an encoder loaded with precision='int8' holds quantized weights and cannot be saved; "
-                "load it with precision='fp32' to save it"
-            )
+        check_savable(self.precision)
         save_bilm(self.module, directory)
 
     # -- properties ---------------------------------------------------------------------------
