@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Union
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -213,34 +214,46 @@ def build_model(config: MLMConfig, tokenizer):
 # -- examples -----------------------------------------------------------------------------------
 
 
-def tokenize_documents(tokenizer, documents: list[list[str]]) -> list[list[list[int]]]:
-    """WordPiece ids of every sentence (no special tokens), grouped by document."""
+#: sentences per tokenizer call: bounds the transient ``Encoding`` objects (tokens, offsets, masks)
+TOKENIZE_CHUNK = 10_000
+
+
+def tokenize_documents(tokenizer, documents: list[list[str]]) -> list[list[np.ndarray]]:
+    """WordPiece ids of every sentence (no special tokens, int32 arrays), grouped by document.
+
+    Sentences are tokenized in chunks of :data:`TOKENIZE_CHUNK` and kept as compact arrays, so
+    memory grows with 4 bytes per piece rather than with the tokenizer's per-sentence objects.
+    """
     backend = tokenizer.backend_tokenizer
     sentences = [sentence for document in documents for sentence in document]
-    encoded = iter(backend.encode_batch(sentences, add_special_tokens=False))
-    return [[next(encoded).ids for _ in document] for document in documents]
+    ids: list[np.ndarray] = []
+    for start in range(0, len(sentences), TOKENIZE_CHUNK):
+        encoded = backend.encode_batch(sentences[start : start + TOKENIZE_CHUNK], add_special_tokens=False)
+        ids.extend(np.asarray(encoding.ids, dtype=np.int32) for encoding in encoded)
+    arrays = iter(ids)
+    return [[next(arrays) for _ in document] for document in documents]
 
 
-def pack_segments(sentences: list[list[int]], budget: int) -> list[list[int]]:
-    """Pack one document's sentences (lists of ids) into segments of at most ``budget`` ids.
+def pack_segments(sentences, budget: int) -> list[np.ndarray]:
+    """Pack one document's sentences (sequences of ids) into int32 segments of at most ``budget`` ids.
 
     Consecutive sentences share a segment while they fit; a sentence longer than ``budget`` is cut
     into consecutive pieces. Every id appears exactly once, in order.
     """
-    segments: list[list[int]] = []
-    current: list[int] = []
+    segments: list[np.ndarray] = []
+    current: list[np.ndarray] = []
+    size = 0
     for sentence in sentences:
-        if current and len(current) + len(sentence) > budget:
-            segments.append(current)
-            current = []
+        sentence = np.asarray(sentence, dtype=np.int32)
         for start in range(0, len(sentence), budget):
             part = sentence[start : start + budget]
-            if current and len(current) + len(part) > budget:
-                segments.append(current)
-                current = []
-            current = current + part
+            if current and size + len(part) > budget:
+                segments.append(np.concatenate(current))
+                current, size = [], 0
+            current.append(part)
+            size += len(part)
     if current:
-        segments.append(current)
+        segments.append(np.concatenate(current))
     return segments
 
 
@@ -324,19 +337,15 @@ class BertObjective(Objective):
         ids = self.ids
         rows, types = [], []
         for first, second, _ in examples:
-            row = [ids.cls, *first, ids.sep]
-            kinds = [0] * len(row)
-            if second is not None:
-                row += [*second, ids.sep]
-                kinds += [1] * (len(second) + 1)
-            rows.append(row)
-            types.append(kinds)
+            parts = [[ids.cls], first, [ids.sep]] + ([] if second is None else [second, [ids.sep]])
+            rows.append(np.concatenate(parts).astype(np.int64))
+            types.append(len(first) + 2)  # positions of segment A; segment B (type 1) follows
         width = max(len(row) for row in rows)
         input_ids = torch.full((len(rows), width), ids.pad, dtype=torch.long)
         token_types = torch.zeros((len(rows), width), dtype=torch.long)
-        for i, (row, kinds) in enumerate(zip(rows, types)):
-            input_ids[i, : len(row)] = torch.tensor(row)
-            token_types[i, : len(kinds)] = torch.tensor(kinds)
+        for i, (row, first_length) in enumerate(zip(rows, types)):
+            input_ids[i, : len(row)] = torch.from_numpy(row)
+            token_types[i, first_length : len(row)] = 1
         attention = input_ids != ids.pad
         attention[:, 0] = True
         maskable = attention & (input_ids != ids.cls) & (input_ids != ids.sep)

@@ -17,6 +17,8 @@ def test_pack_segments_keeps_every_id_in_order_within_budget():
     sentences = [list(range(start, start + n)) for start, n in zip(range(0, 10_000, 100), rng.integers(0, 40, 60))]
     sentences.append(list(range(20_000, 20_095)))  # longer than the budget: cut, not dropped
     segments = pack_segments(sentences, budget=16)
+    assert all(segment.dtype == np.int32 for segment in segments)
+    segments = [segment.tolist() for segment in segments]
     assert [i for segment in segments for i in segment] == [i for sentence in sentences for i in sentence]
     assert all(0 < len(segment) <= 16 for segment in segments)
     # a sentence that fits is never split across segments
@@ -150,4 +152,20 @@ def test_a_huge_line_is_cut_into_examples_not_dropped(pretrained_mlm, megabytes)
     ((ids,),) = tokenize_documents(tokenizer, [[line]])
     assert len(ids) > 200_000 * megabytes
     segments = pack_segments([ids], budget=30)
-    assert [i for segment in segments for i in segment] == ids
+    np.testing.assert_array_equal(np.concatenate(segments), ids)
+
+
+def test_collated_rows_and_segment_types(tmp_path):
+    from contextembed.pretraining.masking import IGNORE_INDEX
+    from contextembed.pretraining.mlm import BertObjective, MLMConfig, SpecialIds
+
+    ids = SpecialIds(cls=2, sep=3, pad=0, mask=4, random=torch.arange(5, 20))
+    config = MLMConfig(size="tiny", max_length=16, nsp=True)
+    objective = BertObjective([[[5, 6, 7, 8], [9, 10, 11]], [[12, 13]]], [], ids, config, seed=0, fingerprint={})
+    batch = objective._collate([(np.array([5, 6, 7], np.int32), np.array([8, 9], np.int32), 0),
+                                (np.array([10], np.int32), None, -1)], torch.Generator().manual_seed(0))
+    labels = batch["labels"]
+    unmasked = torch.where(labels != IGNORE_INDEX, labels, batch["input_ids"])
+    assert unmasked.tolist() == [[2, 5, 6, 7, 3, 8, 9, 3], [2, 10, 3, 0, 0, 0, 0, 0]]
+    assert batch["token_type_ids"].tolist() == [[0, 0, 0, 0, 0, 1, 1, 1], [0] * 8]
+    assert batch["attention_mask"].tolist() == [[1] * 8, [1, 1, 1, 0, 0, 0, 0, 0]]
