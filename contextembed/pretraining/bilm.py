@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -352,8 +353,10 @@ def pretrain_bilm(
         checkpoint = resolve_resume(out, resume)
         documents = read_corpus(corpus, encoding_errors=config.encoding_errors).documents
         train_docs, held_docs = split_held_out(documents, training.held_out_fraction)
-        train_sentences = [s.split() for d in train_docs for s in d]
-        held_sentences = [s.split() for d in held_docs for s in d]
+        # one shared str object per word type: a token costs a list slot, not a new string
+        train_sentences = [list(map(sys.intern, s.split())) for d in train_docs for s in d]
+        held_sentences = [list(map(sys.intern, s.split())) for d in held_docs for s in d]
+        del documents, train_docs, held_docs  # the raw lines are no longer needed
         torch.manual_seed(training.seed)
         model, vocabulary = build_model(config, train_sentences)
         objective = BiLMObjective(train_sentences, held_sentences, vocabulary, config,

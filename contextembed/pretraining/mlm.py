@@ -461,6 +461,7 @@ def pretrain_mlm(
         objective = BertObjective(tokenize_documents(tokenizer, train_docs), tokenize_documents(tokenizer, held_docs),
                                   SpecialIds.from_tokenizer(tokenizer), config, training.seed,
                                   _fingerprint(model, tokenizer, config))
+        del documents, train_docs, held_docs  # the objective holds the ids; the raw lines can go
         summary = train(BertPretrainingModel(model), objective, training, out, context, resume=checkpoint)
         if context.is_main:
             model.save_pretrained(out)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -291,7 +292,9 @@ def pretrain_static(
     config = config or StaticConfig()
     out = prepare_output_dir(out, overwrite=overwrite)
     documents = read_corpus(corpus, encoding_errors=config.encoding_errors).documents
-    sentences = [(s.lower() if config.lowercase else s).split() for d in documents for s in d]
+    # one shared str object per word type: a token costs a list slot, not a new string
+    sentences = [list(map(sys.intern, (s.lower() if config.lowercase else s).split())) for d in documents for s in d]
+    del documents
     vocabulary, vectors = train_vectors(sentences, config, out / "log.jsonl")
     text, binary = out / "vectors.txt", out / "vectors.bin"
     write_word2vec(text, vocabulary.words, vectors)
