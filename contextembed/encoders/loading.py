@@ -93,6 +93,9 @@ def _is_elmo_directory(path: str) -> bool:
 def _load_elmo(path: str, **options) -> Encoder:
     from .elmo import ElmoEncoder
 
+    if "batch_tokens" in options:  # the adapters' batch size; ELMo's tokens are words
+        batch = options.pop("batch_tokens")
+        options.setdefault("batch_words", batch)
     return ElmoEncoder.load(path, **options)
 
 

@@ -57,3 +57,8 @@ def test_elmo_saved_in_bf16_loads_in_fp32(tiny_elmo_dir, tmp_path):
     bf16.save(tmp_path / "copy")
     _assert_same(bf16, load_encoder(tmp_path / "copy", device="cpu", precision="bf16"))
     assert load_encoder(tmp_path / "copy", device="cpu", precision="fp32").encode(SENTENCES)[0].dtype == np.float32
+
+
+def test_elmo_takes_the_adapters_batch_tokens_as_words(tiny_elmo_dir):
+    assert load_encoder(tiny_elmo_dir, device="cpu", batch_tokens=64).batch_words == 64
+    assert load_encoder(tiny_elmo_dir, device="cpu", batch_tokens=64, batch_words=32).batch_words == 32

@@ -68,6 +68,17 @@ def test_embedded_static_vectors(tmp_path):
     np.testing.assert_array_equal(spacy.load(tmp_path / "pipeline")(TEXTS[0]).tensor, before)
 
 
+def test_embedded_elmo(tiny_elmo_dir, tmp_path):
+    source = tmp_path / "elmo"
+    shutil.copytree(tiny_elmo_dir, source)
+    nlp = spacy.blank("en")
+    nlp.add_pipe("contextembed", config={**encoder_config(source), "embed_weights": True})
+    before = nlp(TEXTS[0]).tensor
+    nlp.to_disk(tmp_path / "pipeline")
+    shutil.rmtree(source)
+    np.testing.assert_array_equal(spacy.load(tmp_path / "pipeline")(TEXTS[0]).tensor, before)
+
+
 def test_to_bytes_roundtrip(tiny_bert_dir):
     nlp = trained_pipeline(tiny_bert_dir)
     loaded = spacy.blank("en")
