@@ -100,11 +100,11 @@ class Encoder(ABC):
     def save(self, directory: Union[str, os.PathLike]) -> None:
         """Write the encoder into ``directory`` (created) so that ``load_encoder(directory)`` reads it back.
 
-        Weights are written in fp32 as the encoder holds them (an encoder loaded in bf16 or fp16
-        writes its rounded weights, so the copy reproduces it exactly at that precision); pass
-        ``device`` and ``precision`` again when loading. Transformers write a Hugging Face model directory, ELMo
-        AllenNLP's ``options.json`` + ``weights.hdf5``, static vectors word2vec binary with their
-        lookup options.
+        Transformers write a Hugging Face model directory, ELMo AllenNLP's ``options.json`` +
+        ``weights.hdf5``, static vectors word2vec binary with their lookup options. Weights are
+        written in fp32 as the encoder holds them (an encoder loaded in bf16 or fp16 writes its
+        rounded weights, so the copy reproduces it exactly at that precision); pass ``device`` and
+        ``precision`` again when loading.
 
         Raises
         ------

@@ -237,6 +237,8 @@ def _unpack_encoder(packed: dict, ref: EncoderRef) -> EncoderRef:
         if not os.path.exists(path) or os.path.getsize(path) != len(data):
             with open(path, "wb") as handle:
                 handle.write(data)
+    if packed.get("kind") == "static":  # pickled before Encoder.save existed: a bare vectors.bin
+        folder = os.path.join(folder, "vectors.bin")
     return EncoderRef(folder, ref.device, ref.precision, ref.batch_tokens)
 
 

@@ -107,6 +107,29 @@ def test_embedded_static_vectors_and_elmo(static_path, tiny_elmo_dir, sentences,
     np.testing.assert_array_equal(pickle.loads(data).transform(sentences), before)
 
 
+def test_earlier_embedded_static_vectors_still_load(static_path, sentences):
+    from contextembed.sklearn._base import _unpack_encoder
+    from contextembed.sklearn._encoding import EncoderRef, get_encoder
+
+    packed = {"kind": "static", "files": {"vectors.bin": _vectors_bin(static_path)}}
+    ref = _unpack_encoder(packed, EncoderRef("gone.txt", "cpu", "fp32"))
+    np.testing.assert_array_equal(get_encoder(ref).encode(sentences)[0],
+                                  get_encoder(EncoderRef(static_path, "cpu", "fp32")).encode(sentences)[0])
+
+
+def _vectors_bin(static_path) -> bytes:
+    import tempfile
+
+    from contextembed import load_encoder
+    from contextembed.encoders.static import write_word2vec
+
+    encoder = load_encoder(static_path)
+    with tempfile.TemporaryDirectory() as folder:
+        write_word2vec(f"{folder}/vectors.bin", encoder.words, encoder.table[:-1], binary=True)
+        with open(f"{folder}/vectors.bin", "rb") as handle:
+            return handle.read()
+
+
 def test_missing_model_directory_is_a_clear_error_at_load(bert, sentences, tmp_path):
     path = tmp_path / "model"
     shutil.copytree(bert, path)
