@@ -96,6 +96,12 @@ def _load_elmo(path: str, **options) -> Encoder:
     if "batch_tokens" in options:  # the adapters' batch size; ELMo's tokens are words
         batch = options.pop("batch_tokens")
         options.setdefault("batch_words", batch)
+    windowing = sorted({"window", "stride"} & options.keys())
+    if windowing:
+        raise ValueError(
+            f"{' and '.join(windowing)} apply to transformer encoders; {path} is an ELMo model, whose biLSTM "
+            "reads every sentence whole at any length: leave them unset"
+        )
     return ElmoEncoder.load(path, **options)
 
 

@@ -59,6 +59,8 @@ def test_elmo_saved_in_bf16_loads_in_fp32(tiny_elmo_dir, tmp_path):
     assert load_encoder(tmp_path / "copy", device="cpu", precision="fp32").encode(SENTENCES)[0].dtype == np.float32
 
 
-def test_elmo_takes_the_adapters_batch_tokens_as_words(tiny_elmo_dir):
+def test_elmo_maps_batch_tokens_to_words_and_rejects_windows(tiny_elmo_dir):
     assert load_encoder(tiny_elmo_dir, device="cpu", batch_tokens=64).batch_words == 64
     assert load_encoder(tiny_elmo_dir, device="cpu", batch_tokens=64, batch_words=32).batch_words == 32
+    with pytest.raises(ValueError, match="window apply to transformer encoders.*ELMo"):
+        load_encoder(tiny_elmo_dir, device="cpu", window=128)
