@@ -24,7 +24,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,7 +33,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .corpus import EncodingErrors, read_corpus, split_held_out
+from .corpus import EncodingErrors, read_corpus, split_held_out, split_words
 from .distributed import setup_distributed, teardown_distributed
 from .training import Objective, TrainingOptions, prepare_output_dir, resolve_resume, train
 
@@ -353,9 +352,8 @@ def pretrain_bilm(
         checkpoint = resolve_resume(out, resume)
         documents = read_corpus(corpus, encoding_errors=config.encoding_errors).documents
         train_docs, held_docs = split_held_out(documents, training.held_out_fraction)
-        # one shared str object per word type: a token costs a list slot, not a new string
-        train_sentences = [list(map(sys.intern, s.split())) for d in train_docs for s in d]
-        held_sentences = [list(map(sys.intern, s.split())) for d in held_docs for s in d]
+        train_sentences = [split_words(s) for d in train_docs for s in d]
+        held_sentences = [split_words(s) for d in held_docs for s in d]
         del documents, train_docs, held_docs  # the raw lines are no longer needed
         torch.manual_seed(training.seed)
         model, vocabulary = build_model(config, train_sentences)

@@ -14,6 +14,7 @@ the file and line.
 from __future__ import annotations
 
 import os
+import sys
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -55,7 +56,15 @@ class Corpus:
     def words(self) -> Iterator[list[str]]:
         """Every sentence split on white space (the unit of the static and biLM trainers)."""
         for sentence in self.sentences():
-            yield sentence.split()
+            yield split_words(sentence)
+
+
+def split_words(sentence: str, lowercase: bool = False) -> list[str]:
+    """``sentence`` split on white space, every word interned.
+
+    One shared ``str`` per word type: a token held by a trainer costs a list slot, not a new string.
+    """
+    return list(map(sys.intern, (sentence.lower() if lowercase else sentence).split()))
 
 
 def corpus_files(path: PathLike) -> list[str]:

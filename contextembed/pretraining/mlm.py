@@ -335,15 +335,15 @@ class BertObjective(Objective):
 
     def _collate(self, examples, generator):
         ids = self.ids
-        rows, types = [], []
+        rows, first_lengths = [], []
         for first, second, _ in examples:
             parts = [[ids.cls], first, [ids.sep]] + ([] if second is None else [second, [ids.sep]])
             rows.append(np.concatenate(parts).astype(np.int64))
-            types.append(len(first) + 2)  # positions of segment A; segment B (type 1) follows
+            first_lengths.append(len(first) + 2)  # segment A with [CLS] and [SEP]; segment B (type 1) follows
         width = max(len(row) for row in rows)
         input_ids = torch.full((len(rows), width), ids.pad, dtype=torch.long)
         token_types = torch.zeros((len(rows), width), dtype=torch.long)
-        for i, (row, first_length) in enumerate(zip(rows, types)):
+        for i, (row, first_length) in enumerate(zip(rows, first_lengths)):
             input_ids[i, : len(row)] = torch.from_numpy(row)
             token_types[i, first_length : len(row)] = 1
         attention = input_ids != ids.pad

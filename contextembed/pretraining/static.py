@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -30,7 +29,7 @@ from tqdm.auto import tqdm
 
 from ..devices import resolve_device
 from ..encoders.static import write_word2vec
-from .corpus import EncodingErrors, read_corpus
+from .corpus import EncodingErrors, read_corpus, split_words
 from .training import prepare_output_dir
 
 Architecture = Literal["skipgram", "cbow"]
@@ -292,8 +291,7 @@ def pretrain_static(
     config = config or StaticConfig()
     out = prepare_output_dir(out, overwrite=overwrite)
     documents = read_corpus(corpus, encoding_errors=config.encoding_errors).documents
-    # one shared str object per word type: a token costs a list slot, not a new string
-    sentences = [list(map(sys.intern, (s.lower() if config.lowercase else s).split())) for d in documents for s in d]
+    sentences = [split_words(s, lowercase=config.lowercase) for d in documents for s in d]
     del documents
     vocabulary, vectors = train_vectors(sentences, config, out / "log.jsonl")
     text, binary = out / "vectors.txt", out / "vectors.bin"
