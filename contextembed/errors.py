@@ -1,4 +1,9 @@
-"""Exceptions that say what was wrong and how to fix it."""
+"""Exceptions that say what was wrong, where, and how to fix it."""
+
+from __future__ import annotations
+
+import os
+from typing import Optional, Union
 
 
 class ModelNotFoundError(FileNotFoundError):
@@ -9,9 +14,48 @@ class MissingDependencyError(ImportError):
     """An optional dependency is missing; the message gives the ``pip install`` line."""
 
 
+class FileFormatError(ValueError):
+    """A file exists but its content breaks its format; the message names the file (and line).
+
+    Parameters
+    ----------
+    message : str
+        What is wrong, and what was expected.
+    path : str or path, optional
+        The file; the message is prefixed with ``"<path>, line <line>: "``.
+    line : int, optional
+        1-based line number (text files); for binary files name the entry or byte offset in the
+        message instead.
+    """
+
+    def __init__(
+        self, message: str, *, path: Optional[Union[str, os.PathLike]] = None, line: Optional[int] = None
+    ) -> None:
+        self.path = None if path is None else os.fspath(path)
+        self.line = line
+        if self.path is not None:
+            where = self.path if line is None else f"{self.path}, line {line}"
+            message = f"{where}: {message}"
+        super().__init__(message)
+
+    def __reduce__(self):
+        # the message already holds the location; keep the attributes across pickling (joblib)
+        return (self.__class__, self.args, self.__dict__)
+
+
+class ModelFormatError(FileFormatError):
+    """A model's files are unreadable (truncated, corrupt) or do not describe the same model
+    (weights missing or left over for the configured architecture, no tokenizer)."""
+
+
+class ModelMismatchError(ValueError):
+    """The model found where a fitted estimator or pipeline expects its encoder is not the model
+    it was fitted with (other weights, config or tokenizer)."""
+
+
 def missing_extra(package: str, extra: str, purpose: str) -> MissingDependencyError:
     """Build the error for a missing optional package that the ``extra`` installs."""
     return MissingDependencyError(
         f"{purpose} needs the '{package}' package, which is not installed; install it with "
-        f'pip install "contextembed[{extra}]"'
+        f'pip install ".[{extra}]" from the contextembed repository (or pip install {package})'
     )

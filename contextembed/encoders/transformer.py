@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from contextlib import contextmanager
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Optional, Union
 
@@ -79,6 +79,12 @@ class TransformerEncoder(Encoder):
         At most this many windows per forward pass.
     chunk_size : int
         Sentences tokenized, sorted and held at once; bounds memory on large corpora.
+    pad_multiple : int
+        Every forward pass pads its sequences to a multiple of this many positions (capped at the
+        model's maximum). With the default 16, a sentence's vectors do not depend on which other
+        sentences share its batch, even in bf16: attention kernels process keys in blocks of 16,
+        and a partial last block is summed in another order (see docs/reliability.md). ``1``
+        pads to the longest sequence only.
     """
 
     family = "transformer"
@@ -99,6 +105,7 @@ class TransformerEncoder(Encoder):
         batch_tokens: int = 8192,
         max_batch_size: int = 128,
         chunk_size: int = 4096,
+        pad_multiple: int = 16,
     ) -> None:
         self.spec = spec
         self.device = resolve_device(device)
@@ -124,6 +131,9 @@ class TransformerEncoder(Encoder):
         self.batch_tokens = batch_tokens
         self.max_batch_size = max_batch_size
         self.chunk_size = chunk_size
+        if isinstance(pad_multiple, bool) or not isinstance(pad_multiple, int) or pad_multiple < 1:
+            raise ValueError(f"pad_multiple must be a positive int, got {pad_multiple!r}")
+        self.pad_multiple = pad_multiple
         self._n_layers, self._width = self._probe_shape()
 
     # -- construction -------------------------------------------------------------------------
@@ -240,13 +250,19 @@ class TransformerEncoder(Encoder):
     def _run_chunk(self, pending: list[_Pending], layer_index: tuple[int, ...]) -> None:
         order = sorted(range(len(pending)), key=lambda i: pending[i].pieces.n_pieces)
         rows = [(pending[i], window) for i in order for window in pending[i].windows]
-        for batch in _batches(rows, len(self.pieces.prefix) + len(self.pieces.suffix), self.batch_tokens, self.max_batch_size):
+        for batch in _batches(rows, self._padded_length, self.batch_tokens, self.max_batch_size):
             self._run_batch(batch, layer_index)
+
+    def _padded_length(self, window: Window) -> int:
+        """Model input length of a window: its pieces and special tokens, rounded up to
+        ``pad_multiple`` positions (never beyond the model's maximum)."""
+        n = window.end - window.start + len(self.pieces.prefix) + len(self.pieces.suffix)
+        return min(-(-n // self.pad_multiple) * self.pad_multiple, self._max_length)
 
     @torch.inference_mode()
     def _run_batch(self, batch: list[tuple[_Pending, Window]], layer_index: tuple[int, ...]) -> None:
         prefix, suffix = self.pieces.prefix, self.pieces.suffix
-        length = max(w.end - w.start for _, w in batch) + len(prefix) + len(suffix)
+        length = max(self._padded_length(w) for _, w in batch)
         # (batch, seq)
         ids = np.full((len(batch), length), self.pad_id, dtype=np.int64)
         mask = np.zeros((len(batch), length), dtype=np.int64)
@@ -298,12 +314,12 @@ class TransformerEncoder(Encoder):
             batch[row][0].cls = vector
 
 
-def _batches(rows: list, n_special: int, batch_tokens: int, max_batch_size: int) -> Iterator[list]:
+def _batches(rows: list, padded_length: Callable[[Window], int], batch_tokens: int, max_batch_size: int) -> Iterator[list]:
     """Cut length-sorted rows into batches whose padded size stays within the token budget."""
     batch: list = []
     longest = 0
     for row in rows:
-        size = row[1].end - row[1].start + n_special
+        size = padded_length(row[1])
         grown = max(longest, size) * (len(batch) + 1)
         if batch and (grown > batch_tokens or len(batch) >= max_batch_size):
             yield batch

@@ -451,7 +451,7 @@ def test_missing_dataset(tmp_path, tf_weights):
 
 def test_missing_h5py(elmo_dir, monkeypatch):
     monkeypatch.setitem(sys.modules, "h5py", None)
-    with pytest.raises(MissingDependencyError, match=r'pip install "contextembed\[elmo\]"'):
+    with pytest.raises(MissingDependencyError, match=r'pip install "\.\[elmo\]" from the contextembed repository'):
         load_encoder(elmo_dir)
 
 

@@ -19,6 +19,7 @@ import os
 from collections.abc import Mapping
 from typing import Any, Literal, Optional
 
+from ...errors import ModelFormatError
 from .characters import MAX_CHARACTERS, N_CHARACTERS
 
 ElmoSize = Literal["tiny", "small", "medium", "original"]
@@ -53,7 +54,7 @@ REQUIRED_KEYS: dict[str, tuple[type, ...]] = {
 ACTIVATIONS = ("relu", "tanh")
 
 
-class ElmoFormatError(ValueError):
+class ElmoFormatError(ModelFormatError):
     """An ELMo ``options.json`` or ``weights.hdf5`` does not match the expected layout."""
 
 
