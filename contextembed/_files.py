@@ -1,0 +1,113 @@
+"""Writes that never leave a half-written file under the user's name, and never clobber unasked.
+
+Every file or directory contextembed writes is first written under a temporary name beside its
+target (same directory, so the final rename is atomic on one filesystem) and renamed into place only
+when complete. On any error, ``KeyboardInterrupt`` or (in the CLI) ``SIGTERM``, the temporary is
+removed and whatever was at the target before is left exactly as it was.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Union
+
+PathLike = Union[str, os.PathLike]
+
+#: suffix of every temporary name (a leftover after SIGKILL is recognisably partial)
+PARTIAL_SUFFIX = ".partial"
+
+
+def check_writable(target: PathLike, overwrite: bool, *, what: str = "output", flag: str = "overwrite=True") -> None:
+    """Raise ``FileExistsError`` if ``target`` exists and ``overwrite`` is false.
+
+    An empty directory does not count as existing (nothing in it can be lost).
+    """
+    target = os.fspath(target)
+    if overwrite or not os.path.lexists(target):
+        return
+    if os.path.isdir(target) and not os.path.islink(target) and not os.listdir(target):
+        return
+    kind = "directory" if os.path.isdir(target) else "file"
+    raise FileExistsError(
+        f"{what} {target} already exists ({kind}); contextembed does not replace it unless asked: "
+        f"pass {flag}, or choose another path"
+    )
+
+
+def _temporary_name(target: str) -> str:
+    directory, name = os.path.split(os.path.abspath(target))
+    return os.path.join(directory, f".{name}.{secrets.token_hex(4)}{PARTIAL_SUFFIX}")
+
+
+@contextmanager
+def atomic_file(target: PathLike, *, overwrite: bool = True, what: str = "output", flag: str = "overwrite=True") -> Iterator[str]:
+    """Yield a temporary path beside ``target``; rename it to ``target`` when the block succeeds.
+
+    Parameters
+    ----------
+    target : str or path
+        The final file. Its directory must exist.
+    overwrite : bool
+        Replace an existing ``target``; otherwise ``FileExistsError`` (checked before and again
+        just before the rename).
+    what, flag : str
+        Words for the error message: what the target is, and how to allow overwriting.
+    """
+    target = os.fspath(target)
+    check_writable(target, overwrite, what=what, flag=flag)
+    directory = os.path.dirname(os.path.abspath(target))
+    if not os.path.isdir(directory):
+        raise FileNotFoundError(f"cannot write {what} {target}: its directory {directory} does not exist")
+    temporary = _temporary_name(target)
+    try:
+        yield temporary
+        if not os.path.exists(temporary):
+            raise RuntimeError(f"nothing was written to the temporary file for {target}")
+        check_writable(target, overwrite, what=what, flag=flag)
+        os.replace(temporary, target)
+    finally:
+        if os.path.lexists(temporary):
+            os.remove(temporary)
+
+
+@contextmanager
+def atomic_directory(target: PathLike, *, overwrite: bool = False, what: str = "directory", flag: str = "overwrite=True") -> Iterator[str]:
+    """Yield a new temporary directory beside ``target``; move it to ``target`` when the block succeeds.
+
+    An existing empty ``target`` is replaced; a non-empty one only with ``overwrite`` (then the old
+    directory is removed after the new one is in place, so a failure at any point leaves one complete
+    version at ``target``).
+    """
+    target = os.fspath(target).rstrip(os.sep) or os.sep
+    check_writable(target, overwrite, what=what, flag=flag)
+    parent = os.path.dirname(os.path.abspath(target))
+    os.makedirs(parent, exist_ok=True)
+    temporary = _temporary_name(target)
+    os.mkdir(temporary)
+    old = None
+    try:
+        yield temporary
+        check_writable(target, overwrite, what=what, flag=flag)
+        if os.path.lexists(target):
+            old = _temporary_name(target)
+            os.rename(target, old)
+        os.rename(temporary, target)
+    except BaseException:
+        if old is not None and not os.path.lexists(target):
+            os.rename(old, target)
+            old = None
+        raise
+    finally:
+        for leftover in (temporary, old):
+            if leftover is not None and os.path.lexists(leftover):
+                if os.path.isdir(leftover) and not os.path.islink(leftover):
+                    shutil.rmtree(leftover, ignore_errors=True)
+                else:
+                    os.remove(leftover)
+
+
+__all__ = ["PARTIAL_SUFFIX", "atomic_directory", "atomic_file", "check_writable"]
