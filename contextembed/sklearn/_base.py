@@ -173,13 +173,9 @@ def check_available(spec: str) -> None:
 
 
 def _in_hub_cache(spec: str) -> bool:
-    from transformers import AutoConfig
+    from ..encoders.loading import cached_snapshot
 
-    try:
-        AutoConfig.from_pretrained(spec, local_files_only=True)
-    except (OSError, ValueError):
-        return False
-    return True
+    return cached_snapshot(spec) is not None
 
 
 def _check_fraction(value: float) -> None:

@@ -130,10 +130,10 @@ class ElmoEncoder(Encoder):
         """A randomly initialised encoder (bilm-tf's initialisation) from an options dict."""
         return cls(BiLMEncoderModule(options), **kwargs)
 
-    def save(self, directory: Union[str, os.PathLike]) -> None:
-        """Write ``options.json`` + ``weights.hdf5`` in AllenNLP's original layout."""
+    def _write(self, folder: str) -> None:
+        """``options.json`` + ``weights.hdf5`` in AllenNLP's original layout."""
         check_savable(self.precision)
-        save_bilm(self.module, directory)
+        save_bilm(self.module, folder)
 
     # -- properties ---------------------------------------------------------------------------
 

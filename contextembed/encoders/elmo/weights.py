@@ -101,9 +101,12 @@ def load_weights(module: BiLMEncoderModule, path: str | os.PathLike) -> BiLMEnco
     if not os.path.isfile(path):
         raise ModelNotFoundError(f"ELMo weights file {path} does not exist (expected weights.hdf5 beside options.json)")
     h5py = _h5py()
-    with h5py.File(path, "r") as handle, torch.no_grad():
-        for spec in weight_specs(module):
-            spec.read(_read_dataset(handle, spec, path))
+    try:
+        with h5py.File(path, "r") as handle, torch.no_grad():
+            for spec in weight_specs(module):
+                spec.read(_read_dataset(handle, spec, path))
+    except OSError as error:  # h5py: truncated file, not an HDF5 file, unreadable dataset
+        raise ElmoFormatError(f"{path}: unreadable HDF5 file ({error}); it is truncated or corrupt") from None
     return module
 
 
@@ -137,7 +140,13 @@ def _read_dataset(handle, spec: WeightSpec, path: str) -> np.ndarray:
             f"{path}: dataset '{spec.dataset}' has shape {tuple(dataset.shape)}, expected {spec.shape} "
             "from options.json; the options and weights do not belong together"
         )
-    return np.asarray(dataset[...], dtype=np.float32)
+    data = np.asarray(dataset[...], dtype=np.float32)
+    if not np.isfinite(data).all():
+        raise ElmoFormatError(
+            f"{path}: dataset '{spec.dataset}' holds {int((~np.isfinite(data)).sum())} NaN or infinite values; "
+            "the weights are corrupt"
+        )
+    return data
 
 
 # -- the character CNN ---------------------------------------------------------------------------

@@ -1,0 +1,213 @@
+"""A Hugging Face model directory, checked before and after transformers reads it.
+
+transformers is lenient where a feature library must not be: a directory without tokenizer files
+gets a tokenizer of special tokens only (every word becomes ``[UNK]``), weights that do not cover
+the configured architecture are randomly initialised with a log line, and corrupt files surface as
+parser errors that name no file. Here:
+
+- ``config.json`` must be valid JSON (the error names the line);
+- at least one tokenizer vocabulary file must be present, ``tokenizer.json`` must parse, and the
+  loaded tokenizer must hold more than its special tokens and fit the model's embedding matrix;
+- weights must be present and readable (safetensors headers are checked to cover their files);
+- after loading, the loading report of transformers (``output_loading_info=True``) must show no
+  missing weight of the encoder and no left-over weight of the encoder's own modules. Weights of
+  task heads in the checkpoint (``cls.*``, ``lm_head.*``: a pretraining checkpoint) are ignored, and
+  so is a missing pooler, which contextembed never uses (it reads hidden states only).
+
+Every failure is a :class:`~contextembed.errors.ModelFormatError` naming the file or directory.
+Only local directories are ever passed to transformers, so nothing can reach the network.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+
+from ..errors import ModelFormatError, ModelNotFoundError
+
+#: files any of which lets a tokenizer be built (fast tokenizer, WordPiece, BPE, sentencepiece)
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "vocab.txt",
+    "vocab.json",
+    "spiece.model",
+    "sentencepiece.bpe.model",
+    "tokenizer.model",
+    "source.spm",
+)
+#: weight files transformers reads, in its order of preference
+WEIGHT_FILES = (
+    "model.safetensors",
+    "model.safetensors.index.json",
+    "pytorch_model.bin",
+    "pytorch_model.bin.index.json",
+)
+#: modules of an encoder whose weights may be absent: contextembed never runs them
+UNUSED_MODULES = ("pooler",)
+
+
+def check_directory(path: str) -> None:
+    """Check a model directory's files before loading; raise :class:`ModelFormatError` naming the file."""
+    if not os.path.isdir(path):
+        raise ModelNotFoundError(f"model directory {path} does not exist")
+    _read_json(os.path.join(path, "config.json"), required=True)
+    _check_tokenizer_files(path)
+    _check_weight_files(path)
+
+
+def _read_json(path: str, required: bool = False):
+    if not os.path.isfile(path):
+        if required:
+            raise ModelFormatError(f"{os.path.basename(path)} is missing", path=os.path.dirname(path))
+        return None
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except json.JSONDecodeError as error:
+        raise ModelFormatError(f"not valid JSON ({error.msg}, column {error.colno}); the file is truncated or corrupt",
+                               path=path, line=error.lineno) from None
+    except UnicodeDecodeError as error:
+        raise ModelFormatError(f"not UTF-8 text (byte {error.start}); the file is corrupt", path=path) from None
+
+
+def _check_tokenizer_files(path: str) -> None:
+    present = [name for name in TOKENIZER_FILES if os.path.isfile(os.path.join(path, name))]
+    if not present:
+        raise ModelFormatError(
+            f"holds no tokenizer files (expected one of {', '.join(TOKENIZER_FILES)}); without them every "
+            "word would become the unknown token. Save the tokenizer beside the model: "
+            "tokenizer.save_pretrained(directory)",
+            path=path,
+        )
+    _read_json(os.path.join(path, "tokenizer.json"))
+
+
+def _check_weight_files(path: str) -> None:
+    present = [name for name in WEIGHT_FILES if os.path.isfile(os.path.join(path, name))]
+    if not present:
+        raise ModelFormatError(
+            f"holds no weights (expected one of {', '.join(WEIGHT_FILES)})", path=path
+        )
+    for name in present:
+        if name.endswith(".index.json"):
+            _check_shards(path, name)
+        elif name.endswith(".safetensors"):
+            _check_safetensors(os.path.join(path, name))
+
+
+def _check_shards(path: str, index_name: str) -> None:
+    index = _read_json(os.path.join(path, index_name))
+    shards = sorted(set((index or {}).get("weight_map", {}).values())) if isinstance(index, dict) else []
+    if not shards:
+        raise ModelFormatError("has no 'weight_map' naming its shards", path=os.path.join(path, index_name))
+    for shard in shards:
+        shard_path = os.path.join(path, shard)
+        if not os.path.isfile(shard_path):
+            raise ModelFormatError(f"names the shard {shard}, which is missing", path=os.path.join(path, index_name))
+        if shard.endswith(".safetensors"):
+            _check_safetensors(shard_path)
+
+
+def _check_safetensors(path: str) -> None:
+    """The header must parse and describe exactly the bytes in the file (no truncation)."""
+    from safetensors import SafetensorError, safe_open
+
+    try:
+        with safe_open(path, framework="numpy") as handle:
+            handle.keys()
+    except (SafetensorError, OSError) as error:
+        raise ModelFormatError(f"unreadable safetensors file ({error}); it is truncated or corrupt", path=path) from None
+
+
+def load_tokenizer(path: str, options: dict):
+    """``AutoTokenizer`` for a checked directory; errors name the directory."""
+    from transformers import AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True, **options)
+    except (ImportError, ModelNotFoundError):
+        raise
+    except Exception as error:  # tokenizers/sentencepiece raise their own types
+        raise ModelFormatError(f"the tokenizer cannot be loaded: {type(error).__name__}: {error}", path=path) from error
+    return tokenizer
+
+
+def load_model(path: str):
+    """``AutoModel`` for a checked directory, refusing weights that do not cover the model."""
+    from transformers import AutoModel
+
+    try:
+        # mismatched shapes are reported (and refused) by check_loading_report, with their names
+        model, info = AutoModel.from_pretrained(
+            path, local_files_only=True, output_loading_info=True, ignore_mismatched_sizes=True
+        )
+    except (ImportError, ModelNotFoundError):
+        raise
+    except Exception as error:
+        raise ModelFormatError(f"the model cannot be loaded: {type(error).__name__}: {error}", path=path) from error
+    check_loading_report(model, info, path)
+    return model
+
+
+def check_loading_report(model, info: dict, path: str) -> None:
+    """Raise when the checkpoint leaves encoder weights uninitialised or holds encoder weights the
+    configured model has no place for (e.g. ``num_hidden_layers`` edited in ``config.json``)."""
+    modules = {name for name, _ in model.named_children()}
+    prefix = getattr(model, "base_model_prefix", "")
+    missing = [key for key in info.get("missing_keys", ()) if _module_of(key, prefix) not in UNUSED_MODULES]
+    unexpected = [key for key in info.get("unexpected_keys", ()) if _module_of(key, prefix) in modules]
+    problems = [f"{len(keys)} {what}: {_preview(keys)}" for what, keys in (
+        ("weights of the model are missing from the checkpoint (they would be random)", missing),
+        ("weights in the checkpoint have no place in the configured model", unexpected),
+        ("weights have another shape than config.json gives", [_mismatch(k) for k in info.get("mismatched_keys", ())]),
+        ("errors were reported", [str(m) for m in info.get("error_msgs", ())]),
+    ) if keys]
+    if problems:
+        raise ModelFormatError(
+            "the weights do not match config.json: " + "; ".join(problems)
+            + ". Check that config.json and the weights come from the same model",
+            path=path,
+        )
+    broken = [name for name, value in model.state_dict().items() if value.is_floating_point() and not bool(value.isfinite().all())]
+    if broken:
+        raise ModelFormatError(f"the weights hold NaN or infinite values in {_preview(broken)}; they are corrupt", path=path)
+
+
+def check_tokenizer_fits(tokenizer, model, path: str) -> None:
+    """The tokenizer must hold real pieces and every id must have an embedding row."""
+    n_special = len(set(tokenizer.all_special_ids))
+    if len(tokenizer) <= n_special:
+        raise ModelFormatError(
+            f"the tokenizer holds only its {n_special} special tokens, so every word would become the unknown "
+            "token; the vocabulary file is empty or unreadable",
+            path=path,
+        )
+    embeddings = model.get_input_embeddings()
+    rows = getattr(embeddings, "num_embeddings", None)
+    if rows is not None and len(tokenizer) > rows:
+        raise ModelFormatError(
+            f"the tokenizer has {len(tokenizer)} pieces but the model's embedding matrix has {rows} rows; "
+            "the tokenizer belongs to another model",
+            path=path,
+        )
+
+
+def _mismatch(entry) -> str:
+    """``(key, checkpoint shape, model shape)`` from transformers' report, as text."""
+    if isinstance(entry, (tuple, list)) and len(entry) == 3:
+        key, found, expected = entry
+        return f"{key} {tuple(found)} in the checkpoint, {tuple(expected)} in the model"
+    return str(entry)
+
+
+def _module_of(key: str, prefix: str) -> str:
+    if prefix and key.startswith(prefix + "."):
+        key = key[len(prefix) + 1 :]
+    return key.split(".", 1)[0]
+
+
+def _preview(keys: Iterable[str], limit: int = 4) -> str:
+    keys = sorted(keys)
+    shown = ", ".join(keys[:limit])
+    return shown + (f", ... ({len(keys) - limit} more)" if len(keys) > limit else "")
