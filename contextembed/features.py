@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from .encoders.base import Encoder, Sentences
-from .pooling import LayerPooling, LayerSpec, SubwordPooling, TextPooling, check_subword_pooling, check_text_pooling
+from .pooling import LayerPooling, LayerSpec, SubwordPooling, TextPooling, check_subword_pooling, check_text_options
 from .pooling.subword import subword_output_width
 from .pooling.text import pool_text_numpy
 
@@ -49,9 +49,8 @@ class FeatureExtractor:
         combine = encoder.default_combine if combine is None else combine
         self.pooling = LayerPooling(encoder.n_layers, layers, combine).eval()
         self.subword_pooling = check_subword_pooling(subword_pooling)
-        self.text_pooling = check_text_pooling(text_pooling)
-        if text_pooling == "cls" and not encoder.has_cls:
-            raise ValueError(f"text_pooling='cls' needs a transformer with a [CLS]-like token; {encoder.family} has none")
+        check_text_options(text_pooling, subword_pooling, encoder.has_cls, f"the {encoder.family} encoder {encoder.spec!r}")
+        self.text_pooling = text_pooling
 
     @property
     def dim(self) -> int:
@@ -79,7 +78,8 @@ class FeatureExtractor:
             return
         layers = self.pooling.layer_indexes
         for encoding in self.encoder.iter_encode_pieces(sentences, layers, show_progress=show_progress):
-            yield self._pool_layers(encoding.cls[:, None, :])[0]
+            cls = encoding.cls if encoding.n_words else np.zeros_like(encoding.cls)  # an empty text: zeros
+            yield self._pool_layers(cls[:, None, :])[0]
 
     def words(self, sentences: Sentences) -> list[np.ndarray]:
         """One ``(words, dim)`` array per sentence."""

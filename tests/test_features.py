@@ -14,8 +14,9 @@ SENTENCES = [["the", "quick", "fox"], [], ["New", "York", "Times", "unaffable"]]
 
 
 def test_default_is_concat_last_four_clipped_to_available(bert):
-    with pytest.raises(ValueError, match="out of range"):
-        FeatureExtractor(bert)  # tiny BERT has 3 layers: the last four do not exist
+    default = FeatureExtractor(bert)  # tiny BERT has 3 layers: "the last four" is all three
+    assert default.pooling.layer_indexes == (0, 1, 2) and default.pooling.combine == "concat"
+    assert default.dim == 3 * 32 and default.words(SENTENCES)[0].shape == (3, 96)
     extractor = FeatureExtractor(bert, layers=[-2, -1], combine="concat")
     full = bert.encode(SENTENCES)
     for words, hidden in zip(extractor.words(SENTENCES), full):
@@ -39,7 +40,9 @@ def test_texts(bert, pooling):
     assert texts.shape == (3, 32) and np.isfinite(texts).all()
     words = bert.encode(SENTENCES, layers=-1)
     if pooling == "cls":
-        assert np.abs(texts - bert.encode_cls(SENTENCES, layers=-1)[:, 0]).max() < 1e-6
+        cls = bert.encode_cls(SENTENCES, layers=-1)[:, 0]
+        assert np.abs(texts[[0, 2]] - cls[[0, 2]]).max() < 1e-6
+        assert np.array_equal(texts[1], np.zeros(32))  # an empty text pools to zeros, cls too
     else:
         assert np.allclose(texts[0], getattr(np, pooling)(words[0][0], axis=0), atol=1e-6)
         assert np.array_equal(texts[1], np.zeros(32))
@@ -51,3 +54,11 @@ def test_cls_needs_a_transformer(tmp_path):
     write_word2vec(tmp_path / "v.vec", ["a"], np.ones((1, 3)))
     with pytest.raises(ValueError, match="cls"):
         FeatureExtractor(load_encoder(str(tmp_path / "v.vec")), text_pooling="cls")
+
+
+def test_cls_with_first_last_is_rejected_at_construction(bert):
+    with pytest.raises(ValueError, match="subword_pooling='first_last' would double the announced width"):
+        FeatureExtractor(bert, layers=-1, subword_pooling="first_last", text_pooling="cls")
+    words = FeatureExtractor(bert, layers=-1, subword_pooling="first_last")
+    assert words.dim == 64 and words.words(SENTENCES)[0].shape == (3, 64)
+    assert words.texts(SENTENCES).shape == (3, words.dim)

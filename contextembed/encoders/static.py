@@ -109,9 +109,8 @@ class StaticVectors(Encoder):
 
     # -- loading and saving -------------------------------------------------------------------
 
-    def save(self, directory: Union[str, os.PathLike]) -> None:
+    def _write(self, directory: str) -> None:
         """Write ``vectors.bin`` (word2vec binary) and the lookup options into ``directory``."""
-        os.makedirs(directory, exist_ok=True)
         write_word2vec(os.path.join(directory, SAVED_VECTORS), self.words, self.table[:-1], binary=True)
         options = {"lowercase": self.lowercase, "oov": self.oov}
         with open(os.path.join(directory, SAVED_OPTIONS), "w", encoding="utf-8") as handle:

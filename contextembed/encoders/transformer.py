@@ -90,8 +90,6 @@ class TransformerEncoder(Encoder):
     """
 
     family = "transformer"
-    #: the BERT paper's best feature-based NER setting (Table 7)
-    default_layers = (-4, -3, -2, -1)
     default_combine = "concat"
 
     def __init__(
@@ -175,6 +173,12 @@ class TransformerEncoder(Encoder):
         return len(out.hidden_states), int(out.hidden_states[-1].shape[-1])
 
     # -- properties ---------------------------------------------------------------------------
+
+    @property
+    def default_layers(self) -> tuple[int, ...]:
+        """The BERT paper's best feature-based NER setting (Table 7): the last four layers (all of
+        them for models with fewer)."""
+        return tuple(range(-min(4, self.n_layers), 0))
 
     @property
     def n_layers(self) -> int:

@@ -9,7 +9,7 @@ from .subword import (
     pool_subwords_numpy,
     subword_output_width,
 )
-from .text import TEXT_POOLINGS, TextPooling, check_text_pooling, pool_text, pool_text_numpy
+from .text import TEXT_POOLINGS, TextPooling, check_text_options, check_text_pooling, pool_text, pool_text_numpy
 
 __all__ = [
     "COMBINES",
@@ -23,6 +23,7 @@ __all__ = [
     "TextPooling",
     "check_combine",
     "check_subword_pooling",
+    "check_text_options",
     "check_text_pooling",
     "pool_subwords",
     "pool_subwords_numpy",

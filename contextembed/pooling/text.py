@@ -4,7 +4,8 @@
 ``max``             element-wise maximum over the text's words, padding masked
 ``cls``             the sequence's first piece (``[CLS]``/``<s>``); transformers only
 
-An empty text pools to a zero vector (never NaN or -inf).
+An empty text pools to a zero vector with every method, ``cls`` included (never NaN or -inf; the
+[CLS] vector of an empty input describes no text).
 """
 
 from __future__ import annotations
@@ -23,6 +24,32 @@ def check_text_pooling(method: str) -> str:
     if method not in TEXT_POOLINGS:
         raise ValueError(f"text_pooling={method!r} is not one of {', '.join(map(repr, TEXT_POOLINGS))}")
     return method
+
+
+def check_text_options(text_pooling: str, subword_pooling: str, has_cls: bool, encoder_name: str = "this encoder") -> None:
+    """Validate a text pooling against the subword pooling and the encoder (one place for all callers).
+
+    Raises
+    ------
+    ValueError
+        An unknown ``text_pooling``; ``"cls"`` for an encoder without a leading special piece; or
+        ``"cls"`` with ``subword_pooling="first_last"``, which would announce a doubled width that
+        the [CLS] vector (one piece, not pooled from words) does not have.
+    """
+    check_text_pooling(text_pooling)
+    if text_pooling != "cls":
+        return
+    if not has_cls:
+        raise ValueError(
+            f"text_pooling='cls' needs an encoder with a leading special piece ([CLS] or <s>); "
+            f"{encoder_name} has none (use 'mean' or 'max')"
+        )
+    if subword_pooling == "first_last":
+        raise ValueError(
+            "text_pooling='cls' takes the [CLS] piece itself, to which subword_pooling does not apply; "
+            "subword_pooling='first_last' would double the announced width. Use subword_pooling='first' "
+            "with text_pooling='cls'"
+        )
 
 
 def pool_text(
@@ -52,7 +79,7 @@ def pool_text(
     if method == "cls":
         if cls is None:
             raise ValueError("text_pooling='cls' needs the [CLS] vectors; this encoder has none")
-        return cls
+        return torch.where(mask.any(dim=1).unsqueeze(-1), cls, torch.zeros_like(cls))
     m = mask.unsqueeze(-1)
     if method == "mean":
         counts = m.sum(dim=1).clamp_min(1).to(words.dtype)
@@ -62,12 +89,16 @@ def pool_text(
 
 
 def pool_text_numpy(words: np.ndarray, method: TextPooling = "mean", cls: Optional[np.ndarray] = None) -> np.ndarray:
-    """Pool one text's words: ``(words, width)`` -> ``(width,)``; ``cls`` is ``(width,)``."""
+    """Pool one text's words: ``(words, width)`` -> ``(width,)``; ``cls`` is ``(width,)``.
+
+    A text without words pools to zeros, whatever the method (``cls`` too: the [CLS] vector of an
+    empty input describes no text).
+    """
     check_text_pooling(method)
     if method == "cls":
         if cls is None:
             raise ValueError("text_pooling='cls' needs the [CLS] vectors; this encoder has none")
-        return cls
+        return cls if words.shape[0] else np.zeros_like(cls)
     if words.shape[0] == 0:
         return np.zeros(words.shape[1:], dtype=words.dtype)
     return words.mean(axis=0) if method == "mean" else words.max(axis=0)

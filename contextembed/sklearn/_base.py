@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib.util
 import os
@@ -15,9 +16,11 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Transfo
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
+from .._files import atomic_file
 from ..encoders.base import Encoder, PieceEncoding, check_sentences
+from ..encoders.identity import ModelIdentity, fingerprint, locate
 from ..encoders.loading import NAMED_MODELS
-from ..errors import ModelNotFoundError
+from ..errors import ModelFormatError, ModelNotFoundError
 from ..pooling import LayerPooling, check_combine, check_subword_pooling, subword_output_width
 from ._encoding import EncoderRef, disk_cache, encode_all, get_encoder
 from ._probe import MixResult, ProbeSettings, learn_mix
@@ -42,7 +45,7 @@ class LayerFeaturesBase(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
             )
         _check_fraction(self.validation_fraction)
         disk_cache(self.cache)  # validates the option
-        self.encoder_ref_ = EncoderRef(os.fspath(self.encoder), self.device, self.precision, self.batch_tokens)
+        self.encoder_ref_ = EncoderRef.fitted(self.encoder, self.device, self.precision, self.batch_tokens)
         encoder = get_encoder(self.encoder_ref_)
         self.n_layers_ = encoder.n_layers
         self.layer_indexes_ = encoder.layer_indexes(self.layers)
@@ -124,10 +127,16 @@ class LayerFeaturesBase(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         super().__setstate__(state)
         if "encoder_ref_" not in state:
             return
+        ref = self.encoder_ref_
         if embedded is not None:
-            self.encoder_ref_ = _unpack_encoder(embedded, self.encoder_ref_)
-        else:
-            check_available(self.encoder_ref_.spec)
+            self.encoder_ref_ = _unpack_encoder(embedded, ref)
+        elif ref.identity is not None:
+            # the same model files must be found (absolute path, else the spec relative to here)
+            spec = locate(ref.identity)
+            if spec != ref.spec:
+                self.encoder_ref_ = dataclasses.replace(ref, spec=spec)
+        else:  # pickled before identities were recorded
+            check_available(ref.spec)
 
 
 def check_tokens(X) -> list:
@@ -202,8 +211,10 @@ def _check_finite(features: np.ndarray, ref: EncoderRef) -> np.ndarray:
 
 
 def _pack_encoder(encoder: Encoder) -> dict:
-    """Serialise an encoder's saved files (:meth:`Encoder.save`) into ``{"files": {path: bytes}}``."""
-    with tempfile.TemporaryDirectory() as folder:
+    """Serialise an encoder's saved files (:meth:`Encoder.save`) into ``{"files": {path: bytes}}``,
+    with the fingerprint of those files (checked when they are unpacked)."""
+    with tempfile.TemporaryDirectory() as parent:
+        folder = os.path.join(parent, "encoder")
         try:
             encoder.save(folder)
         except NotImplementedError:
@@ -217,11 +228,16 @@ def _pack_encoder(encoder: Encoder) -> dict:
                 path = os.path.join(root, name)
                 with open(path, "rb") as handle:
                     files[os.path.relpath(path, folder).replace(os.sep, "/")] = handle.read()
-    return {"files": dict(sorted(files.items()))}
+        return {"files": dict(sorted(files.items())), "fingerprint": fingerprint(folder)}
 
 
 def _unpack_encoder(packed: dict, ref: EncoderRef) -> EncoderRef:
-    """Write embedded files to a content-addressed temp folder; return a reference to them."""
+    """Write embedded files to a content-addressed temp folder; return a reference to them.
+
+    Each file is written under a temporary name and renamed, so a concurrent or interrupted
+    unpacking never leaves a partial file for the next one to trust; the folder's fingerprint must
+    equal the one recorded when packing.
+    """
     digest = hashlib.blake2b(digest_size=16)
     for name, data in sorted(packed["files"].items()):
         digest.update(name.encode())
@@ -231,11 +247,20 @@ def _unpack_encoder(packed: dict, ref: EncoderRef) -> EncoderRef:
         path = os.path.join(folder, *name.split("/"))
         os.makedirs(os.path.dirname(path), exist_ok=True)
         if not os.path.exists(path) or os.path.getsize(path) != len(data):
-            with open(path, "wb") as handle:
+            with atomic_file(path) as temporary, open(temporary, "wb") as handle:
                 handle.write(data)
     if packed.get("kind") == "static":  # pickled before Encoder.save existed: a bare vectors.bin
-        folder = os.path.join(folder, "vectors.bin")
-    return EncoderRef(folder, ref.device, ref.precision, ref.batch_tokens)
+        return EncoderRef(os.path.join(folder, "vectors.bin"), ref.device, ref.precision, ref.batch_tokens)
+    identity = None
+    if "fingerprint" in packed:
+        identity = ModelIdentity(ref.spec, "path", folder, packed["fingerprint"])
+        if fingerprint(folder) != packed["fingerprint"]:
+            raise ModelFormatError(
+                f"the embedded encoder unpacked into {folder} does not match the fingerprint recorded when it "
+                "was saved (a damaged copy in the temporary directory?); delete that folder and load again",
+                path=folder,
+            )
+    return EncoderRef(folder, ref.device, ref.precision, ref.batch_tokens, identity)
 
 
 __all__ = ["LayerFeaturesBase", "check_available", "check_tokens", "reject_sparse"]

@@ -30,6 +30,7 @@ from typing import Optional, Union
 import numpy as np
 
 from ..encoders.base import Encoder, PieceEncoding
+from ..encoders.identity import ModelIdentity, fingerprint, identify, locate
 from ..encoders.loading import load_encoder
 
 #: sentences per encoding block (the unit of work of one joblib task)
@@ -44,45 +45,45 @@ class EncoderRef:
     Attributes
     ----------
     spec : str
-        What :func:`contextembed.load_encoder` receives (a name, a path).
+        What :func:`contextembed.load_encoder` receives (a name, an absolute path, a hub id).
     device, precision : str
         Passed to :func:`contextembed.load_encoder`.
     batch_tokens : int or None
         Padded pieces per forward pass (``None``: the encoder's default).
+    identity : ModelIdentity or None
+        The model the estimator was fitted with (recorded by ``fit``); loading checks that the
+        files found are still that model (:func:`~contextembed.encoders.identity.locate`).
     """
 
     spec: str
     device: str = "auto"
     precision: str = "auto"
     batch_tokens: Optional[int] = None
+    identity: Optional[ModelIdentity] = None
+
+    @classmethod
+    def fitted(cls, spec, device: str, precision: str, batch_tokens: Optional[int]) -> "EncoderRef":
+        """Resolve ``spec`` now (absolute path, package, cached snapshot) and record its identity."""
+        identity = identify(spec)
+        load_spec = identity.location if identity.kind == "path" else identity.spec
+        return cls(load_spec, device, precision, batch_tokens, identity)
 
     def options(self) -> dict:
         return {} if self.batch_tokens is None else {"batch_tokens": self.batch_tokens}
 
     def cache_key(self) -> str:
-        """A hash naming this encoder's outputs: spec, resolved device type and precision, model files."""
+        """A hash naming this encoder's outputs: resolved device type and precision, and the model's
+        files (their content, not their path: the same model anywhere shares its cache entries)."""
         from ..devices import resolve_device, resolve_precision
 
         device = resolve_device(self.device)
         precision = resolve_precision(self.precision, device)  # "auto" differs across machines
-        parts = [self.spec, device.type, precision, _fingerprint(self.spec)]
+        if self.identity is not None:
+            model = self.identity.fingerprint
+        else:
+            model = self.spec + ":" + (fingerprint(self.spec) if os.path.exists(self.spec) else "")
+        parts = [model, device.type, precision]
         return hashlib.blake2b("\x1f".join(parts).encode(), digest_size=16).hexdigest()
-
-
-def _fingerprint(spec: str) -> str:
-    """Names, sizes and modification times of a local model's files (so edits invalidate the cache)."""
-    if not os.path.exists(spec):
-        return ""
-    if os.path.isfile(spec):
-        stat = os.stat(spec)
-        return f"{stat.st_size}:{stat.st_mtime_ns}"
-    entries = []
-    for name in sorted(os.listdir(spec)):
-        path = os.path.join(spec, name)
-        if os.path.isfile(path):
-            stat = os.stat(path)
-            entries.append(f"{name}:{stat.st_size}:{stat.st_mtime_ns}")
-    return ";".join(entries)
 
 
 # -- the encoder registry ---------------------------------------------------------------------
@@ -96,7 +97,8 @@ def get_encoder(ref: EncoderRef) -> Encoder:
     with _ENCODERS_LOCK:
         encoder = _ENCODERS.get(ref)
         if encoder is None:
-            encoder = load_encoder(ref.spec, device=ref.device, precision=ref.precision, **ref.options())
+            spec = ref.spec if ref.identity is None else locate(ref.identity)
+            encoder = load_encoder(spec, device=ref.device, precision=ref.precision, **ref.options())
             _ENCODERS[ref] = encoder
         return encoder
 

@@ -85,7 +85,7 @@ class SequenceTagger(BaseEstimator):
         y = list(y)
         if len(y) != len(sentences):
             raise ValueError(f"X has {len(sentences)} sentences but y has {len(y)} tag lists")
-        tags = token_labels(sentences, y).astype(str)
+        tags = token_labels(sentences, y, strings=True)
         self._check_params()
         self.tag_scheme_ = detect_scheme([[str(t) for t in tags_i] for tags_i in y])
         self.classes_, codes = np.unique(tags, return_inverse=True)

@@ -8,7 +8,8 @@ from typing import Optional, Union
 
 import numpy as np
 
-from ..pooling import LayerSpec, check_text_pooling, pool_text_numpy
+from ..encoders.base import check_encodable, unencodable_position
+from ..pooling import LayerSpec, check_text_options, check_text_pooling, pool_text_numpy
 from ._base import LayerFeaturesBase, reject_sparse
 from ._encoding import CacheOption
 
@@ -122,11 +123,7 @@ class TextEmbedder(LayerFeaturesBase):
             raise ValueError("fit needs at least one text; X is empty")
         check_text_pooling(self.text_pooling)
         encoder = self._setup()
-        if self.text_pooling == "cls" and not encoder.has_cls:
-            raise ValueError(
-                f"text_pooling='cls' needs an encoder with a leading special piece; {self.encoder!r} "
-                "has none (use 'mean' or 'max')"
-            )
+        check_text_options(self.text_pooling, self.subword_pooling, encoder.has_cls, f"the encoder {self.encoder!r}")
         if y is not None and self.combine == "scalar_mix":
             labels = _class_labels(y, len(texts))
             _, codes = np.unique(labels, return_inverse=True)
@@ -161,7 +158,7 @@ class TextEmbedder(LayerFeaturesBase):
         for begin in range(0, len(texts), STREAM_TEXTS):
             for i, encoding in enumerate(self._encodings(texts[begin : begin + STREAM_TEXTS]), start=begin):
                 if self.text_pooling == "cls":
-                    out[:, i] = encoding.cls[index]
+                    out[:, i] = encoding.cls[index] if encoding.n_words else 0.0  # an empty text: zeros
                     continue
                 words = encoding.words(self.subword_pooling)
                 for row, layer in enumerate(index):
@@ -175,8 +172,21 @@ class TextEmbedder(LayerFeaturesBase):
         texts = []
         for i, item in enumerate(items):
             if isinstance(item, str):
-                texts.append(list(split(item)))
+                position = unencodable_position(item)
+                if position is not None:
+                    raise ValueError(
+                        f"text {i} holds {item[position]!r} at character {position}, a lone surrogate that "
+                        "cannot be encoded as UTF-8; decode the input as UTF-8 or remove the character"
+                    )
+                tokens = split(item)
+                if not isinstance(tokens, (list, tuple)) or not all(isinstance(t, str) for t in tokens):
+                    raise TypeError(
+                        f"the tokenizer returned {type(tokens).__name__} for text {i}; a tokenizer must "
+                        "return a list of str tokens"
+                    )
+                texts.append(list(tokens))
             elif isinstance(item, (list, tuple)) and all(isinstance(t, str) for t in item):
+                check_encodable(item, f"text {i}", unit="token")
                 texts.append(list(item))
             else:
                 raise TypeError(

@@ -163,16 +163,25 @@ def _check_nonempty(sentences: list) -> list:
     return sentences
 
 
-def token_labels(sentences: Sequence[Sequence[str]], y) -> np.ndarray:
-    """Flatten per-sentence labels to one label per token, checking every length.
+def token_labels(sentences: Sequence[Sequence[str]], y, *, strings: bool = False) -> np.ndarray:
+    """Flatten per-sentence labels to one label per token, checking every length and label.
 
     ``y`` is a list of label lists (one per sentence) or a flat array of one label per token.
+
+    Parameters
+    ----------
+    strings : bool
+        Require every label to be a ``str`` (tags such as ``"B-PER"``); otherwise ``str`` or
+        integer labels are accepted (never mixed).
 
     Raises
     ------
     ValueError
         If ``len(y)`` matches neither the number of sentences nor of tokens, or a sentence's label
         list length differs from its token count (the message names the sentence).
+    TypeError
+        If a label is ``None``, a float (``NaN``), a bool or another non-label value (the message
+        names the sentence and token, or the flat index); nothing is turned into text silently.
     """
     n_tokens = sum(len(s) for s in sentences)
     if isinstance(y, (str, bytes)):
@@ -185,13 +194,31 @@ def token_labels(sentences: Sequence[Sequence[str]], y) -> np.ndarray:
                     f"sentence {i} has {len(sentence)} tokens but {len(tags)} tags; every token needs "
                     "exactly one tag"
                 )
-        return np.asarray([tag for tags in y for tag in tags])
-    if len(y) == n_tokens and not any(_is_label_list(item) for item in y):
-        return np.asarray(y)
-    raise ValueError(
-        f"y has {len(y)} entries but X has {len(sentences)} sentences ({n_tokens} tokens); pass one "
-        "tag list per sentence"
-    )
+            for j, tag in enumerate(tags):
+                _check_label(tag, f"sentence {i}, token {j}", strings)
+        flat = [tag for tags in y for tag in tags]
+    elif len(y) == n_tokens and not any(_is_label_list(item) for item in y):
+        for k, tag in enumerate(y):
+            _check_label(tag, f"label {k}", strings)
+        flat = y
+    else:
+        raise ValueError(
+            f"y has {len(y)} entries but X has {len(sentences)} sentences ({n_tokens} tokens); pass one "
+            "tag list per sentence"
+        )
+    kinds = {isinstance(tag, str) for tag in flat}
+    if len(kinds) > 1:
+        raise TypeError("y mixes str and integer labels; use one kind")
+    return np.asarray(flat)
+
+
+def _check_label(tag, where: str, strings: bool) -> None:
+    if isinstance(tag, str):
+        return
+    if not strings and isinstance(tag, (int, np.integer)) and not isinstance(tag, (bool, np.bool_)):
+        return
+    expected = "a str tag" if strings else "a str or int label"
+    raise TypeError(f"{where}: the label is {type(tag).__name__} ({tag!r}); expected {expected}")
 
 
 def _is_label_list(item) -> bool:

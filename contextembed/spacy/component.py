@@ -9,7 +9,7 @@ layers it pools; the doc keeps all layers (``doc._.contextembed[name]``) only wi
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Optional, Union
 
@@ -22,6 +22,7 @@ from spacy.training import Example, validate_examples
 from spacy.vocab import Vocab
 from thinc.api import Model, Optimizer
 
+from ..encoders.identity import ModelIdentity
 from ..pooling.layers import Combine, LayerSpec, check_combine, resolve_layers
 from ..pooling.subword import SubwordPooling
 from .encoder_layer import ContextEncoder
@@ -34,6 +35,8 @@ from .loader import EncoderLoader, save_encoder
 #: Doc extension holding ``{component name: (layers, tokens, width)}`` when ``store_layers=True``
 DOC_EXTENSION = "contextembed"
 ENCODER_DIR = "encoder"
+#: key of the encoder's identity in the serialized cfg
+IDENTITY_KEY = "encoder_identity"
 
 DEFAULT_CONFIG = {
     "encoder": {
@@ -205,6 +208,17 @@ class ContextEmbedder(TrainablePipe):
 
     # -- processing -----------------------------------------------------------------------------
 
+    def __call__(self, doc: Doc) -> Doc:
+        """Encode one doc (see :meth:`pipe`); anything but a ``Doc`` is a ``TypeError``."""
+        check_doc(doc, "the doc")
+        return super().__call__(doc)
+
+    def pipe(self, stream: Iterable[Doc], *, batch_size: int = 128) -> Iterator[Doc]:
+        """Encode a stream of docs in batches; an item that is not a ``Doc`` is a ``TypeError``
+        naming its position in the stream."""
+        checked = (check_doc(doc, f"item {i} of the stream") for i, doc in enumerate(stream))
+        return super().pipe(checked, batch_size=batch_size)
+
     def predict(self, docs: Iterable[Doc]) -> list[DocFeatures]:
         """Encode a batch: one :class:`DocFeatures` ``(layers, tokens, width)`` per doc."""
         docs = list(docs)
@@ -273,7 +287,7 @@ class ContextEmbedder(TrainablePipe):
         """Write cfg (and the encoder's weights with ``embed_weights=True``) under ``path``."""
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
-        srsly.write_json(path / "cfg", self.cfg)
+        srsly.write_json(path / "cfg", self._cfg_with_identity())
         if self.cfg["embed_weights"] and ENCODER_DIR not in exclude:
             save_encoder(self.encoder, path / ENCODER_DIR)
 
@@ -281,18 +295,40 @@ class ContextEmbedder(TrainablePipe):
         """Read cfg; use an embedded encoder when the directory holds one."""
         path = Path(path)
         if (path / "cfg").exists():
-            self.cfg.update(srsly.read_json(path / "cfg"))
+            self._read_cfg(srsly.read_json(path / "cfg"))
         if (path / ENCODER_DIR).is_dir() and ENCODER_DIR not in exclude:
             self.model.loader.use_embedded(path / ENCODER_DIR)
         return self
 
     def to_bytes(self, *, exclude: Iterable[str] = tuple()) -> bytes:
         """Serialize cfg only; the encoder is referred to by name (``embed_weights`` needs to_disk)."""
-        return srsly.msgpack_dumps({"cfg": self.cfg})
+        return srsly.msgpack_dumps({"cfg": self._cfg_with_identity()})
 
     def from_bytes(self, bytes_data: bytes, *, exclude: Iterable[str] = tuple()) -> "ContextEmbedder":
-        self.cfg.update(srsly.msgpack_loads(bytes_data)["cfg"])
+        self._read_cfg(srsly.msgpack_loads(bytes_data)["cfg"])
         return self
+
+    def _cfg_with_identity(self) -> dict:
+        """cfg plus the encoder's identity (location and file fingerprint), so that a loaded
+        pipeline refuses another model found under the same name or path."""
+        return {**self.cfg, IDENTITY_KEY: self.model.loader.identify().as_dict()}
+
+    def _read_cfg(self, cfg: dict) -> None:
+        cfg = dict(cfg)
+        identity = cfg.pop(IDENTITY_KEY, None)
+        self.cfg.update(cfg)
+        if identity is not None:
+            self.model.loader.expect(ModelIdentity.from_dict(identity))
+
+
+def check_doc(doc, where: str) -> Doc:
+    """Return ``doc`` if it is a spaCy ``Doc``, else raise ``TypeError`` naming ``where``."""
+    if not isinstance(doc, Doc):
+        raise TypeError(
+            f"{where} is {type(doc).__name__} ({str(doc)[:40]!r}); the contextembed component takes "
+            "spacy.tokens.Doc objects: call nlp(text) or nlp.pipe(texts) for raw text"
+        )
+    return doc
 
 
 def check_listener_upstreams(nlp: Language) -> None:

@@ -69,7 +69,7 @@ def forward(model: Model, X: Floats3d, is_train: bool) -> tuple[Floats2d, Callab
 
 def _concat(xp, X: Floats3d) -> Floats2d:
     # (layers, tokens, width) -> (tokens, layers * width), layer-major along the width
-    return xp.ascontiguousarray(X.transpose(1, 0, 2)).reshape(X.shape[1], -1)
+    return xp.ascontiguousarray(X.transpose(1, 0, 2)).reshape(X.shape[1], X.shape[0] * X.shape[2])
 
 
 _FIXED: dict[str, Callable] = {

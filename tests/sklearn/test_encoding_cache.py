@@ -48,10 +48,26 @@ def test_encoder_key_changes_with_precision_and_spec(bert, static_path):
     assert EncoderRef(bert).cache_key() != EncoderRef(static_path).cache_key()
 
 
+def test_encoder_key_follows_the_model_files_not_the_path(bert, tmp_path):
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(bert, copy)
+    assert _fitted_ref(bert).cache_key() == _fitted_ref(copy).cache_key()  # same model, shared entries
+    config = (copy / "config.json").read_text()
+    (copy / "config.json").write_text(config.replace('"hidden_dropout_prob": 0.1', '"hidden_dropout_prob": 0.2'))
+    assert _fitted_ref(bert).cache_key() != _fitted_ref(copy).cache_key()
+
+
 def test_clones_share_one_loaded_encoder(bert, sentences):
     first = TokenEmbedder(bert).fit(sentences)
     second = TokenEmbedder(bert, layers=-1, combine="concat").fit(sentences)
     assert get_encoder(first.encoder_ref_) is get_encoder(second.encoder_ref_)
+
+
+def _fitted_ref(spec) -> EncoderRef:
+    """The reference an estimator fitted on ``spec`` with default options holds."""
+    return EncoderRef.fitted(spec, "auto", "auto", None)
 
 
 class CountingEncoder:
@@ -75,7 +91,7 @@ def test_grid_search_encodes_each_sentence_once(bert, sentences, monkeypatch):
     clear_cache()
     texts = [" ".join(s) for s in sentences] * 2 + ["another text about Brussels", "and one more"]
     labels = [0, 1] * 7
-    counter = CountingEncoder(monkeypatch, EncoderRef(bert))
+    counter = CountingEncoder(monkeypatch, _fitted_ref(bert))
     grid = {
         "textembedder__layers": [-1, [-2, -1], "all"],
         "textembedder__combine": ["concat", "mean"],
@@ -91,7 +107,7 @@ def test_grid_search_encodes_each_sentence_once(bert, sentences, monkeypatch):
 
 def test_pooling_candidates_reuse_the_cache(bert, sentences, monkeypatch):
     clear_cache()
-    counter = CountingEncoder(monkeypatch, EncoderRef(bert))
+    counter = CountingEncoder(monkeypatch, _fitted_ref(bert))
     for pooling in ["first", "mean", "last", "first_last", "max"]:
         TokenEmbedder(bert, subword_pooling=pooling, combine="sum").fit(sentences).transform(sentences)
     assert counter.sentences == len(sentences)
@@ -103,14 +119,14 @@ def test_disk_cache_serves_a_fresh_process_state(bert, sentences, tmp_path, monk
     clear_cache()
     first = TokenEmbedder(bert, cache=cache).fit(sentences).transform(sentences)
     clear_cache()  # as if in another process: only the disk remains
-    counter = CountingEncoder(monkeypatch, EncoderRef(bert))
+    counter = CountingEncoder(monkeypatch, _fitted_ref(bert))
     second = TokenEmbedder(bert, cache=cache).fit(sentences).transform(sentences)
     assert counter.calls == 0
     np.testing.assert_array_equal(first, second)
 
 
 def test_no_cache_encodes_every_time(bert, sentences, monkeypatch):
-    counter = CountingEncoder(monkeypatch, EncoderRef(bert))
+    counter = CountingEncoder(monkeypatch, _fitted_ref(bert))
     embedder = TokenEmbedder(bert, cache=None).fit(sentences)
     embedder.transform(sentences)
     embedder.transform(sentences)

@@ -193,3 +193,24 @@ def test_similarity_with_other_features_is_a_clear_error(make_nlp):
     other = make_nlp(tensor_layers=[-2, -1], tensor_combine="concat")("EU officials")
     with pytest.raises(ValueError, match="width 32 and 64"):
         doc.similarity(other)
+
+
+@pytest.mark.parametrize("combine", ["mean", "sum", "concat"])
+def test_empty_doc_gives_an_empty_tensor_of_the_right_width(make_nlp, combine):
+    nlp = make_nlp(tensor_layers=[-2, -1], tensor_combine=combine)
+    width = 64 if combine == "concat" else 32
+    for text in ("", "   "):
+        doc = nlp(text)
+        assert doc.tensor.shape == (len(doc), width)
+    assert nlp("a b").tensor.shape == (2, width)
+
+
+def test_component_refuses_what_is_not_a_doc(make_nlp):
+    nlp = make_nlp()
+    component = nlp.get_pipe("contextembed")
+    for bad in (None, "raw text", 3):
+        with pytest.raises(TypeError, match="the doc is .*takes spacy.tokens.Doc objects"):
+            component(bad)
+    docs = [nlp.make_doc("fine"), None]
+    with pytest.raises(TypeError, match=r"item 1 of the stream is NoneType"):
+        list(component.pipe(docs))
