@@ -142,8 +142,9 @@ class TransformerEncoder(Encoder):
         """A Hugging Face model directory: fp32 safetensors weights, config and tokenizer."""
         check_savable(self.precision)
         state = {name: value.float() for name, value in self.model.state_dict().items()}
-        self.model.save_pretrained(folder, state_dict=state, safe_serialization=True)
-        self.tokenizer.save_pretrained(folder)
+        with _quiet_transformers():
+            self.model.save_pretrained(folder, state_dict=state, safe_serialization=True)
+            self.tokenizer.save_pretrained(folder)
 
     @classmethod
     def load(cls, name_or_path: Union[str, os.PathLike], **kwargs) -> "TransformerEncoder":

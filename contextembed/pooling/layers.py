@@ -228,6 +228,30 @@ class LayerPooling(nn.Module):
             else None
         )
 
+    def to_state(self) -> dict:
+        """Plain data (ints, floats, strings, a NumPy array) that :meth:`from_state` rebuilds this
+        module from; what estimators persist instead of a torch module (safe for ``skops.io``)."""
+        state = {"n_layers": self.n_layers, "layers": list(self.layer_indexes), "combine": self.combine}
+        if self.mix is not None:
+            state.update(
+                weights=self.mix.weights.detach().cpu().numpy().astype("float32"),
+                gamma=float(self.mix.gamma.detach()),
+                layer_norm=bool(self.mix.layer_norm),
+                layer_dropout=float(self.mix.layer_dropout),
+            )
+        return state
+
+    @classmethod
+    def from_state(cls, state: dict) -> "LayerPooling":
+        """Rebuild a module written by :meth:`to_state` (in eval mode)."""
+        mix_options = {"layer_norm": state.get("layer_norm", False), "layer_dropout": state.get("layer_dropout", 0.0)}
+        pooling = cls(state["n_layers"], list(state["layers"]), state["combine"], **(mix_options if "weights" in state else {}))
+        if pooling.mix is not None:
+            with torch.no_grad():
+                pooling.mix.weights.copy_(torch.as_tensor(state["weights"], dtype=torch.float32))
+                pooling.mix.gamma.fill_(float(state["gamma"]))
+        return pooling.eval()
+
     def output_width(self, width: int) -> int:
         """Width of the pooled vector given the width of one layer."""
         return width * len(self.layer_indexes) if self.combine == "concat" else width

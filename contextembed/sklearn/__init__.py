@@ -6,6 +6,7 @@
 """
 
 from ._encoding import clear_cache, clear_encoders, set_cache_size
+from .persistence import TRUSTED_TYPES
 from .features import SHAPE_NAMES, context_window, shape_features
 from .scoring import detect_scheme, entity_f1, entity_f1_scorer
 from .tagger import SequenceTagger, is_cased
@@ -15,6 +16,7 @@ from .token import TokenEmbedder
 __all__ = [
     "SHAPE_NAMES",
     "SequenceTagger",
+    "TRUSTED_TYPES",
     "TextEmbedder",
     "TokenEmbedder",
     "clear_cache",

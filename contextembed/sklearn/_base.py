@@ -17,6 +17,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from .._files import atomic_file
+from ..devices import check_cacheable_precision
 from ..encoders.base import Encoder, PieceEncoding, check_sentences
 from ..encoders.identity import ModelIdentity, fingerprint, locate
 from ..encoders.loading import NAMED_MODELS
@@ -44,6 +45,7 @@ class LayerFeaturesBase(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
                 "'minilm-l6' or a model directory, so the estimator can be cloned and pickled"
             )
         _check_fraction(self.validation_fraction)
+        check_cacheable_precision(self.precision, type(self).__name__)
         disk_cache(self.cache)  # validates the option
         self.encoder_ref_ = EncoderRef.fitted(self.encoder, self.device, self.precision, self.batch_tokens)
         encoder = get_encoder(self.encoder_ref_)
@@ -117,13 +119,18 @@ class LayerFeaturesBase(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
     # -- persistence --------------------------------------------------------------------------
 
     def __getstate__(self):
-        state = super().__getstate__()
+        state = dict(super().__getstate__())  # a copy: object.__getstate__ returns the live __dict__
+        if isinstance(state.get("pooling_"), LayerPooling):
+            state["pooling_"] = state["pooling_"].to_state()  # plain data, no torch objects
         if self.embed_weights and "encoder_ref_" in state:
             state["_embedded_encoder"] = _pack_encoder(get_encoder(self.encoder_ref_))
         return state
 
     def __setstate__(self, state):
+        state = dict(state)
         embedded = state.pop("_embedded_encoder", None)
+        if isinstance(state.get("pooling_"), dict):
+            state["pooling_"] = LayerPooling.from_state(state["pooling_"])
         super().__setstate__(state)
         if "encoder_ref_" not in state:
             return

@@ -14,6 +14,7 @@ from typing import Literal, Optional, Union
 from spacy.util import registry
 from thinc.api import Linear, Model
 
+from ..devices import check_cacheable_precision
 from ..pooling.layers import COMBINES, LayerPooling, resolve_layers
 from .layer_pooling import LayerPoolingLayer
 from .listener import ContextListener
@@ -49,6 +50,7 @@ def encoder_v1(
     batch_tokens : int
         Padded pieces per forward pass.
     """
+    check_cacheable_precision(precision, "contextembed.Encoder.v1")
     options: dict = {"device": device, "precision": precision, "batch_tokens": batch_tokens}
     if window is not None:
         options["window"] = window

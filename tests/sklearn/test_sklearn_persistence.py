@@ -156,3 +156,35 @@ def test_missing_model_package_names_the_pip_line(monkeypatch, bert, sentences):
 def test_unfitted_estimators_pickle(bert):
     for estimator in (TokenEmbedder(bert), TextEmbedder(bert), SequenceTagger()):
         assert _pickle_round_trip(estimator).get_params().keys() == estimator.get_params().keys()
+
+
+@pytest.mark.parametrize("embed_weights", [False, True])
+def test_skops_round_trip_needs_only_the_documented_types(bert, sentences, tags, embed_weights):
+    skops_io = pytest.importorskip("skops.io")
+    from contextembed.sklearn import TRUSTED_TYPES
+
+    fitted = {
+        "token": (TokenEmbedder(bert, max_epochs=2, embed_weights=embed_weights).fit(sentences, tags), sentences, "transform"),
+        "text": (TextEmbedder(bert, max_epochs=2).fit(TEXTS, LABELS), TEXTS, "transform"),
+        "tagger": (SequenceTagger(TokenEmbedder(bert, max_epochs=2)).fit(sentences, tags), sentences, "predict_proba_rows"),
+        "pipeline": (make_pipeline(TextEmbedder(bert, layers=-1), LogisticRegression()).fit(TEXTS, LABELS), TEXTS, "predict_proba"),
+    }
+    for name, (estimator, X, method) in fitted.items():
+        before = _outputs(estimator, X, method)
+        data = skops_io.dumps(estimator)
+        assert set(skops_io.get_untrusted_types(data=data)) <= set(TRUSTED_TYPES), name
+        with pytest.raises(skops_io.exceptions.UntrustedTypesFoundException):
+            skops_io.loads(data)  # nothing is trusted implicitly
+        _fresh_process_state()
+        restored = skops_io.loads(data, trusted=TRUSTED_TYPES)
+        np.testing.assert_array_equal(_outputs(restored, X, method), before, err_msg=name)
+        np.testing.assert_array_equal(_outputs(estimator, X, method), before, err_msg=f"{name}: saving changed the estimator")
+
+
+def test_pickled_state_holds_no_torch_objects(bert, sentences, tags):
+    import torch
+
+    embedder = TokenEmbedder(bert, max_epochs=2).fit(sentences, tags)
+    state = embedder.__getstate__()
+    assert not any(isinstance(value, (torch.nn.Module, torch.Tensor)) for value in state.values())
+    assert isinstance(embedder.pooling_, torch.nn.Module) and "_embedded_encoder" not in embedder.__dict__
