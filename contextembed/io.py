@@ -41,7 +41,8 @@ row is written. An error, ``KeyboardInterrupt`` or (in the CLI) ``SIGTERM`` remo
 and leaves whatever was at the output path before exactly as it was; only a hard kill (``SIGKILL``,
 power loss) can leave a ``*.partial`` file behind, never a file under the output's name. An existing
 output is refused unless ``overwrite=True`` (``--overwrite``); the output path, the input and every
-option are checked before the model is loaded.
+option are checked before the model is loaded. A feature that is NaN or infinite, or too large for
+``float16``, is an error naming the row, never written as such.
 """
 
 from __future__ import annotations
@@ -314,7 +315,9 @@ def _jsonl_tokens(line: str, tokenizer: Tokenizer, path: str, number: int) -> li
         raise fail(f'"tokens" is {_json_kind(tokens)}; expected a list of strings')
     for index, token in enumerate(tokens):
         if not isinstance(token, str):
-            raise fail(f'token {index} is {_json_kind(token)} ({json.dumps(token)}); every token must be a string')
+            shown = json.dumps(token)
+            shown = shown if len(shown) <= 40 else shown[:37] + "..."
+            raise fail(f"token {index} is {_json_kind(token)} ({shown}); every token must be a string")
         if escaped and _SURROGATE.search(token):
             raise fail(f"token {index} holds a \\ud800-\\udfff escape that is not a character (a lone surrogate)")
     return tokens
@@ -426,14 +429,28 @@ class ArrayWriter:
         """Append ``(rows, dim)``."""
         if self._stack is None or self.closed:
             raise RuntimeError("ArrayWriter.write outside its with block (or after close)")
-        block = np.ascontiguousarray(block, dtype=self.dtype)
+        block = np.asarray(block)
         if block.ndim != 2 or block.shape[1] != self.shape[1] or self.row + len(block) > self.shape[0]:
             raise ValueError(f"block of shape {block.shape} does not fit at row {self.row} of {self.shape}")
+        block = self._checked(block)
         if self._npy:
             self._memmap[self.row : self.row + len(block)] = block
         else:
             self._stream.write(block.tobytes())
         self.row += len(block)
+
+    def _checked(self, block: np.ndarray) -> np.ndarray:
+        """``block`` in the output dtype; NaN, infinity or a float16 overflow is an error."""
+        with np.errstate(over="ignore", invalid="ignore"):  # checked just below
+            converted = np.ascontiguousarray(block, dtype=self.dtype)
+        finite = np.isfinite(converted)
+        if not finite.all():
+            row = int(np.argwhere(~finite)[0, 0])
+            overflow = bool(np.isfinite(block[row]).all())
+            cause = (f"exceeds the {self.dtype} range (largest magnitude {np.abs(block[row]).max():.4g}); write "
+                     "float32 instead" if overflow else "holds NaN or infinite values")
+            raise ValueError(f"row {self.row + row} of {self.path} {cause}; nothing was written")
+        return converted
 
     def close(self, **extra: np.ndarray) -> None:
         """Check that every row was written and finish the file (``.npz``: add ``extra`` arrays).

@@ -244,6 +244,17 @@ def test_array_writer_missing_rows_leave_no_output(tmp_path, name):
     assert not hasattr(ArrayWriter, "abort")
 
 
+@pytest.mark.parametrize("dtype, value, message", [
+    ("float16", 1e5, r"row 1 of .*out\.npy exceeds the float16 range \(largest magnitude 1e\+05\); write float32"),
+    ("float32", np.nan, r"row 1 of .*out\.npy holds NaN or infinite values"),
+])
+def test_array_writer_refuses_values_it_cannot_store(tmp_path, dtype, value, message):
+    with pytest.raises(ValueError, match=message):
+        with ArrayWriter(str(tmp_path / "out.npy"), 2, 2, dtype) as writer:
+            writer.write(np.array([[1.0, 2.0], [3.0, value]]))
+    assert os.listdir(tmp_path) == []
+
+
 def test_array_writer_writes_atomically(tmp_path):
     out = tmp_path / "out.npz"
     with ArrayWriter(str(out), 3, 2) as writer:
