@@ -520,9 +520,9 @@ def embed_file(
     layers=None,
     combine: Optional[str] = None,
     subword_pooling: str = "first",
-    level: str = "word",
+    level: Level = "word",
     text_pooling: str = "mean",
-    dtype: str = "float32",
+    dtype: OutputDtype = "float32",
     device: str = "auto",
     precision: str = "auto",
     chunk_sentences: int = 4096,
@@ -553,6 +553,7 @@ def embed_file(
     from .encoders import load_encoder
     from .features import FeatureExtractor
 
+    input_path, output_path = os.fspath(input_path), os.fspath(output_path)
     _check_embed_options(level, tokenizer, dtype, chunk_sentences)
     input_format = check_input(input_path, input_format)
     check_output(output_path, input_path=input_path, overwrite=overwrite)
