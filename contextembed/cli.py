@@ -8,12 +8,99 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Optional
 
 from .errors import MissingDependencyError, ModelNotFoundError
 from .pooling import COMBINES, SUBWORD_POOLINGS, TEXT_POOLINGS
+
+
+#: signals that stop a command cleanly (exit status 128 + the signal number: 130, 143)
+INTERRUPT_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class Interrupted(KeyboardInterrupt):
+    """A signal (SIGINT or SIGTERM) stopped the command; raised by :func:`signals_interrupt`.
+
+    A ``KeyboardInterrupt`` so that everything that cleans up after Ctrl-C (the atomic writers of
+    :mod:`contextembed._files`, tqdm) does so for SIGTERM too, and ``except Exception`` does not
+    swallow it.
+    """
+
+    def __init__(self, signum: int) -> None:
+        self.signum = int(signum)
+        super().__init__(signal.Signals(self.signum).name)
+
+
+@contextmanager
+def signals_interrupt(
+    signals: Sequence[int] = INTERRUPT_SIGNALS, *, done: Optional[Callable[[], bool]] = None
+) -> Iterator[list[int]]:
+    """While the block runs, the first of ``signals`` to arrive raises :class:`Interrupted`.
+
+    The exception unwinds the command like Ctrl-C, so files being written are removed and previous
+    ones kept. Signals arriving after the first (while it unwinds) are ignored, so that a second
+    Ctrl-C cannot cut the clean-up short (SIGKILL still stops the process at once). When ``done()``
+    is true as a signal arrives (the command's output is already in place), the signal is not raised
+    but appended to the yielded list. A signal that is ignored (``SIG_IGN``, e.g. SIGINT of a
+    background job) or handled outside Python stays so. The previous handlers are restored on exit.
+    Outside the main thread, where handlers cannot be set, nothing changes.
+    """
+    deferred: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield deferred
+        return
+    raised = False
+
+    def handler(signum, frame):
+        nonlocal raised
+        if raised:
+            return
+        if done is not None and done():
+            deferred.append(signum)
+            return
+        raised = True
+        raise Interrupted(signum)
+
+    previous = {}
+    try:
+        for signum in signals:
+            if signal.getsignal(signum) not in (signal.SIG_IGN, None):
+                previous[signum] = signal.signal(signum, handler)
+        yield deferred
+    finally:
+        for signum, old in previous.items():
+            signal.signal(signum, old)
+
+
+class _OutputState:
+    """The file at a command's output path when it starts, to tell later whether it was replaced."""
+
+    def __init__(self, path) -> None:
+        self.path = os.fspath(path)
+        self.before = self._identity()
+
+    def _identity(self):
+        try:
+            stat = os.stat(self.path)
+        except OSError:
+            return None
+        return stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns
+
+    def replaced(self) -> bool:
+        return self._identity() != self.before
+
+    def describe(self) -> str:
+        if self.replaced():
+            return f"{self.path} had already been written completely"
+        if self.before is None:
+            return f"{self.path} was not written"
+        return f"{self.path} was not written; the previous file is unchanged"
 
 
 def parse_layers(text: str):
@@ -53,20 +140,25 @@ def _run_info(args: argparse.Namespace) -> int:
 
 
 def add_embed_parser(subparsers) -> None:
+    from .io import INPUT_FORMATS, LEVELS, OUTPUT_DTYPES, TOKENIZERS
+
     parser = subparsers.add_parser(
         "embed",
-        help="write features for a text, CoNLL or JSONL file to .npy/.npz",
+        help="write features for a text, CoNLL, CoNLL-U or JSONL file to .npy/.npz",
         description=(
             "Word level (default) writes one row per input token; .npz also stores 'lengths' (tokens "
-            "per sentence). Text level writes one row per sentence/text."
+            "per sentence). Text level writes one row per sentence/text. The output is written under a "
+            "temporary name and renamed only when complete: an error or interruption leaves any previous "
+            "file unchanged."
         ),
     )
     add_encoder_arguments(parser)
-    parser.add_argument("input", help="input file (.txt one sentence per line, .conll, .jsonl)")
-    parser.add_argument("output", help="output .npy or .npz")
-    parser.add_argument("--format", choices=["text", "conll", "jsonl"], help="input format (default: from extension)")
-    parser.add_argument("--tokenizer", choices=["whitespace", "spacy"], default="whitespace",
-                        help="how plain text lines are split into tokens")
+    parser.add_argument("input", help="input file (.txt one sentence per line, .conll, .conllu, .jsonl)")
+    parser.add_argument("output", help="output .npy or .npz (refused if it exists, unless --overwrite)")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing output (once complete)")
+    parser.add_argument("--format", choices=INPUT_FORMATS, help="input format (default: from extension)")
+    parser.add_argument("--tokenizer", choices=list(TOKENIZERS), default="whitespace",
+                        help="how plain text lines (and JSONL 'text') are split into tokens")
     parser.add_argument("--layers", type=parse_layers, default=None,
                         help="all | hidden | an int | comma-separated ints, written --layers=-4,-3,-2,-1 "
                         "(default: the encoder's: transformers the last four; static and ELMo all)")
@@ -74,12 +166,12 @@ def add_embed_parser(subparsers) -> None:
                         help="how layers are combined (default: the encoder's, concat for transformers; "
                         "scalar_mix here uses equal weights and gamma 1)")
     parser.add_argument("--subword-pooling", choices=SUBWORD_POOLINGS, default="first")
-    parser.add_argument("--level", choices=["word", "text"], default="word")
+    parser.add_argument("--level", choices=LEVELS, default="word")
     parser.add_argument("--text-pooling", choices=TEXT_POOLINGS, default="mean")
-    parser.add_argument("--dtype", choices=["float32", "float16"], default="float32",
+    parser.add_argument("--dtype", choices=OUTPUT_DTYPES, default="float32",
                         help="output dtype (float16 halves the file)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
-    parser.set_defaults(handler=_run_embed)
+    parser.set_defaults(handler=_run_embed, output_file=lambda args: args.output)
 
 
 def _run_embed(args: argparse.Namespace) -> int:
@@ -100,6 +192,7 @@ def _run_embed(args: argparse.Namespace) -> int:
         device=args.device,
         precision=args.precision,
         show_progress=not args.quiet,
+        overwrite=args.overwrite,
     )
     print(json.dumps(summary), file=sys.stderr)
     return 0
@@ -123,16 +216,37 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: errors a user can fix: one line on stderr and exit status 2, no traceback
+EXPECTED_ERRORS = (ValueError, TypeError, FileNotFoundError, FileExistsError, IsADirectoryError, PermissionError,
+                   ModelNotFoundError, MissingDependencyError)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Console entry point; returns the exit status."""
+    """Console entry point; returns the exit status.
+
+    Expected errors (:data:`EXPECTED_ERRORS`) print ``contextembed <command>: error: <message>`` and
+    return 2; others keep their traceback. While the command runs, SIGINT and SIGTERM raise
+    :class:`Interrupted` (see :func:`signals_interrupt`), so that files being written are removed and
+    previous ones kept; the status is then 130 (SIGINT) or 143 (SIGTERM).
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
+    output = _OutputState(args.output_file(args)) if hasattr(args, "output_file") else None
     try:
-        return args.handler(args)
-    except (ModelNotFoundError, MissingDependencyError, ValueError, TypeError, FileNotFoundError,
-            FileExistsError) as error:
+        with signals_interrupt(done=output.replaced if output else None) as deferred:
+            status = args.handler(args)
+    except KeyboardInterrupt as stop:  # Interrupted, or a SIGINT outside the guarded block
+        signum = getattr(stop, "signum", signal.SIGINT)
+        outcome = f"; {output.describe()}" if output else ""
+        print(f"contextembed {args.command}: interrupted by {signal.Signals(signum).name}{outcome}", file=sys.stderr)
+        return 128 + signum
+    except EXPECTED_ERRORS as error:
         print(f"contextembed {args.command}: error: {error}", file=sys.stderr)
         return 2
+    for signum in deferred:
+        print(f"contextembed {args.command}: {signal.Signals(signum).name} arrived after {output.path} was "
+              "written; it is complete", file=sys.stderr)
+    return status
 
 
 if __name__ == "__main__":

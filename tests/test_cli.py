@@ -1,13 +1,21 @@
 import json
-import subprocess
+import os
+import signal
 import sys
+import threading
 
 import numpy as np
 import pytest
 
-from contextembed.cli import main
+from _cli import run_cli
+from contextembed import io as contextembed_io
+from contextembed._files import PARTIAL_SUFFIX
+from contextembed.cli import Interrupted, main, signals_interrupt
+from contextembed.errors import FileFormatError
+from contextembed.io import ArrayWriter, embed_file, read_conll, read_sentences
 
 TEXT = "the quick fox\n\nNew York Times unaffable\n"
+OLD = b"previous output, must survive"
 
 
 @pytest.fixture
@@ -19,7 +27,41 @@ def inputs(tmp_path):
     (tmp_path / "in.jsonl").write_text(
         json.dumps({"tokens": ["the", "fox"]}) + "\n" + json.dumps({"text": "New York"}) + "\n", encoding="utf-8"
     )
+    (tmp_path / "in.conllu").write_text(
+        "# sent_id = 1\n# text = the fox\n1\tthe\tthe\tDET\t_\t_\t2\tdet\t_\t_\n2\tfox\tfox\tNOUN\t_\t_\t0\troot\t_\t_\n"
+        "\n1-2\tNew-York\t_\t_\t_\t_\t_\t_\t_\t_\n1\tNew\tNew\tPROPN\t_\t_\t2\tcompound\t_\t_\n"
+        "2\tYork\tYork\tPROPN\t_\t_\t0\troot\t_\t_\n2.1\tis\tbe\tAUX\t_\t_\t_\t_\t0:root\t_\n\n",
+        encoding="utf-8",
+    )
     return tmp_path
+
+
+@pytest.fixture(scope="module")
+def vectors(tmp_path_factory):
+    """A tiny static-vectors file (fast to load) covering the test words."""
+    from contextembed.encoders import write_word2vec
+
+    words = sorted(set(" ".join([TEXT, "the fox New York a b c"]).split()))
+    path = tmp_path_factory.mktemp("vectors") / "vectors.txt"
+    write_word2vec(path, words, np.random.RandomState(0).randn(len(words), 4).astype(np.float32))
+    return str(path)
+
+
+def _embed(*args) -> list[str]:
+    return ["embed", *map(str, args), "--quiet"]
+
+
+def _leftovers(folder) -> list[str]:
+    return sorted(name for name in os.listdir(folder) if name.endswith(PARTIAL_SUFFIX))
+
+
+def _old_output(folder, name="out.npy"):
+    path = folder / name
+    path.write_bytes(OLD)
+    return path
+
+
+# -- what it writes -------------------------------------------------------------------------------
 
 
 def test_info(tiny_bert_dir, capsys):
@@ -29,13 +71,15 @@ def test_info(tiny_bert_dir, capsys):
     assert info["vocab_size"] > 100
 
 
-@pytest.mark.parametrize("name, lengths", [("in.txt", [3, 0, 4]), ("in.conll", [2, 2]), ("in.jsonl", [2, 2])])
+@pytest.mark.parametrize("name, lengths", [("in.txt", [3, 0, 4]), ("in.conll", [2, 2]), ("in.jsonl", [2, 2]),
+                                           ("in.conllu", [2, 2])])
 def test_embed_word_level(tiny_bert_dir, inputs, name, lengths):
     out = inputs / "out.npz"
     assert main(["embed", str(tiny_bert_dir), str(inputs / name), str(out), "--layers=-2,-1", "--quiet"]) == 0
     archive = np.load(out)
     assert archive["lengths"].tolist() == lengths
     assert archive["features"].shape == (sum(lengths), 64)
+    assert _leftovers(inputs) == []
 
 
 def test_embed_text_level_float16_npy(tiny_bert_dir, inputs):
@@ -58,18 +102,372 @@ def test_embed_matches_library(tiny_bert_dir, inputs):
     assert np.abs(np.load(out) - want).max() < 1e-5
 
 
-def test_embed_errors(tiny_bert_dir, inputs, capsys):
-    assert main(["embed", str(tiny_bert_dir), str(inputs / "in.txt"), str(inputs / "o.csv"), "--quiet"]) == 2
+@pytest.mark.parametrize("content", ["", "\n\n   \n", "-DOCSTART- -X- O O\n\n"])
+@pytest.mark.parametrize("level", ["word", "text"])
+def test_input_without_sentences_gives_an_empty_output(vectors, tmp_path, content, level):
+    source = tmp_path / "in.conll"
+    source.write_text(content, encoding="utf-8")
+    npy, npz = tmp_path / "out.npy", tmp_path / "out.npz"
+    assert main(_embed(vectors, source, npy, "--level", level)) == 0
+    assert main(_embed(vectors, source, npz, "--level", level)) == 0
+    assert np.load(npy).shape == (0, 4)
+    assert np.load(npz)["features"].shape == (0, 4) and np.load(npz)["lengths"].shape == (0,)
+
+
+def test_text_rows_follow_lines_and_tokens(vectors, tmp_path):
+    """Word level: one row per token; text level: one row per line, blank lines included."""
+    source = tmp_path / "in.txt"
+    source.write_bytes(b"\xef\xbb\xbfthe fox\r\n\r\n   \na b c")  # BOM, CRLF, blank, spaces, no final newline
+    assert [s for s in read_sentences(str(source))] == [["the", "fox"], [], [], ["a", "b", "c"]]
+    assert main(_embed(vectors, source, tmp_path / "w.npz")) == 0
+    assert np.load(tmp_path / "w.npz")["lengths"].tolist() == [2, 0, 0, 3]
+    assert np.load(tmp_path / "w.npz")["features"].shape == (5, 4)
+    assert main(_embed(vectors, source, tmp_path / "t.npy", "--level", "text")) == 0
+    texts = np.load(tmp_path / "t.npy")
+    assert texts.shape == (4, 4) and np.all(texts[1:3] == 0)
+
+
+# -- never losing or clobbering data --------------------------------------------------------------
+
+
+def test_existing_output_is_refused_before_the_model_loads(inputs, capsys):
+    out = _old_output(inputs)
+    # the model does not exist: the output is refused first, so nothing was loaded
+    assert main(_embed("no-such-model", inputs / "in.txt", out)) == 2
+    err = capsys.readouterr().err
+    assert f"contextembed embed: error: output {out} already exists" in err and "--overwrite" in err
+    assert out.read_bytes() == OLD
+
+
+def test_overwrite_replaces_the_output(vectors, inputs):
+    out = _old_output(inputs)
+    assert main(_embed(vectors, inputs / "in.txt", out, "--overwrite")) == 0
+    assert np.load(out).shape == (7, 4)
+    assert _leftovers(inputs) == []
+
+
+@pytest.mark.parametrize("name", ["out.npy", "out.npz"])
+def test_failure_after_loading_keeps_the_previous_output(tiny_bert_dir, inputs, capsys, name):
+    out = _old_output(inputs, name)
+    assert main(_embed(tiny_bert_dir, inputs / "in.txt", out, "--layers", "9", "--overwrite")) == 2
+    assert "out of range" in capsys.readouterr().err
+    assert out.read_bytes() == OLD
+    assert _leftovers(inputs) == []
+
+
+def test_failure_while_writing_keeps_the_previous_output(vectors, inputs, monkeypatch):
+    from contextembed.features import FeatureExtractor
+
+    out = _old_output(inputs)
+    words = FeatureExtractor.iter_words
+
+    def failing(self, sentences, **kwargs):
+        yield from words(self, sentences[:1], **kwargs)
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(FeatureExtractor, "iter_words", failing)
+    with pytest.raises(RuntimeError, match="disk on fire"):  # unexpected: keeps its traceback
+        main(_embed(vectors, inputs / "in.txt", out, "--overwrite"))
+    assert out.read_bytes() == OLD
+    assert sorted(os.listdir(inputs)) == ["in.conll", "in.conllu", "in.jsonl", "in.txt", "out.npy"]
+
+
+def test_bad_jsonl_line_in_the_middle_keeps_the_previous_output(inputs, capsys):
+    source = inputs / "bad.jsonl"
+    source.write_text('{"tokens": ["a", "b"]}\n{"text": "a b"}\n{"tokens": ["a", null]}\n{"tokens": ["c"]}\n')
+    out = _old_output(inputs)
+    # found in the first reading, before the (missing) model is looked for
+    assert main(_embed("no-such-model", source, out, "--overwrite")) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == (f"contextembed embed: error: {source}, line 3: token 1 is null (null); every token "
+                           "must be a string")
+    assert out.read_bytes() == OLD
+
+
+def test_output_that_is_the_input_is_refused(vectors, tmp_path, capsys):
+    source = tmp_path / "data.npz"
+    source.write_text("the fox\n", encoding="utf-8")
+    link = tmp_path / "link.npz"
+    link.symlink_to(source)
+    for output in (source, link):
+        assert main(_embed(vectors, source, output, "--format", "text", "--overwrite")) == 2
+        assert "is the input file" in capsys.readouterr().err
+    assert source.read_text() == "the fox\n"
+
+
+def test_missing_output_directory_and_bad_extension(inputs, capsys):
+    missing = inputs / "no" / "out.npy"
+    assert main(_embed("no-such-model", inputs / "in.txt", missing)) == 2
+    assert f"its directory {inputs / 'no'} does not exist" in capsys.readouterr().err
+    assert main(_embed("no-such-model", inputs / "in.txt", inputs / "o.csv")) == 2
     assert "must end in .npy or .npz" in capsys.readouterr().err
+    (inputs / "dir.npy").mkdir()
+    assert main(_embed("no-such-model", inputs / "in.txt", inputs / "dir.npy", "--overwrite")) == 2
+    assert "is a directory" in capsys.readouterr().err
+    assert not missing.parent.exists() and not (inputs / "o.csv").exists()
+
+
+def test_embed_errors(tiny_bert_dir, inputs, capsys):
     assert main(["embed", str(tiny_bert_dir), str(inputs / "in.txt"), str(inputs / "o.npy"), "--layers", "9"]) == 2
     assert "out of range" in capsys.readouterr().err
-    assert not (inputs / "o.npy").exists()
+    assert not (inputs / "o.npy").exists() and _leftovers(inputs) == []
     assert main(["embed", str(tiny_bert_dir), str(inputs / "missing.txt"), str(inputs / "o.npy")]) == 2
+    assert "missing.txt' does not exist" in capsys.readouterr().err
+    assert main(["embed", str(tiny_bert_dir), str(inputs), str(inputs / "o.npy"), "--format", "text"]) == 2
+    assert "is a directory" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as stop:  # argparse: exit status 2 as well
+        main(["embed", str(tiny_bert_dir), str(inputs / "in.txt"), str(inputs / "o.npy"), "--format", "csv"])
+    assert stop.value.code == 2 and "invalid choice: 'csv'" in capsys.readouterr().err
     assert main(["info", "no-such-model"]) == 2
     assert "never downloads" in capsys.readouterr().err
 
 
-def test_console_module_runs(tiny_bert_dir):
-    result = subprocess.run([sys.executable, "-m", "contextembed", "info", str(tiny_bert_dir)],
-                            capture_output=True, text=True, timeout=120)
+def test_input_that_changes_between_the_two_readings_writes_nothing(vectors, inputs, monkeypatch):
+    out = _old_output(inputs)
+    readings = iter([[["a", "b"], ["c"]], [["a", "b"]]])
+    monkeypatch.setattr(contextembed_io, "read_sentences", lambda *args: iter(next(readings)))
+    with pytest.raises(ValueError, match="changed while it was being read"):
+        embed_file(vectors, str(inputs / "in.txt"), str(out), overwrite=True, show_progress=False)
+    assert out.read_bytes() == OLD and _leftovers(inputs) == []
+
+
+@pytest.mark.parametrize("name", ["out.npy", "out.npz"])
+def test_array_writer_missing_rows_leave_no_output(tmp_path, name):
+    out = _old_output(tmp_path, name)
+    with pytest.raises(RuntimeError, match="wrote 2 rows, expected 3"):
+        with ArrayWriter(str(out), 3, 2, overwrite=True) as writer:
+            writer.write(np.ones((2, 2)))
+    assert out.read_bytes() == OLD and _leftovers(tmp_path) == []
+    with pytest.raises(FileExistsError, match="--overwrite"):
+        with ArrayWriter(str(out), 3, 2):
+            pytest.fail("must not start")
+    assert not hasattr(ArrayWriter, "abort")
+
+
+@pytest.mark.parametrize("dtype, value, message", [
+    ("float16", 1e5, r"row 1 of .*out\.npy exceeds the float16 range \(largest magnitude 1e\+05\); write float32"),
+    ("float32", np.nan, r"row 1 of .*out\.npy holds NaN or infinite values"),
+])
+def test_array_writer_refuses_values_it_cannot_store(tmp_path, dtype, value, message):
+    with pytest.raises(ValueError, match=message):
+        with ArrayWriter(str(tmp_path / "out.npy"), 2, 2, dtype) as writer:
+            writer.write(np.array([[1.0, 2.0], [3.0, value]]))
+    assert os.listdir(tmp_path) == []
+
+
+def test_array_writer_writes_atomically(tmp_path):
+    out = tmp_path / "out.npz"
+    with ArrayWriter(str(out), 3, 2) as writer:
+        writer.write(np.ones((1, 2)))
+        writer.write(np.zeros((2, 2)))
+        assert os.listdir(tmp_path) != ["out.npz"] and not out.exists()
+        writer.close(lengths=np.array([1, 2]))
+    archive = np.load(out)
+    assert archive["features"].tolist() == [[1, 1], [0, 0], [0, 0]] and archive["lengths"].tolist() == [1, 2]
+    assert os.listdir(tmp_path) == ["out.npz"]
+
+
+# -- strict readers -------------------------------------------------------------------------------
+
+BAD_JSONL = [
+    ('{"tokens": ["a", null]}', r"line 2: token 1 is null \(null\)"),
+    ('{"tokens": [3, "a"]}', r"line 2: token 0 is a number \(3\)"),
+    ('{"tokens": ["a", "b", true]}', r"line 2: token 2 is a boolean \(true\)"),
+    ('{"tokens": ["a", ["b"]]}', r'line 2: token 1 is an array \(\["b"\]\)'),
+    ('{"tokens": ["ok", "\\ud800"]}', r"line 2: token 1 holds a .*lone surrogate"),
+    ('{"text": "a \\udfff"}', r'line 2: "text" holds a .*lone surrogate'),
+    ('{"tokens": "a b"}', r'line 2: "tokens" is a string; expected a list of strings'),
+    ('{"text": ["a"]}', r'line 2: "text" is an array'),
+    ('{"text": "a", "tokens": ["a"]}', r"line 2: expected an object .* got an object with both"),
+    ('{"words": ["a"]}', r"line 2: expected an object .* got an object with neither"),
+    ('["a", "b"]', r"line 2: expected an object .* got an array"),
+    ('"a b"', r"line 2: expected an object .* got a string"),
+    ('{"tokens": ["a"]', r"line 2: not valid JSON \(.* at column 17\)"),
+    ('{"tokens": ["a"], "tokens": [1]}', r"line 2: key 'tokens' is given twice"),
+]
+
+
+@pytest.mark.parametrize("line, message", BAD_JSONL)
+def test_jsonl_errors_name_the_line_and_token(tmp_path, line, message):
+    source = tmp_path / "in.jsonl"
+    source.write_text('{"tokens": ["fine"]}\n' + line + "\n", encoding="utf-8")
+    with pytest.raises(FileFormatError, match=f"^{source}, {message}") as error:
+        list(read_sentences(str(source)))
+    assert error.value.path == str(source) and error.value.line == 2
+
+
+def test_jsonl_accepts_good_records(tmp_path):
+    source = tmp_path / "in.jsonl"
+    records = [{"tokens": ["é", "", " x"], "id": 3}, {"text": "a  b"}, {"tokens": ["\\ud83d\\ude00", "\ud83d\ude00"]}]
+    source.write_text("\n".join(json.dumps(r) for r in records) + "\n\n", encoding="utf-8")
+    assert list(read_sentences(str(source))) == [["é", "", " x"], ["a", "b"], ["\\ud83d\\ude00", "😀"]]
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", r"line 1: not UTF-8 text: byte 0x89 at byte 1 of the line"),
+    (b"GIF89a\n\x01\x00\x00\n", r"line 2: NUL byte at byte 2 of the line: this is not a text file"),
+    (b"the fox\ncaf\xe9 au lait\n", r"line 2: not UTF-8 text: byte 0xe9 at byte 4 of the line"),
+    ("the fox\n".encode("utf-16"), r"line 1: NUL byte at byte 4 of the line: .* UTF-16 text\?"),
+])
+@pytest.mark.parametrize("name", ["in.txt", "in.conll", "in.conllu", "in.jsonl"])
+def test_binary_or_non_utf8_input_names_the_file_and_line(tmp_path, name, content, message):
+    source = tmp_path / name
+    source.write_bytes(content)
+    with pytest.raises(FileFormatError, match=f"^{source}, {message}"):
+        list(read_sentences(str(source)))
+
+
+def test_binary_input_through_the_cli(vectors, tmp_path, capsys):
+    source = tmp_path / "in.txt"
+    source.write_bytes(bytes(range(256)) * 4)
+    assert main(_embed(vectors, source, tmp_path / "out.npy")) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"contextembed embed: error: {source}, line 1: NUL byte") and "Traceback" not in err
+    assert os.listdir(tmp_path) == ["in.txt"]
+
+
+def test_conll_boundaries(tmp_path):
+    source = tmp_path / "in.conll"
+    source.write_text(
+        "-DOCSTART- -X- O O\n\nEU NNP B-ORG\nrejects VBZ O\n \t \nGerman JJ B-MISC\n-DOCSTART- -X- O O\n"
+        "10\u00a0000 CD O\nLondon NNP B-LOC\n\n\n\n", encoding="utf-8",
+    )
+    assert list(read_conll(str(source))) == [
+        (["EU", "rejects"], [["NNP", "B-ORG"], ["VBZ", "O"]]),  # a white-space line ends the sentence
+        (["German"], [["JJ", "B-MISC"]]),  # and so does -DOCSTART-
+        (["10\u00a0000", "London"], [["CD", "O"], ["NNP", "B-LOC"]]),  # a no-break space is no separator
+    ]
+
+
+def test_conllu_errors(tmp_path):
+    source = tmp_path / "in.conllu"
+    source.write_text("1\tthe\tthe\tDET\t_\t_\t2\tdet\t_\t_\n2 fox fox NOUN _ _ 0 root _ _\n", encoding="utf-8")
+    with pytest.raises(FileFormatError, match=r"line 2: expected 10 tab-separated CoNLL-U columns .* got 1"):
+        list(read_sentences(str(source)))
+    source.write_text("x\tthe\tthe\tDET\t_\t_\t2\tdet\t_\t_\n", encoding="utf-8")
+    with pytest.raises(FileFormatError, match=r"line 1: ID 'x' is not a word number"):
+        list(read_sentences(str(source)))
+
+
+def test_reader_argument_errors(tmp_path):
+    with pytest.raises(ValueError, match="cannot tell the format"):
+        read_sentences(str(tmp_path / "in.csv"))
+    with pytest.raises(ValueError, match="input format 'csv' is not one of text, conll, conllu, jsonl"):
+        read_sentences(str(tmp_path / "in.txt"), "csv")
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        read_sentences(str(tmp_path / "in.txt"))
+
+
+# -- exit statuses and signals ------------------------------------------------------------------
+
+
+def test_unexpected_errors_keep_their_traceback(inputs, monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(contextembed_io, "embed_file", broken)
+    with pytest.raises(RuntimeError, match="a bug"):
+        main(_embed("any", inputs / "in.txt", inputs / "out.npy"))
+
+
+def test_signals_interrupt_raises_and_restores_handlers():
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        with pytest.raises(Interrupted) as stop:
+            with signals_interrupt():
+                os.kill(os.getpid(), signum)
+                for _ in range(100):  # the handler runs between bytecodes
+                    pass
+                pytest.fail("the signal did not interrupt the block")
+        assert stop.value.signum == signum and isinstance(stop.value, KeyboardInterrupt)
+    assert {s: signal.getsignal(s) for s in before} == before
+
+
+def test_signals_interrupt_ignores_repeats_and_defers_when_done():
+    cleaned = []
+    with pytest.raises(Interrupted):
+        with signals_interrupt():
+            try:
+                os.kill(os.getpid(), signal.SIGTERM)
+                for _ in range(100):
+                    pass
+            finally:  # clean-up while unwinding is not cut short by a second signal
+                os.kill(os.getpid(), signal.SIGINT)
+                for _ in range(100):
+                    pass
+                cleaned.append(True)
+    assert cleaned == [True]
+    with signals_interrupt(done=lambda: True) as deferred:
+        os.kill(os.getpid(), signal.SIGINT)
+        for _ in range(100):
+            pass
+    assert deferred == [signal.SIGINT]
+
+
+def test_signals_interrupt_leaves_ignored_signals_and_other_threads_alone():
+    previous = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        with signals_interrupt():
+            assert signal.getsignal(signal.SIGTERM) == signal.SIG_IGN
+            assert signal.getsignal(signal.SIGINT) not in (signal.SIG_IGN, signal.default_int_handler)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    seen = []
+
+    def worker():
+        with signals_interrupt():
+            seen.append(signal.getsignal(signal.SIGTERM))
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    thread.join()
+    assert seen == [signal.getsignal(signal.SIGTERM)]
+
+
+@pytest.mark.parametrize("signum, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_signal_while_writing_keeps_the_previous_output(vectors, inputs, monkeypatch, capsys, signum, status):
+    from contextembed.features import FeatureExtractor
+
+    out = _old_output(inputs)
+    words = FeatureExtractor.iter_words
+
+    def interrupted(self, sentences, **kwargs):
+        assert _leftovers(inputs)  # the temporary is being written
+        yield from words(self, sentences[:1], **kwargs)
+        os.kill(os.getpid(), signum)
+        for _ in range(100):
+            pass
+
+    monkeypatch.setattr(FeatureExtractor, "iter_words", interrupted)
+    before = signal.getsignal(signal.SIGTERM)
+    assert main(_embed(vectors, inputs / "in.txt", out, "--overwrite")) == status
+    name = signal.Signals(signum).name
+    assert capsys.readouterr().err == (f"contextembed embed: interrupted by {name}; {out} was not written; the "
+                                       "previous file is unchanged\n")
+    assert out.read_bytes() == OLD and _leftovers(inputs) == []
+    assert signal.getsignal(signal.SIGTERM) == before
+
+
+def test_signal_after_the_output_is_in_place_is_reported_not_raised(vectors, inputs, monkeypatch, capsys):
+    real = contextembed_io.embed_file
+
+    def then_signal(*args, **kwargs):
+        summary = real(*args, **kwargs)
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(100):
+            pass
+        return summary
+
+    monkeypatch.setattr(contextembed_io, "embed_file", then_signal)
+    out = inputs / "out.npy"
+    assert main(_embed(vectors, inputs / "in.txt", out)) == 0
+    assert "SIGTERM arrived after" in capsys.readouterr().err
+    assert np.load(out).shape == (7, 4)
+
+
+def test_console_module_runs(tiny_bert_dir, inputs):
+    result = run_cli(["info", tiny_bert_dir])
     assert result.returncode == 0 and '"n_layers": 3' in result.stdout
+    result = run_cli(_embed(tiny_bert_dir, inputs / "in.jsonl", inputs / "in.jsonl", "--overwrite"))
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.strip().endswith("is the input file; choose another output path")

@@ -14,7 +14,8 @@ from pathlib import Path
 
 from .corpus import ENCODING_ERRORS
 from .distributed import world_from_env
-from .training import CONFIG_FILE, TrainingOptions, latest_checkpoint, prepare_output_dir
+from .._files import atomic_file
+from .training import CONFIG_FILE, TrainingOptions, latest_checkpoint, prepare_output_dir, write_json
 
 
 def add_pretrain_parser(subparsers) -> None:
@@ -90,7 +91,7 @@ def _save_config(out: str, args: argparse.Namespace, sections: dict, *, resume=F
         return
     prepare_output_dir(out, overwrite=args.overwrite, resume=bool(resume))
     record = {"objective": args.objective, "corpus": str(Path(args.corpus).resolve()), **sections}
-    Path(out, CONFIG_FILE).write_text(json.dumps(record, indent=2, default=str) + "\n", encoding="utf-8")
+    write_json(Path(out, CONFIG_FILE), record, default=str)
 
 
 @contextmanager
@@ -107,7 +108,8 @@ def _keep_config_on_failed_resume(out: str, resume):
         yield
     except BaseException:
         if previous is not None and world_from_env()[0] == 0 and latest_checkpoint(out) == checkpoint:
-            path.write_bytes(previous)
+            with atomic_file(path, what="configuration") as temporary:
+                Path(temporary).write_bytes(previous)
         raise
 
 

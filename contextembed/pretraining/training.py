@@ -32,6 +32,7 @@ from typing import Literal, Optional, Union
 import torch
 from tqdm.auto import tqdm
 
+from .._files import atomic_file
 from ..devices import PRECISIONS
 from .distributed import DistributedContext, wrap_model
 
@@ -182,6 +183,14 @@ def prepare_output_dir(out: Union[str, os.PathLike], *, overwrite: bool = False,
     return path
 
 
+def write_json(path: Union[str, os.PathLike], record, *, default=None) -> None:
+    """Write ``record`` as indented JSON, atomically: an interruption leaves the previous ``path``."""
+    with atomic_file(path, what="file") as temporary:
+        with open(temporary, "w", encoding="utf-8") as handle:
+            json.dump(record, handle, indent=2, default=default)
+            handle.write("\n")
+
+
 # -- checkpoints --------------------------------------------------------------------------------
 
 
@@ -214,9 +223,8 @@ def save_checkpoint(out: Path, step: int, state: dict, keep: int) -> Path:
     directory = out / "checkpoints"
     directory.mkdir(parents=True, exist_ok=True)
     target = directory / f"step-{step:08d}.pt"
-    partial = target.with_suffix(".partial")
-    torch.save(state, partial)
-    os.replace(partial, target)
+    with atomic_file(target, what="checkpoint") as temporary:  # hidden name: not matched by step-*.pt
+        torch.save(state, temporary)
     for old in sorted(directory.glob("step-*.pt"))[:-keep]:
         old.unlink()
     return target
@@ -449,7 +457,7 @@ def train(
     summary = {"steps": state.step, "held_out_before": before, "held_out": after,
                "running_loss": state.running_loss}
     if context.is_main:
-        (out / "held_out.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+        write_json(out / "held_out.json", summary)
     return summary
 
 
