@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from _cli import start_cli
+from _cli import check_no_sockets, start_cli
 from contextembed._files import PARTIAL_SUFFIX
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="POSIX signals, /proc/<pid>/status")
@@ -116,6 +116,7 @@ def _interrupt(tmp_path, args, signum: int, phase: str, delay: float):
         if process.poll() is None:
             process.kill()
             process.wait()
+    check_no_sockets(process)
     return process.returncode, err, out
 
 

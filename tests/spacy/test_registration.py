@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+import socket_guard
+
 ROOT = Path(__file__).resolve().parents[2]
 EXPECTED = {
     "spacy_factories": {"contextembed": "make_contextembed"},
@@ -37,7 +39,7 @@ def test_registry_names():
     assert "contextembed" in spacy.registry.factories
 
 
-def test_installed_entry_points_are_found_without_import():
+def test_installed_entry_points_are_found_without_import(tmp_path):
     """Only meaningful where the package is installed (a venv with ``pip install -e .``)."""
     from importlib.metadata import entry_points
 
@@ -48,6 +50,9 @@ def test_installed_entry_points_are_found_without_import():
         "nlp.add_pipe('contextembed', config={'encoder': {'name': 'x'}}); "
         "print(spacy.registry.architectures.get('contextembed.Listener.v1').__module__)"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    log = tmp_path / "sockets.log"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                            env=socket_guard.guarded_env(log))
     assert result.returncode == 0, result.stderr
+    assert socket_guard.read_log(log) == ""
     assert result.stdout.strip() == "contextembed.spacy.architectures"
