@@ -69,7 +69,7 @@ def test_static_errors(tmp_path, vectors):
         load_encoder(str(bad))
     truncated = tmp_path / "t.bin"
     truncated.write_bytes(b"2 3\nthe " + np.zeros(3, "<f4").tobytes() + b"cat " + b"\x00" * 5)
-    with pytest.raises(ValueError, match="ends inside vector 1"):
+    with pytest.raises(ValueError, match="ends inside the vector of entry 1"):
         load_encoder(str(truncated))
 
 
