@@ -512,7 +512,8 @@ def _text_rows_fit(lines: list[bytes], width: Optional[int]) -> bool:
         try:
             width = width or _glove_width(fields, "", 0)
             _split_word(fields, width, "", 0, "")
-            np.array(fields[len(fields) - width :], dtype=np.float32)
+            with np.errstate(over="ignore"):
+                np.array(fields[len(fields) - width :], dtype=np.float32)
         except ValueError:
             return False
     return True
@@ -675,7 +676,8 @@ def _parse_block(fields: list[bytes], width: int, words: list[str], first_row: i
     rows = len(fields) // width
     start = len(words) - rows  # index of the block's first row
     try:
-        values = np.array(fields, dtype=np.float32).reshape(rows, width)
+        with np.errstate(over="ignore"):  # beyond float32's range is inf, reported below
+            values = np.array(fields, dtype=np.float32).reshape(rows, width)
     except ValueError:
         raise _not_a_number(fields, width, words, first_row + start, path) from None
     finite = np.isfinite(values)
