@@ -15,8 +15,11 @@ Format detection
     By content, never by file name. The first MiB is inspected. A first line of two integers
     ``count width`` is a header; the bytes after it are tried both as text rows (``word v1 ... vd``
     with ``width`` numbers) and as word2vec binary entries (``word<space>`` then ``width``
-    little-endian float32, optionally followed by a newline); text wins when both fit (only
-    conceivable for width 1 or 2). Without a header the file must be GloVe text. When neither fits,
+    little-endian float32, optionally followed by a newline); text wins when both fit, and when
+    some rows parse as text and others not (both only conceivable for widths of 1 or 2, where a
+    damaged text file could otherwise pass for binary). Without a header the file must be GloVe
+    text; a first line of two integers is always read as a header unless ``format="glove"`` says
+    it is the first row of a width-1 GloVe file (``"1999 5"``). When neither fits,
     a text-looking file (no control bytes) is read as text and a binary-looking one as binary, so
     that the reader names the exact line or entry; random bytes, an empty file and a file holding
     only a header are errors. An explicit ``format=`` that the content contradicts is an error
@@ -465,7 +468,7 @@ def _sniff(path: str) -> tuple[StaticFormat, ...]:
     first, _, body = head.partition(b"\n")
     header = _header_of(first.removeprefix(_BOM))
     if header is None:
-        if _text_rows_fit(lines, None) or _looks_like_text(text):
+        if any(_text_rows(lines, None)) or _looks_like_text(text):
             return ("glove",)  # a malformed text file: the reader names the line
         raise FileFormatError(
             "the content is none of the formats: its first line is no 'count width' header (word2vec) "
@@ -477,17 +480,21 @@ def _sniff(path: str) -> tuple[StaticFormat, ...]:
             f"the file holds only a header ({first.strip().decode()!r}) and no vectors", path=path
         )
     count, width = header
-    fits: list[StaticFormat] = []
-    if _text_rows_fit(lines[1:], width):
-        fits.append("word2vec")
-    if _binary_entries_fit(body, count, width, complete):
-        fits.append("word2vec-binary")
-    if _text_rows_fit(lines, None):
-        fits.append("glove")  # e.g. "1999 5" as the first row of a width-1 GloVe file
-    if fits:
-        return tuple(fits)
-    # neither parses: let the likelier reader report the exact line or entry
-    return ("word2vec", "word2vec-binary") if _looks_like_text(body) else ("word2vec-binary", "word2vec")
+    text_rows = _text_rows(lines[1:], width)
+    if any(text_rows) and not all(text_rows):
+        # a text file with a bad row, even where its bytes happen to fit binary entries (widths of 1
+        # or 2): the text reader names the row
+        fits: tuple[StaticFormat, ...] = ("word2vec", "word2vec-binary")
+    elif any(text_rows):
+        fits = ("word2vec",) + ("word2vec-binary",) * _binary_entries_fit(body, count, width, complete)
+    elif _binary_entries_fit(body, count, width, complete):
+        fits = ("word2vec-binary",)
+    else:  # neither parses: let the likelier reader report the exact line or entry
+        fits = ("word2vec", "word2vec-binary") if _looks_like_text(body) else ("word2vec-binary", "word2vec")
+    if all(_text_rows(lines, None)):
+        # the first line may also be a row of a width-1 GloVe file ("1999 5"): read so only when asked
+        fits += ("glove",)
+    return fits
 
 
 def _header_of(line: bytes) -> Optional[tuple[int, int]]:
@@ -502,12 +509,10 @@ def _looks_like_text(data: bytes) -> bool:
     return len(data.translate(None, _BINARY_BYTES)) == len(data)
 
 
-def _text_rows_fit(lines: list[bytes], width: Optional[int]) -> bool:
-    """Whether the first non-blank ``lines`` are text rows of ``width`` numbers (``None``: GloVe's)."""
-    rows = [line.rstrip() for line in lines if line.strip()][:_SNIFF_ROWS]
-    if not rows:
-        return False
-    for line in rows:
+def _text_rows(lines: list[bytes], width: Optional[int]) -> list[bool]:
+    """For each of the first non-blank ``lines``: is it a text row of ``width`` numbers (``None``: GloVe's)?"""
+    fits = []
+    for line in [line.rstrip() for line in lines if line.strip()][:_SNIFF_ROWS]:
         fields = line.split(b" ")
         try:
             width = width or _glove_width(fields, "", 0)
@@ -515,8 +520,10 @@ def _text_rows_fit(lines: list[bytes], width: Optional[int]) -> bool:
             with np.errstate(over="ignore"):
                 np.array(fields[len(fields) - width :], dtype=np.float32)
         except ValueError:
-            return False
-    return True
+            fits.append(False)
+        else:
+            fits.append(True)
+    return fits
 
 
 def _binary_entries_fit(body: bytes, count: int, width: int, complete: bool) -> bool:

@@ -175,8 +175,9 @@ def test_numeric_words_in_the_first_column(tmp_path, header):
 def test_a_width_one_glove_file_whose_first_row_looks_like_a_header(tmp_path):
     path = tmp_path / "years.txt"
     path.write_text("1999 5\n2000 6\n")
-    assert sniff_format(path) == "glove"
-    assert StaticVectors.load(path).words == ["1999", "2000"]
+    with _raises_at(path, "line 2", "expected a word and 5 numbers (the header's width)"):
+        StaticVectors.load(path)  # read as a header unless told: a damaged header must not pass for GloVe
+    assert StaticVectors.load(path, format="glove").words == ["1999", "2000"]
     header = tmp_path / "w1.txt"
     header.write_text("2 1\na 0.5\nb 0.25\n")  # both readings fit: the header wins, GloVe stays allowed
     assert StaticVectors.load(header).words == ["a", "b"]
@@ -496,3 +497,37 @@ def test_errors_are_value_errors_that_survive_pickling(tmp_path):
         StaticVectors.load(path)
     copy = pickle.loads(pickle.dumps(info.value))
     assert isinstance(copy, FileFormatError) and str(copy) == str(info.value) and copy.path == str(path)
+
+
+def test_a_damaged_width_one_text_file_does_not_pass_for_binary(tmp_path):
+    """Each "word -1.0\\n" row is also a word, a space and 4 bytes: a damaged row must not flip the
+    whole file to binary (and every vector to garbage)."""
+    path = tmp_path / "w1.txt"
+    path.write_bytes(b"3 1\na -1.0\nb -1.x\nc -1.0\n")
+    with _raises_at(path, "line 3", "b'-1.x', which is not a number"):
+        StaticVectors.load(path)
+
+
+def test_what_no_reader_can_detect(tmp_path):
+    """Damage the formats leave no trace of (they carry no checksum); pinned so that it stays known.
+
+    The property tests in tests/robustness use files of three or more rows of width two or more,
+    where no single damaged byte changes more than one row unnoticed.
+    """
+    glove = tmp_path / "glove.txt"
+    glove.write_bytes(b"the 1 2\ncat 3 4\n")  # a header-less file cut after a whole row
+    assert StaticVectors.load(glove).words == ["the", "cat"]
+    glove.write_bytes(b"the 1 2\n")
+    assert StaticVectors.load(glove).words == ["the"]
+    narrow = tmp_path / "w1.vec"
+    narrow.write_bytes(b"a 1\nx 0.5\ny 0.25\n")  # width 1, header "2 1" damaged to "a 1": a row
+    assert StaticVectors.load(narrow).words == ["a", "x", "y"]
+    merged = tmp_path / "two.txt"
+    merged.write_bytes(b"the 1 2 1999 3 4\n")  # "the 1 2\n1999 3 4\n" with its newline damaged
+    assert StaticVectors.load(merged).width == 5
+    binary = tmp_path / "v.bin"
+    _binary(binary, [(b"the", [1.0, 2.0])])
+    data = bytearray(binary.read_bytes())
+    data[-3] ^= 1  # a bit of a value
+    binary.write_bytes(bytes(data))
+    assert StaticVectors.load(binary).table[0, 1] != 2.0
