@@ -1,9 +1,11 @@
+import warnings
+
 import numpy as np
 import pytest
 import torch
 
 from contextembed import load_encoder
-from contextembed.devices import cpu_has_fast_bf16, resolve_device, resolve_precision
+from contextembed.devices import BatchDependentWarning, cpu_has_fast_bf16, resolve_device, resolve_precision
 
 
 def test_auto_precision_per_device():
@@ -19,7 +21,9 @@ def test_auto_precision_per_device():
 def test_reduced_precision_tracks_fp32(tiny_bert_dir, precision, min_cosine):
     sentences = [["the", "quick", "brown", "fox"], ["New", "York", "Times"]]
     exact = load_encoder(str(tiny_bert_dir), device="cpu", precision="fp32").encode(sentences)
-    reduced_encoder = load_encoder(str(tiny_bert_dir), device="cpu", precision=precision)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", BatchDependentWarning)  # int8: tested in tests/robustness
+        reduced_encoder = load_encoder(str(tiny_bert_dir), device="cpu", precision=precision)
     reduced = reduced_encoder.encode(sentences)
     for a, b in zip(exact, reduced):
         assert b.dtype == np.float32 and a.shape == b.shape
