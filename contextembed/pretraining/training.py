@@ -219,15 +219,38 @@ def resolve_resume(out: Path, resume: Union[bool, str, os.PathLike, None]) -> Op
 
 
 def save_checkpoint(out: Path, step: int, state: dict, keep: int) -> Path:
-    """Write ``checkpoints/step-XXXXXXXX.pt`` atomically and keep only the ``keep`` newest."""
+    """Write ``checkpoints/step-XXXXXXXX.pt`` atomically and keep only the ``keep`` newest.
+
+    Only checkpoints of earlier steps are pruned; the one just written always stays.
+    """
     directory = out / "checkpoints"
     directory.mkdir(parents=True, exist_ok=True)
     target = directory / f"step-{step:08d}.pt"
     with atomic_file(target, what="checkpoint") as temporary:  # hidden name: not matched by step-*.pt
         torch.save(state, temporary)
-    for old in sorted(directory.glob("step-*.pt"))[:-keep]:
+    earlier = [path for path in sorted(directory.glob("step-*.pt")) if path.name < target.name]
+    for old in earlier[: max(0, len(earlier) - (keep - 1))]:
         old.unlink()
     return target
+
+
+def check_no_newer_checkpoints(out: Path, step: int, resume: Path) -> None:
+    """Refuse to resume at ``step`` while OUT holds checkpoints of later steps (of the run being
+    abandoned): a later ``--resume`` would pick them up, and pruning would drop the new ones.
+
+    Raises
+    ------
+    FileExistsError
+        Naming the later checkpoints, which contextembed does not delete unasked.
+    """
+    current = f"step-{step:08d}.pt"
+    newer = [path for path in sorted((out / "checkpoints").glob("step-*.pt")) if path.name > current]
+    if newer:
+        names = ", ".join(path.name for path in newer)
+        raise FileExistsError(
+            f"resuming from {resume} (step {step}), but {out / 'checkpoints'} also holds later checkpoints "
+            f"({names}) of the run being abandoned; move or delete them first, or resume from the latest"
+        )
 
 
 def load_checkpoint(path: Path, fingerprint: dict) -> dict:
@@ -425,6 +448,7 @@ def train(
     fingerprint = objective.fingerprint()
     if resume is not None:
         state.step = _restore(load_checkpoint(resume, fingerprint), model, optimizer, scheduler, scaler)
+        check_no_newer_checkpoints(out, state.step, resume)
     torch.manual_seed(_seed(options.seed, 11, state.step, context.rank))  # dropout
     log = _Log(out / "log.jsonl", context.is_main)
     held_out = objective.held_out_batches(options.batch_size)

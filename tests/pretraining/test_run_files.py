@@ -68,3 +68,23 @@ def test_sigterm_stops_pretraining_cleanly_and_resume_continues(tmp_path, corpus
     monkeypatch.undo()
     assert main(argv + ["--resume"]) == 0
     assert json.loads((out / "held_out.json").read_text())["steps"] == 4
+
+
+def test_pruning_keeps_the_newest_and_never_the_one_just_written(tmp_path):
+    for step in (2, 4, 6):
+        save_checkpoint(tmp_path, step, {"step": step}, keep=2)
+    assert sorted(os.listdir(tmp_path / "checkpoints")) == ["step-00000004.pt", "step-00000006.pt"]
+    save_checkpoint(tmp_path, 5, {"step": 5}, keep=2)  # a step below the newest: it is kept
+    assert "step-00000005.pt" in os.listdir(tmp_path / "checkpoints")
+
+
+def test_resuming_behind_later_checkpoints_is_refused(tmp_path):
+    from contextembed.pretraining.training import check_no_newer_checkpoints
+
+    for step in (2, 4):
+        save_checkpoint(tmp_path, step, {"step": step}, keep=3)
+    first = tmp_path / "checkpoints" / "step-00000002.pt"
+    with pytest.raises(FileExistsError, match=r"later checkpoints \(step-00000004\.pt\) of the run being abandoned"):
+        check_no_newer_checkpoints(tmp_path, 2, first)
+    check_no_newer_checkpoints(tmp_path, 4, tmp_path / "checkpoints" / "step-00000004.pt")  # the latest: fine
+    assert sorted(os.listdir(tmp_path / "checkpoints")) == ["step-00000002.pt", "step-00000004.pt"]
