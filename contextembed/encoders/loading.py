@@ -105,7 +105,8 @@ NAMED_MODELS: dict[str, NamedModel] = {
 
 #: keyword arguments only the torch encoders take (dropped for static vectors)
 _TORCH_OPTIONS = (
-    "device", "precision", "window", "stride", "batch_tokens", "batch_words", "max_batch_size", "chunk_size"
+    "device", "precision", "window", "stride", "batch_tokens", "batch_words", "max_batch_size", "chunk_size",
+    "pad_multiple",
 )
 
 
@@ -134,11 +135,12 @@ def _load_elmo(path: str, **options) -> Encoder:
     if "batch_tokens" in options:  # the adapters' batch size; ELMo's tokens are words
         batch = options.pop("batch_tokens")
         options.setdefault("batch_words", batch)
-    windowing = sorted({"window", "stride"} & options.keys())
+    windowing = sorted({"window", "stride", "pad_multiple"} & options.keys())
     if windowing:
         raise ValueError(
             f"{' and '.join(windowing)} apply to transformer encoders; {path} is an ELMo model, whose biLSTM "
-            "reads every sentence whole at any length: leave them unset"
+            "reads every sentence whole at any length (and whose vectors never depend on the batch): leave "
+            "them unset"
         )
     return ElmoEncoder.load(path, **options)
 

@@ -459,7 +459,7 @@ def _sniff(path: str) -> tuple[StaticFormat, ...]:
             return ("glove",)  # a malformed text file: the reader names the line
         raise FileFormatError(
             "the content is none of the formats: its first line is no 'count width' header (word2vec) "
-            f"and no 'word v1 ... vd' row (GloVe); it starts with {head[:40]!r}",
+            f"and no 'word v1 ... vd' row (GloVe); it starts with {_shown(head, 40)}",
             path=path,
         )
     if not body.strip():
@@ -534,9 +534,9 @@ def _binary_entries_fit(body: bytes, count: int, width: int, complete: bool) -> 
 def _parse_header(line: bytes, path: str) -> tuple[int, int]:
     header = _header_of(line.removeprefix(_BOM))
     if header is None:
-        raise FileFormatError(f"expected a 'count width' header, found {line[:60]!r}", path=path, line=1)
+        raise FileFormatError(f"expected a 'count width' header, found {_shown(line, 60)}", path=path, line=1)
     if header[1] < 1:
-        raise FileFormatError(f"the header {line.strip()[:60]!r} gives width 0; vectors need width >= 1", path=path, line=1)
+        raise FileFormatError(f"the header {_shown(line.strip(), 60)} gives width 0; vectors need width >= 1", path=path, line=1)
     return header
 
 
@@ -556,7 +556,7 @@ def _glove_width(fields: list[bytes], path: str, line: int) -> int:
     if start == len(fields):
         raise FileFormatError(
             f"expected 'word v1 ... vd' (GloVe) or a 'count width' header (word2vec), found no number "
-            f"after {b' '.join(fields)[:60]!r}",
+            f"after {_shown(b' '.join(fields), 60)}",
             path=path,
             line=line,
         )
@@ -571,7 +571,7 @@ def _split_word(fields: list[bytes], width: int, path: str, line: int, source: s
     if cut < 1:
         raise FileFormatError(
             f"expected a word and {width} numbers ({source}), found only {len(fields) - 1} field(s) after "
-            f"the word {fields[0][:60]!r}",
+            f"the word {_shown(fields[0], 60)}",
             path=path,
             line=line,
         )
@@ -579,7 +579,7 @@ def _split_word(fields: list[bytes], width: int, path: str, line: int, source: s
         if _is_number(field):
             raise FileFormatError(
                 f"expected a word and {width} numbers ({source}), found {len(fields) - 1} fields after "
-                f"{fields[0][:60]!r}; {field[:30]!r} parses as a number, so the row holds {cut - 1} "
+                f"{_shown(fields[0], 60)}; {_shown(field, 30)} parses as a number, so the row holds {cut - 1} "
                 "number(s) too many rather than a word with spaces",
                 path=path,
                 line=line,
@@ -592,7 +592,7 @@ def _decode_word(raw: bytes, unicode_errors: str, path: str, where: str, line: O
         return raw.decode("utf-8", unicode_errors)
     except UnicodeDecodeError as error:
         raise FileFormatError(
-            f"{where}the word {raw[:60]!r} is not valid UTF-8 ({error.reason} at byte {error.start}); "
+            f"{where}the word {_shown(raw, 60)} is not valid UTF-8 ({error.reason} at byte {error.start}); "
             "pass unicode_errors='replace' (or 'ignore') to load a file known to hold broken words, "
             "such as the GoogleNews word2vec vectors",
             path=path,
@@ -678,7 +678,7 @@ def _parse_block(fields: list[bytes], width: int, words: list[str], first_row: i
     if not finite.all():
         row, column = np.argwhere(~finite)[0]
         raise FileFormatError(
-            f"value {column + 1} of the vector of {words[start + row]!r} is {fields[row * width + column][:30]!r} "
+            f"value {column + 1} of the vector of {words[start + row]!r} is {_shown(fields[row * width + column], 30)} "
             f"({values[row, column]}); vectors must be finite: fix or drop this row",
             path=path,
             line=first_row + start + row,
@@ -694,7 +694,7 @@ def _not_a_number(fields: list[bytes], width: int, words: list[str], first_line:
             np.array([field], dtype=np.float32)
         except ValueError:
             return FileFormatError(
-                f"value {k % width + 1} of the vector of {words[start + k // width]!r} is {field[:30]!r}, "
+                f"value {k % width + 1} of the vector of {words[start + k // width]!r} is {_shown(field, 30)}, "
                 "which is not a number",
                 path=path,
                 line=first_line + k // width,
@@ -713,7 +713,7 @@ def _read_binary(path: str, *, unicode_errors: UnicodeErrors = "strict") -> tupl
     with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
         newline = data.find(b"\n", 0, 4096)
         if newline < 0:
-            raise FileFormatError(f"expected a 'count width' header line, found {data[:40]!r}", path=path, line=1)
+            raise FileFormatError(f"expected a 'count width' header line, found {_shown(data, 40)}", path=path, line=1)
         count, width = _parse_header(data[:newline], path)
         position = newline + 1
         # every entry takes at least a 1-byte word, a space and 4 * width bytes
@@ -747,14 +747,14 @@ def _binary_entry(data: mmap.mmap, position: int, width: int, i: int, count: int
     raw = data[position:space]
     if not raw or b"\n" in raw:
         raise FileFormatError(
-            f"entry {i} of {count} (byte {position}) has the word {raw[:60]!r}: an empty word or one holding a "
+            f"entry {i} of {count} (byte {position}) has the word {_shown(raw, 60)}: an empty word or one holding a "
             f"newline means the previous vectors are not {width} float32 each (wrong header width or a corrupt file)",
             path=path,
         )
     end = space + 1 + 4 * width
     if end > len(data):
         raise FileFormatError(
-            f"the file ends inside the vector of entry {i} of {count} ({raw[:60]!r}): {len(data) - space - 1} of "
+            f"the file ends inside the vector of entry {i} of {count} ({_shown(raw, 60)}): {len(data) - space - 1} of "
             f"its {4 * width} bytes are there",
             path=path,
         )
@@ -784,6 +784,12 @@ _ROW_NAMES: dict[str, Callable[[int], str]] = {
     "glove": lambda i: f"line {i + 1}",
     "word2vec-binary": lambda i: f"entry {i}",
 }
+
+
+def _shown(raw: bytes, limit: int) -> str:
+    """Bytes from the file as readable text for an error message (bad bytes as ``\\xNN``)."""
+    text = raw[:limit].decode("utf-8", errors="backslashreplace")
+    return repr(text + ("..." if len(raw) > limit else ""))
 
 
 def _is_lowercase_vocab(words: list[str], sample: int = 50_000) -> bool:

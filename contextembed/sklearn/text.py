@@ -185,7 +185,13 @@ class TextEmbedder(LayerFeaturesBase):
                         "return a list of str tokens"
                     )
                 texts.append(list(tokens))
-            elif isinstance(item, (list, tuple)) and all(isinstance(t, str) for t in item):
+            elif isinstance(item, (list, tuple)):
+                for j, token in enumerate(item):
+                    if not isinstance(token, str):
+                        raise TypeError(
+                            f"text {i}, token {j} is {type(token).__name__} ({str(token)[:40]!r}); every "
+                            "token must be a str"
+                        )
                 check_encodable(item, f"text {i}", unit="token")
                 texts.append(list(item))
             else:

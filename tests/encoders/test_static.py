@@ -381,17 +381,17 @@ def test_one_number_too_many_is_not_a_word_with_a_space(tmp_path, header):
 
 
 @pytest.mark.parametrize("content, where, what", [
-    (b"the 1 2 3\ncat 1 2\n", "line 2", "found only 2 field(s) after the word b'cat'"),
+    (b"the 1 2 3\ncat 1 2\n", "line 2", "found only 2 field(s) after the word 'cat'"),
     (b"the 1 2 3\n 1 2 3\n", "line 2", "starts with a space: empty word"),
-    (b"the 1 2 3\ncat 1 x 3\n", "line 2", "value 2 of the vector of 'cat' is b'x', which is not a number"),
-    (b"the 1 2 3\ncat 1 nan 3\n", "line 2", "value 2 of the vector of 'cat' is b'nan'"),
-    (b"the 1 2 3\ncat 1 2 -inf\n", "line 2", "value 3 of the vector of 'cat' is b'-inf'"),
-    (b"the 1 2 3\ncat 1 2 1e39\n", "line 2", "is b'1e39' (inf)"),
+    (b"the 1 2 3\ncat 1 x 3\n", "line 2", "value 2 of the vector of 'cat' is 'x', which is not a number"),
+    (b"the 1 2 3\ncat 1 nan 3\n", "line 2", "value 2 of the vector of 'cat' is 'nan'"),
+    (b"the 1 2 3\ncat 1 2 -inf\n", "line 2", "value 3 of the vector of 'cat' is '-inf'"),
+    (b"the 1 2 3\ncat 1 2 1e39\n", "line 2", "is '1e39' (inf)"),
     (b"the 1 2 3\n\ncat 1 2 3\n", "line 3", "follows the blank line 2"),
     (b"the 1 2 3\ncat 1 2 3", "line 2", "does not end with a newline"),
     (b"the 1 2 3\ncat 1 2 3\r", "line 2", "does not end with a newline"),
-    (b"the\nthe 1 2\n", "line 1", "found no number after b'the'"),
-    (b"a 1 b 0.5\n", "line 1", "b'1' parses as a number"),
+    (b"the\nthe 1 2\n", "line 1", "found no number after 'the'"),
+    (b"a 1 b 0.5\n", "line 1", "'1' parses as a number"),
 ])
 def test_text_row_errors_name_file_and_line(tmp_path, content, where, what):
     path = tmp_path / "bad.txt"
@@ -428,7 +428,7 @@ def test_binary_entry_errors(tmp_path):
         StaticVectors.load(path)
     _binary(path, good)
     path.write_bytes(path.read_bytes() + b"junk")
-    with _raises_at(path, "5 bytes follow the last of the 2 entries", "b'\\njunk'"):
+    with _raises_at(path, "5 bytes follow the last of the 2 entries", "'\\njunk'"):
         StaticVectors.load(path)
     _binary(path, good)
     path.write_bytes(path.read_bytes() + b"\n \n")  # white space after the last entry is fine
@@ -504,7 +504,7 @@ def test_a_damaged_width_one_text_file_does_not_pass_for_binary(tmp_path):
     whole file to binary (and every vector to garbage)."""
     path = tmp_path / "w1.txt"
     path.write_bytes(b"3 1\na -1.0\nb -1.x\nc -1.0\n")
-    with _raises_at(path, "line 3", "b'-1.x', which is not a number"):
+    with _raises_at(path, "line 3", "'-1.x', which is not a number"):
         StaticVectors.load(path)
 
 
