@@ -474,7 +474,9 @@ def _sniff(path: str) -> tuple[StaticFormat, ...]:
         fits: tuple[StaticFormat, ...] = ("word2vec", "word2vec-binary")
     elif any(text_rows):
         fits = ("word2vec",) + ("word2vec-binary",) * _binary_entries_fit(body, count, width, complete)
-    elif _binary_entries_fit(body, count, width, complete):
+    elif _binary_entries_fit(body, count, width, complete) and not _looks_like_text(body, utf8=True, complete=complete):
+        # (a truncated or damaged text file can happen to fit binary entries; real binary vectors are
+        # never control-free UTF-8, so such content goes to the text reader, which names the line)
         fits = ("word2vec-binary",)
     else:  # neither parses: let the likelier reader report the exact line or entry
         fits = ("word2vec", "word2vec-binary") if _looks_like_text(body) else ("word2vec-binary", "word2vec")
@@ -492,8 +494,18 @@ def _header_of(line: bytes) -> Optional[tuple[int, int]]:
     return None
 
 
-def _looks_like_text(data: bytes) -> bool:
-    return len(data.translate(None, _BINARY_BYTES)) == len(data)
+def _looks_like_text(data: bytes, *, utf8: bool = False, complete: bool = True) -> bool:
+    """No control bytes (and, with ``utf8``, valid UTF-8, allowing a character cut at the end of an
+    incomplete head)."""
+    if len(data.translate(None, _BINARY_BYTES)) != len(data):
+        return False
+    if not utf8:
+        return True
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        return not complete and error.start >= len(data) - 3 and error.reason == "unexpected end of data"
+    return True
 
 
 def _text_rows(lines: list[bytes], width: Optional[int]) -> list[bool]:
