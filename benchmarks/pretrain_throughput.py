@@ -21,7 +21,7 @@ the medians and their ratio are printed with the machine's load average.
     python benchmarks/pretrain_throughput.py [--steps 100] [--warmup 5] [--batch-size 32]
         [--max-length 128] [--threads 1] [--repeats 2]
 
-Needs ``accelerate`` for ``Trainer``: ``pip install "contextembed[bench]"``.
+Needs ``accelerate`` for ``Trainer``: ``pip install ".[bench]"`` (from the repository).
 """
 
 from __future__ import annotations
@@ -161,7 +161,7 @@ def main() -> None:
     try:
         import accelerate  # noqa: F401
     except ImportError:
-        sys.exit('transformers.Trainer needs accelerate: pip install "contextembed[bench]"')
+        sys.exit('transformers.Trainer needs accelerate: pip install ".[bench]" (from the repository)')
     torch.set_num_threads(args.threads)
     conll = None if args.synthetic else conll_path("train")
     with tempfile.TemporaryDirectory() as tmp:

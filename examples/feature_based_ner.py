@@ -5,10 +5,12 @@ logistic regression) is trained once per layer strategy; the script prints dev e
 and, with ``--plot``, saves the scalar mix's learned layer weights (needs matplotlib).
 
 By default it runs on a small slice (200 training sentences, 150 dev) so it finishes in about a
-minute on a laptop CPU; ``--full`` uses all of CoNLL-2003 train -> dev. The data is read from
-``../shared/data/conll2003`` beside the repository; without it a tiny built-in sample is used.
+minute on a laptop CPU; ``--full`` uses all of CoNLL-2003 train -> dev. The data (``train.txt`` and
+``dev.txt`` in CoNLL-2003 format) is read from ``--data DIR`` (default ``../shared/data/conll2003``
+beside the repository); without it the script says so on stderr and falls back to a tiny built-in
+sample (8 sentences), whose scores mean nothing.
 
-    python examples/feature_based_ner.py [--full] [--encoder minilm-l6] [--plot weights.png]
+    python examples/feature_based_ner.py [--data DIR] [--full] [--encoder minilm-l6] [--plot weights.png]
 """
 
 from __future__ import annotations
@@ -42,27 +44,34 @@ SAMPLE = [
 ]
 
 
-def load_data(full: bool):
+def load_data(full: bool, data: Path = DATA):
     """(train, dev) as (sentences, tags) pairs; a small slice unless ``full``."""
-    if (DATA / "train.txt").exists():
+    if (data / "train.txt").exists():
         limits = (None, None) if full else (200, 150)
-        return read_conll(DATA / "train.txt", limit=limits[0]), read_conll(DATA / "dev.txt", limit=limits[1])
+        return read_conll(data / "train.txt", limit=limits[0]), read_conll(data / "dev.txt", limit=limits[1])
     if full:
-        raise SystemExit(f"--full needs CoNLL-2003 in {DATA}")
+        raise SystemExit(f"--full needs CoNLL-2003 (train.txt, dev.txt) in {data}; pass --data DIR")
+    print(f"WARNING: no CoNLL-2003 in {data} (pass --data DIR); using the tiny built-in sample of "
+          f"{len(SAMPLE)} sentences: its scores mean nothing", file=sys.stderr)
     sentences = [text.split() for text, _ in SAMPLE]
     tags = [labels.split() for _, labels in SAMPLE]
     return (sentences[:6], tags[:6]), (sentences[6:], tags[6:])
 
 
-def plot_weights(rows, path: Path) -> None:
+def require_matplotlib():
+    """``matplotlib.pyplot`` (Agg backend), or exit with the install line before any work starts."""
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        print('plotting needs matplotlib: pip install "contextembed[plot]"')
-        return
+        raise SystemExit('--plot needs matplotlib: pip install ".[plot]" from the repository (or pip install matplotlib)')
+    return plt
+
+
+def plot_weights(rows, path: Path) -> None:
+    plt = require_matplotlib()
     mixed = [row for row in rows if row.mix_weights]
     fig, axes = plt.subplots(1, len(mixed), figsize=(4 * len(mixed), 3), squeeze=False)
     for ax, row in zip(axes[0], mixed):
@@ -77,14 +86,17 @@ def plot_weights(rows, path: Path) -> None:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description="Table 7 style feature-based NER")
+    parser.add_argument("--data", type=Path, default=DATA, help="directory with CoNLL-2003 train.txt and dev.txt")
     parser.add_argument("--full", action="store_true", help="all of CoNLL-2003 train -> dev")
     parser.add_argument("--encoder", default="minilm-l6", help="a contextembed encoder spec")
     parser.add_argument("--window", type=int, default=1, help="neighbouring words on each side")
     parser.add_argument("--plot", type=Path, default=None, help="save the learned mix weights here")
     args = parser.parse_args(argv)
+    if args.plot:
+        require_matplotlib()  # before the work, not after it
     from contextembed import load_encoder
 
-    train, dev = load_data(args.full)
+    train, dev = load_data(args.full, args.data)
     print(f"{len(train[0])} training sentences, {len(dev[0])} dev sentences")
     rows_config = table7_configs(load_encoder(args.encoder).n_layers)
     rows = []

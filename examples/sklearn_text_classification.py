@@ -5,10 +5,11 @@ candidate only re-pools the cached layers, so the search costs little more than 
 
 By default it runs on a small slice of SST-2 (300 training sentences, 200 test) so it finishes in
 well under a minute on a laptop CPU; ``--full`` trains on 3,000 sentences and tests on 1,000. The
-data is read from ``../shared/data/sst2/train.tsv`` beside the repository; without it a tiny
-built-in sample is used.
+data (``label<TAB>sentence`` lines) is read from ``--data FILE`` (default
+``../shared/data/sst2/train.tsv`` beside the repository); without it the script says so on stderr
+and falls back to a tiny built-in sample (16 sentences), whose scores mean nothing.
 
-    python examples/sklearn_text_classification.py [--full] [--encoder minilm-l6]
+    python examples/sklearn_text_classification.py [--data FILE] [--full] [--encoder minilm-l6]
 """
 
 from __future__ import annotations
@@ -47,13 +48,15 @@ GRID = {
 }
 
 
-def load_data(full: bool):
-    if DATA.exists():
+def load_data(full: bool, data: Path = DATA):
+    if data.exists():
         n_train, n_test = (3000, 1000) if full else (300, 200)
-        texts, labels = read_labelled_text(DATA, limit=n_train + n_test)
+        texts, labels = read_labelled_text(data, limit=n_train + n_test)
         return (texts[:n_train], labels[:n_train]), (texts[n_train:], labels[n_train:])
     if full:
-        raise SystemExit(f"--full needs SST-2 in {DATA}")
+        raise SystemExit(f"--full needs SST-2 at {data}; pass --data FILE")
+    print(f"WARNING: no SST-2 at {data} (pass --data FILE); using the tiny built-in sample of "
+          f"{len(SAMPLE)} sentences: its scores mean nothing", file=sys.stderr)
     texts, labels = [t for t, _ in SAMPLE], [y for _, y in SAMPLE]
     order = [0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15]
     texts, labels = [texts[i] for i in order], [labels[i] for i in order]
@@ -62,10 +65,11 @@ def load_data(full: bool):
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description="SST-2 with TextEmbedder + LogisticRegression")
+    parser.add_argument("--data", type=Path, default=DATA, help="SST-2 train.tsv (label<TAB>sentence)")
     parser.add_argument("--full", action="store_true", help="3,000 training and 1,000 test sentences")
     parser.add_argument("--encoder", default="minilm-l6")
     args = parser.parse_args(argv)
-    (train_x, train_y), (test_x, test_y) = load_data(args.full)
+    (train_x, train_y), (test_x, test_y) = load_data(args.full, args.data)
     print(f"{len(train_x)} training texts, {len(test_x)} test texts")
     pipeline = make_pipeline(TextEmbedder(args.encoder), LogisticRegression(max_iter=2000))
     start = time.perf_counter()

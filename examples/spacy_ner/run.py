@@ -1,6 +1,7 @@
 """Feature-based NER in spaCy: frozen contextual features vs spaCy's own HashEmbedCNN tok2vec.
 
-1. converts CoNLL-2003 (``../shared/data/conll2003``) with spaCy's own CoNLL NER converter;
+1. converts CoNLL-2003 (``train.txt`` and ``dev.txt`` in ``--data DIR``, default
+   ``../shared/data/conll2003``) with spaCy's own CoNLL NER converter into ``OUT/data``;
 2. runs ``spacy train`` on each config of this directory:
    ``contextual_concat.cfg`` (listener, concat of the last four layers),
    ``contextual_scalar_mix.cfg`` (listener, trainable scalar mix of all layers),
@@ -13,7 +14,7 @@ shell (the installed package registers the component through entry points; other
 ``--code contextembed/spacy/__init__.py``)::
 
     python -m spacy train examples/spacy_ner/contextual_concat.cfg --output out/ner \\
-        --paths.train out/spacy_ner/train.spacy --paths.dev out/spacy_ner/dev.spacy
+        --paths.train out/spacy_ner/data/train.spacy --paths.dev out/spacy_ner/data/dev.spacy
 """
 
 from __future__ import annotations
@@ -107,9 +108,10 @@ def print_table(results: dict[str, dict]) -> None:
         print(f"{config:<24}{100 * scores['ents_p']:>8.1f}{100 * scores['ents_r']:>8.1f}{100 * scores['ents_f']:>8.1f}")
 
 
-def parse_args(argv=None) -> tuple[Path, RunSettings, list[str]]:
+def parse_args(argv=None) -> tuple[argparse.Namespace, RunSettings]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=Path("out/spacy_ner"))
+    parser.add_argument("--data", type=Path, default=CONLL, help="directory with CoNLL-2003 train.txt and dev.txt")
     parser.add_argument("--small", action="store_true", help="a small subset, for CI")
     parser.add_argument("--train-sentences", type=int, help="first N training sentences (0: all)")
     parser.add_argument("--dev-sentences", type=int, help="first N dev sentences (0: all)")
@@ -126,21 +128,21 @@ def parse_args(argv=None) -> tuple[Path, RunSettings, list[str]]:
         value = getattr(args, name)
         if value is not None:
             setattr(settings, name, value)
-    return args.out, settings, args.configs
+    return args, settings
 
 
 def main(argv=None) -> int:
-    out, settings, configs = parse_args(argv)
-    if not (CONLL / "train.txt").exists():
-        print(f"CoNLL-2003 is not at {CONLL}; nothing to do", file=sys.stderr)
-        return 0
+    args, settings = parse_args(argv)
+    if not (args.data / "train.txt").exists():
+        print(f"error: CoNLL-2003 (train.txt, dev.txt) is not in {args.data}; pass --data DIR", file=sys.stderr)
+        return 2
     try:
         import contextembed.spacy  # noqa: F401  (registers the component when not installed)
     except ImportError:  # running from a source checkout
         sys.path.insert(0, str(HERE.parents[1]))
         import contextembed.spacy  # noqa: F401
 
-    print_table(run(out, settings, configs))
+    print_table(run(args.out, settings, args.configs, args.data))
     return 0
 
 

