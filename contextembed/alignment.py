@@ -24,7 +24,7 @@ from typing import Optional
 
 import numpy as np
 
-from .encoders.base import Sentences
+from .sentences import Sentences
 
 
 @dataclass

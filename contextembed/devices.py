@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Union
+from typing import Literal, Union, get_args
 
 import torch
+
+from .options import check_choice
 
 PRECISIONS: dict[str, torch.dtype] = {
     "fp32": torch.float32,
@@ -48,8 +50,9 @@ def cpu_has_fast_bf16() -> bool:
     return "amx_bf16" in flags or "avx512_bf16" in flags
 
 
+Precision = Literal["auto", "fp32", "bf16", "fp16", "int8"]
 #: every precision name a torch encoder accepts
-PRECISION_NAMES = ("auto", "fp32", "bf16", "fp16", "int8")
+PRECISION_NAMES: tuple[str, ...] = get_args(Precision)
 
 
 def resolve_precision(precision: str, device: torch.device) -> str:
@@ -63,8 +66,7 @@ def resolve_precision(precision: str, device: torch.device) -> str:
         if device.type == "cuda":
             return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
         return "bf16" if cpu_has_fast_bf16() else "fp32"
-    if precision not in PRECISION_NAMES:
-        raise ValueError(f"precision={precision!r} is not one of {', '.join(map(repr, PRECISION_NAMES))}")
+    check_choice("precision", precision, Precision)
     if precision == "int8" and device.type != "cpu":
         raise ValueError(f"precision='int8' runs on the CPU only, got device={str(device)!r}; use 'bf16' on GPUs")
     return precision

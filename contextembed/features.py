@@ -59,10 +59,8 @@ class FeatureExtractor:
 
     @torch.no_grad()
     def _pool_layers(self, hidden: np.ndarray) -> np.ndarray:
-        # (layers, words, width) -> (words, dim)
-        if self.pooling.combine == "concat":
-            return np.ascontiguousarray(np.concatenate(list(hidden), axis=-1))
-        return self.pooling(torch.from_numpy(hidden)).numpy()
+        # (layers, words, width) -> (words, dim), by the core module (arrays shared, not copied)
+        return self.pooling(torch.from_numpy(np.ascontiguousarray(hidden))).numpy()
 
     def iter_words(self, sentences: Sentences, *, show_progress: bool = False) -> Iterator[np.ndarray]:
         """Yield ``(words, dim)`` float32 per sentence, in input order."""

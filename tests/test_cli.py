@@ -1,7 +1,6 @@
 import json
 import os
 import signal
-import sys
 import threading
 
 import numpy as np

@@ -11,17 +11,17 @@ from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Literal, Optional, Union
+from typing import Optional, Union
 
 import numpy as np
 
 from .._files import atomic_directory
 from ..pooling.layers import LayerSpec, resolve_layers
 from ..pooling.subword import SubwordPooling, pool_subwords_numpy
+from ..sentences import Sentences, check_encodable, check_sentences, unencodable_position  # noqa: F401  (re-exported)
 
-Sentences = Sequence[Sequence[str]]
 
 
 @dataclass
@@ -212,82 +212,3 @@ def check_savable(precision: str) -> None:
             "an encoder loaded with precision='int8' holds quantized weights and cannot be saved; load it "
             "with precision='fp32' (or 'bf16') to save it, and pass precision='int8' when loading the copy"
         )
-
-
-def check_sentences(sentences: object) -> Sentences:
-    """Validate a batch of pre-tokenized sentences; return it as a list.
-
-    Raises
-    ------
-    TypeError
-        If ``sentences`` or one of its sentences is a plain string or not a sequence, or a word is
-        not a ``str``; the message names the sentence and word index.
-    ValueError
-        If a word holds a character that cannot be encoded as UTF-8 (a lone surrogate such as
-        ``"\\ud800"``, e.g. from text decoded with ``errors="surrogateescape"``); the message
-        names the sentence, word and character position.
-    """
-    if isinstance(sentences, (str, bytes)):
-        raise TypeError(
-            "expected a list of tokenized sentences (list of list of str), got a single string; "
-            "pass [text.split()] or tokenize it first"
-        )
-    if not isinstance(sentences, Iterable):
-        raise TypeError(f"expected a list of tokenized sentences, got {type(sentences).__name__}")
-    checked = list(sentences)
-    for i, sentence in enumerate(checked):
-        if isinstance(sentence, (str, bytes)):
-            raise TypeError(
-                f"sentence {i} is a plain string ({_preview(sentence)}); expected a list of tokens, "
-                "e.g. text.split()"
-            )
-        if not isinstance(sentence, Sequence):
-            raise TypeError(
-                f"sentence {i} is a {type(sentence).__name__}; expected a list of str tokens"
-            )
-        for j, word in enumerate(sentence):
-            if not isinstance(word, str):
-                raise TypeError(
-                    f"sentence {i}, word {j} is {type(word).__name__} ({_preview(word)}); every token must "
-                    "be a str"
-                )
-        check_encodable(sentence, f"sentence {i}")
-    return checked
-
-
-def check_encodable(words: Sequence[str], where: str, *, unit: str = "word") -> None:
-    """Raise ``ValueError`` if a word cannot be encoded as UTF-8 (lone surrogates).
-
-    ``where`` names the container (``"sentence 3"``); the message adds the word index and the
-    character's position.
-    """
-    try:
-        "".join(words).encode("utf-8")
-        return
-    except UnicodeEncodeError:
-        pass
-    for j, word in enumerate(words):
-        position = unencodable_position(word)
-        if position is not None:
-            raise ValueError(
-                f"{where}, {unit} {j} ({_preview(word)}) holds {word[position]!r} at character {position}, "
-                "a lone surrogate that cannot be encoded as UTF-8 (text decoded with "
-                "errors='surrogateescape'?); decode the input as UTF-8 or remove the character"
-            )
-
-
-def unencodable_position(text: str) -> Optional[int]:
-    """Index of the first character of ``text`` that UTF-8 cannot encode, or ``None``."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as error:
-        return error.start
-    return None
-
-
-def _preview(text, limit: int = 40) -> str:
-    text = repr(text)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-Precision = Literal["auto", "fp32", "bf16", "fp16"]

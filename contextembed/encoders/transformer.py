@@ -20,7 +20,7 @@ from tqdm.auto import tqdm
 from ..alignment import PieceTokenizer, SentencePieces, Window, check_window, plan_windows
 from ..devices import compute_dtype, quantize_int8, resolve_device, resolve_precision
 from ..pooling.layers import LayerSpec
-from ..pooling.subword import SubwordPooling, check_subword_pooling, pool_subwords_numpy
+from ..pooling.subword import SubwordPooling, check_subword_pooling
 from .base import Encoder, PieceEncoding, Sentences, check_savable, check_sentences
 from .hf_files import check_directory, check_tokenizer_fits, load_model, load_tokenizer
 

@@ -15,14 +15,53 @@ The modules are plain torch and take hidden states with the layer axis first:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal, Optional, Union
+from typing import Literal, Optional, Union, get_args
 
+import numpy as np
 import torch
 from torch import nn
 
+from ..options import check_choice
+
 LayerSpec = Union[int, Sequence[int], Literal["all", "hidden"]]
 Combine = Literal["concat", "sum", "mean", "scalar_mix"]
-COMBINES: tuple[str, ...] = ("concat", "sum", "mean", "scalar_mix")
+COMBINES: tuple[str, ...] = get_args(Combine)
+#: the combinations without trainable weights (what ``doc.tensor`` and the CLI can use as they are)
+FixedCombine = Literal["concat", "sum", "mean"]
+
+
+def check_layer_spec(layers: LayerSpec) -> LayerSpec:
+    """Check the form of a layer spec without an encoder (ranges are checked by :func:`resolve_layers`).
+
+    Raises
+    ------
+    ValueError
+        An unknown string, a bool, a non-int index, an empty or repeated list.
+    """
+    if isinstance(layers, str):
+        if layers not in ("all", "hidden"):
+            raise ValueError(
+                f"layers={layers!r} is not understood; expected an int, a list of ints, 'all' or 'hidden'"
+            )
+        return layers
+    if isinstance(layers, (bool, np.bool_)):
+        raise ValueError(f"layers={layers!r} is not a layer index")
+    if _is_index(layers):
+        return layers
+    try:
+        items = list(layers)
+    except TypeError:
+        raise ValueError(
+            f"layers={layers!r} is not understood; expected an int, a list of ints, 'all' or 'hidden'"
+        ) from None
+    if not items:
+        raise ValueError("layers=[] selects no layer; give at least one index")
+    for item in items:
+        if not _is_index(item):
+            raise ValueError(f"layer index {item!r} is not an int")
+    if len({int(item) for item in items}) != len(items):
+        raise ValueError(f"layers={items!r} names a layer twice")
+    return layers
 
 
 def resolve_layers(layers: LayerSpec, n_layers: int) -> tuple[int, ...]:
@@ -43,40 +82,30 @@ def resolve_layers(layers: LayerSpec, n_layers: int) -> tuple[int, ...]:
         An index outside ``[-n_layers, n_layers)``, an empty or repeated selection, ``"hidden"``
         on a single-layer encoder, or an unknown string.
     """
-    if isinstance(layers, str):
-        if layers == "all":
-            return tuple(range(n_layers))
-        if layers == "hidden":
-            if n_layers < 2:
-                raise ValueError(
-                    f"layers='hidden' needs an encoder with hidden layers; this one has {n_layers} "
-                    "layer (use layers='all' or 0)"
-                )
-            return tuple(range(1, n_layers))
-        raise ValueError(
-            f"layers={layers!r} is not understood; expected an int, a list of ints, 'all' or 'hidden'"
-        )
-    if isinstance(layers, bool):
-        raise ValueError(f"layers={layers!r} is not a layer index")
-    if isinstance(layers, int) or hasattr(layers, "__index__"):
+    check_layer_spec(layers)
+    if layers == "all":
+        return tuple(range(n_layers))
+    if layers == "hidden":
+        if n_layers < 2:
+            raise ValueError(
+                f"layers='hidden' needs an encoder with hidden layers; this one has {n_layers} "
+                "layer (use layers='all' or 0)"
+            )
+        return tuple(range(1, n_layers))
+    if _is_index(layers):
         return (_absolute(int(layers), n_layers),)
-    try:
-        items = list(layers)
-    except TypeError:
-        raise ValueError(
-            f"layers={layers!r} is not understood; expected an int, a list of ints, 'all' or 'hidden'"
-        ) from None
-    if not items:
-        raise ValueError("layers=[] selects no layer; give at least one index")
+    items = list(layers)
     resolved = tuple(_absolute(item, n_layers) for item in items)
     if len(set(resolved)) != len(resolved):
         raise ValueError(f"layers={list(items)!r} names a layer twice (resolved to {list(resolved)})")
     return resolved
 
 
+def _is_index(value) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
 def _absolute(index, n_layers: int) -> int:
-    if isinstance(index, bool) or not (isinstance(index, int) or hasattr(index, "__index__")):
-        raise ValueError(f"layer index {index!r} is not an int")
     index = int(index)
     if not -n_layers <= index < n_layers:
         raise ValueError(
@@ -88,9 +117,30 @@ def _absolute(index, n_layers: int) -> int:
 
 def check_combine(combine: str) -> str:
     """Return ``combine`` if valid, else raise ``ValueError`` listing the valid values."""
-    if combine not in COMBINES:
-        raise ValueError(f"combine={combine!r} is not one of {', '.join(map(repr, COMBINES))}")
+    return check_choice("combine", combine, Combine)
+
+
+def check_fixed_combine(combine: str, name: str = "combine") -> str:
+    """A combination without trainable weights (for outputs nothing trains, e.g. ``doc.tensor``)."""
+    check_combine(combine)
+    if combine not in get_args(FixedCombine):
+        raise ValueError(
+            f"{name}={combine!r} has trainable weights and nothing trains them here; use one of "
+            f"{', '.join(map(repr, get_args(FixedCombine)))} (train a scalar mix with a listener or an "
+            "estimator's fit)"
+        )
     return combine
+
+
+def check_mix_options(combine: str, layer_norm: bool = False, layer_dropout: float = 0.0) -> None:
+    """The scalar-mix options: valid only with ``combine="scalar_mix"``, dropout in ``[0, 1)``."""
+    check_combine(combine)
+    if combine != "scalar_mix" and (layer_norm or layer_dropout):
+        raise ValueError(
+            f"layer_norm and layer_dropout apply to combine='scalar_mix' only, got combine={combine!r}"
+        )
+    if isinstance(layer_dropout, bool) or not isinstance(layer_dropout, (int, float)) or not 0.0 <= layer_dropout < 1.0:
+        raise ValueError(f"layer_dropout must be in [0, 1), got {layer_dropout!r}")
 
 
 class ScalarMix(nn.Module):
@@ -123,8 +173,7 @@ class ScalarMix(nn.Module):
         super().__init__()
         if n_layers < 1:
             raise ValueError(f"ScalarMix needs at least one layer, got n_layers={n_layers}")
-        if not 0.0 <= layer_dropout < 1.0:
-            raise ValueError(f"layer_dropout must be in [0, 1), got {layer_dropout}")
+        check_mix_options("scalar_mix", layer_norm, layer_dropout)
         self.n_layers = n_layers
         self.layer_norm = layer_norm
         self.layer_dropout = layer_dropout
@@ -214,11 +263,7 @@ class LayerPooling(nn.Module):
         layer_dropout: float = 0.0,
     ) -> None:
         super().__init__()
-        check_combine(combine)
-        if combine != "scalar_mix" and (layer_norm or layer_dropout):
-            raise ValueError(
-                f"layer_norm and layer_dropout apply to combine='scalar_mix' only, got combine={combine!r}"
-            )
+        check_mix_options(combine, layer_norm, layer_dropout)
         self.n_layers = n_layers
         self.layer_indexes = resolve_layers(layers, n_layers)
         self.combine = combine

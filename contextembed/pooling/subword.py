@@ -12,22 +12,20 @@ A word owns the contiguous pieces ``offsets[i]:offsets[i + 1]`` (at least one; s
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 import numpy as np
 import torch
 
+from ..options import check_choice
+
 SubwordPooling = Literal["first", "last", "mean", "first_last", "max"]
-SUBWORD_POOLINGS: tuple[str, ...] = ("first", "last", "mean", "first_last", "max")
+SUBWORD_POOLINGS: tuple[str, ...] = get_args(SubwordPooling)
 
 
 def check_subword_pooling(method: str) -> str:
     """Return ``method`` if valid, else raise ``ValueError`` listing the valid values."""
-    if method not in SUBWORD_POOLINGS:
-        raise ValueError(
-            f"subword_pooling={method!r} is not one of {', '.join(map(repr, SUBWORD_POOLINGS))}"
-        )
-    return method
+    return check_choice("subword_pooling", method, SubwordPooling)
 
 
 def subword_output_width(width: int, method: str) -> int:
@@ -74,21 +72,11 @@ def pool_subwords(pieces: torch.Tensor, offsets: torch.Tensor, method: SubwordPo
 
 
 def pool_subwords_numpy(pieces: np.ndarray, offsets: np.ndarray, method: SubwordPooling = "first") -> np.ndarray:
-    """NumPy front of :func:`pool_subwords`: ``(layers, pieces, width)`` -> ``(layers, words, width')``."""
+    """NumPy front of :func:`pool_subwords` (the one implementation; the arrays are shared, not
+    copied): ``(layers, pieces, width)`` -> ``(layers, words, width')``."""
     check_subword_pooling(method)
     offsets = np.asarray(offsets, dtype=np.int64)
     if method != "first_last" and len(offsets) - 1 == pieces.shape[1]:
         return pieces  # one piece per word: every pooling but first_last is the identity
-    starts, ends = offsets[:-1], offsets[1:]
-    if method == "first":
-        return np.ascontiguousarray(pieces[:, starts])
-    if method == "last":
-        return np.ascontiguousarray(pieces[:, ends - 1])
-    if method == "first_last":
-        return np.concatenate([pieces[:, starts], pieces[:, ends - 1]], axis=-1)
-    if len(starts) == 0:
-        return pieces[:, :0]
-    if method == "mean":
-        sums = np.add.reduceat(pieces, starts, axis=1)
-        return (sums / (ends - starts).reshape(1, -1, 1)).astype(pieces.dtype, copy=False)
-    return np.maximum.reduceat(pieces, starts, axis=1)
+    pooled = pool_subwords(torch.from_numpy(np.ascontiguousarray(pieces)), torch.from_numpy(offsets), method)
+    return pooled.numpy()

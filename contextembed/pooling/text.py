@@ -10,20 +10,20 @@ An empty text pools to a zero vector with every method, ``cls`` included (never 
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Literal, Optional, get_args
 
 import numpy as np
 import torch
 
+from ..options import check_choice
+
 TextPooling = Literal["mean", "max", "cls"]
-TEXT_POOLINGS: tuple[str, ...] = ("mean", "max", "cls")
+TEXT_POOLINGS: tuple[str, ...] = get_args(TextPooling)
 
 
 def check_text_pooling(method: str) -> str:
     """Return ``method`` if valid, else raise ``ValueError`` listing the valid values."""
-    if method not in TEXT_POOLINGS:
-        raise ValueError(f"text_pooling={method!r} is not one of {', '.join(map(repr, TEXT_POOLINGS))}")
-    return method
+    return check_choice("text_pooling", method, TextPooling)
 
 
 def check_text_options(text_pooling: str, subword_pooling: str, has_cls: bool, encoder_name: str = "this encoder") -> None:
@@ -80,6 +80,8 @@ def pool_text(
         if cls is None:
             raise ValueError("text_pooling='cls' needs the [CLS] vectors; this encoder has none")
         return torch.where(mask.any(dim=1).unsqueeze(-1), cls, torch.zeros_like(cls))
+    if words.shape[1] == 0:  # no text has a word
+        return words.new_zeros(words.shape[0], words.shape[2])
     m = mask.unsqueeze(-1)
     if method == "mean":
         counts = m.sum(dim=1).clamp_min(1).to(words.dtype)
@@ -89,16 +91,13 @@ def pool_text(
 
 
 def pool_text_numpy(words: np.ndarray, method: TextPooling = "mean", cls: Optional[np.ndarray] = None) -> np.ndarray:
-    """Pool one text's words: ``(words, width)`` -> ``(width,)``; ``cls`` is ``(width,)``.
-
-    A text without words pools to zeros, whatever the method (``cls`` too: the [CLS] vector of an
-    empty input describes no text).
-    """
+    """NumPy front of :func:`pool_text` for one text: ``(words, width)`` -> ``(width,)``; ``cls`` is
+    ``(width,)``. A text without words pools to zeros, whatever the method."""
     check_text_pooling(method)
-    if method == "cls":
-        if cls is None:
-            raise ValueError("text_pooling='cls' needs the [CLS] vectors; this encoder has none")
-        return cls if words.shape[0] else np.zeros_like(cls)
-    if words.shape[0] == 0:
-        return np.zeros(words.shape[1:], dtype=words.dtype)
-    return words.mean(axis=0) if method == "mean" else words.max(axis=0)
+    if method == "cls" and cls is None:
+        raise ValueError("text_pooling='cls' needs the [CLS] vectors; this encoder has none")
+    # (1, words, width), all words real
+    batch = torch.from_numpy(np.ascontiguousarray(words))[None]
+    mask = torch.ones(batch.shape[:2], dtype=torch.bool)
+    first = None if cls is None else torch.from_numpy(np.ascontiguousarray(cls))[None]
+    return pool_text(batch, mask, method, first)[0].numpy()

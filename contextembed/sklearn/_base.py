@@ -118,6 +118,13 @@ class LayerFeaturesBase(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
     def _check_fitted(self) -> None:
         check_is_fitted(self)
 
+    @property
+    def encoder_(self) -> Encoder:
+        """The loaded encoder (fitted; shared by every estimator in the process that uses the same
+        model, device and precision)."""
+        self._check_fitted()
+        return get_encoder(self.encoder_ref_)
+
     # -- persistence --------------------------------------------------------------------------
 
     def __getstate__(self):

@@ -89,13 +89,12 @@ class SequenceTagger(BaseEstimator):
         self._check_params()
         self.tag_scheme_ = detect_scheme([[str(t) for t in tags_i] for tags_i in y])
         self.classes_, codes = np.unique(tags, return_inverse=True)
-        self.embedder_ = clone(self.embedder if self.embedder is not None else TokenEmbedder())
-        encoder = self.embedder_._setup()
-        self.uses_shape_ = _resolve_shape(self.shape_features, encoder)
+        self.embedder_ = clone(self.embedder if self.embedder is not None else TokenEmbedder()).fit(sentences)
+        self.uses_shape_ = _resolve_shape(self.shape_features, self.embedder_.encoder_)
         lengths = [len(s) for s in sentences]
         extra = shape_features(sentences) if self.uses_shape_ else None
-        if self.embedder_.combine == "scalar_mix":
-            self.embedder_._fit_mix(sentences, codes, window=window_index(lengths, self.window), extra=extra)
+        # the mix is learned with the window and shape features the classifier will see
+        self.embedder_.fit_mix(sentences, codes, window=window_index(lengths, self.window), extra=extra)
         for name in ("mix_weights_", "gamma_"):
             if hasattr(self.embedder_, name):
                 setattr(self, name, getattr(self.embedder_, name))

@@ -112,15 +112,45 @@ class TokenEmbedder(LayerFeaturesBase):
         if y is not None and self.combine == "scalar_mix":
             labels = token_labels(sentences, y)
             _, codes = np.unique(labels, return_inverse=True)
-            self._fit_mix(sentences, codes)
+            self.fit_mix(sentences, codes)
         return self
 
-    def _fit_mix(self, sentences, codes: np.ndarray, *, window: Optional[np.ndarray] = None, extra=None):
-        """Learn the mix on token features (used by :class:`SequenceTagger` with its context)."""
+    def fit_mix(self, X, codes: np.ndarray, *, window: Optional[np.ndarray] = None, extra: Optional[np.ndarray] = None):
+        """Learn the scalar mix (``combine="scalar_mix"``) for per-token classes, with context.
+
+        The hook a tagger uses to learn the mix with the same inputs its classifier sees (ELMo's
+        recipe): a linear softmax probe over each token's mixed vector, ``extra`` features and its
+        ``window`` neighbours, early-stopped on held-out sentences. The estimator must be fitted
+        (``fit(X)`` loads the encoder); a no-op for other combinations or a single layer.
+
+        Parameters
+        ----------
+        X : list of list of str
+            Tokenized sentences.
+        codes : np.ndarray
+            ``(tokens,)`` int class index of every token, sentence after sentence.
+        window : np.ndarray, optional
+            ``(tokens, n_window)`` rows of each token's neighbours, ``-1`` beyond the sentence
+            (:func:`contextembed.sklearn.features.window_index`); default: the token alone.
+        extra : np.ndarray, optional
+            ``(tokens, n_extra)`` float32 features joined to the mixed vector (e.g. word shape).
+
+        Returns
+        -------
+        self
+        """
+        self._check_fitted()
+        sentences = check_tokens(X)
+        codes = np.asarray(codes)
+        n_tokens = sum(len(s) for s in sentences)
+        if codes.shape != (n_tokens,):
+            raise ValueError(f"codes must hold one class per token: {n_tokens} tokens, got shape {codes.shape}")
+        if self.combine != "scalar_mix":
+            return self
         hidden = self._selected_words(sentences)
-        lengths = [len(s) for s in sentences]
-        groups = np.repeat(np.arange(len(sentences)), lengths)
-        return self._learn_mix(hidden, codes, groups, window=window, extra=extra)
+        groups = np.repeat(np.arange(len(sentences)), [len(s) for s in sentences])
+        self._learn_mix(hidden, codes, groups, window=window, extra=extra)
+        return self
 
     def _selected_words(self, sentences) -> np.ndarray:
         """``(selected_layers, words, width)`` for all sentences (float32)."""

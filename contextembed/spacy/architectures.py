@@ -2,25 +2,30 @@
 
 ``contextembed.Encoder.v1`` (``@misc``)
     which encoder the ``contextembed`` component runs (name or path, device, precision, windows).
-``contextembed.Listener.v1`` (``@architectures``)
+``contextembed.Listener.v2`` (``@architectures``)
     the ``tok2vec`` of a downstream component (ner, tagger, textcat, spancat): chosen layers of the
-    upstream encoder, pooled by a trainable scalar mix or a fixed combination, optionally projected.
+    upstream encoder, pooled by the ``pooling`` sub-layer chosen in the config, optionally projected.
+``contextembed.ScalarMix.v1``, ``ConcatLayers.v1``, ``MeanLayers.v1``, ``SumLayers.v1`` (``@layers``)
+    the poolings a listener can use: ``(layers, tokens, width)`` -> ``(tokens, out_width)``.
+``contextembed.Listener.v1`` (``@architectures``)
+    the first listener, with the pooling named by strings (``combine``, ``layer_norm``,
+    ``layer_dropout``); it builds the same model as v2 with the matching pooling layer, so pipelines
+    saved with it keep loading.
 """
 
 from __future__ import annotations
 
-from typing import Literal, Optional, Union
+from typing import Optional, Union
 
 from spacy.util import registry
 from thinc.api import Linear, Model
 
-from ..devices import check_cacheable_precision
-from ..pooling.layers import COMBINES, LayerPooling, resolve_layers
-from .layer_pooling import LayerPoolingLayer
+from ..devices import Precision, check_cacheable_precision
+from ..pooling.layers import check_mix_options
+from .combine_layers import CombineLayers
 from .listener import ContextListener
 from .loader import EncoderLoader
-
-Precision = Literal["auto", "fp32", "bf16", "fp16", "int8"]
+from .scalar_mix import ScalarMix
 
 
 @registry.misc("contextembed.Encoder.v1")
@@ -59,6 +64,39 @@ def encoder_v1(
     return EncoderLoader(name, options)
 
 
+@registry.architectures("contextembed.Listener.v2")
+def listener_v2(
+    pooling: Model,
+    upstream: str = "*",
+    layers: Union[int, list[int], str] = "all",
+    width: Optional[int] = None,
+) -> Model:
+    """A ``tok2vec`` layer reading an upstream ``contextembed`` component.
+
+    Parameters
+    ----------
+    pooling : Model[Floats3d, Floats2d]
+        How the chosen layers become one vector per token: ``contextembed.ScalarMix.v1`` (trained
+        by this component's loss; the encoder stays frozen), ``contextembed.ConcatLayers.v1``,
+        ``MeanLayers.v1`` or ``SumLayers.v1``.
+    upstream : str
+        Name of the ``contextembed`` component, or ``"*"`` for the nearest one before.
+    layers : int, list of int, "all" or "hidden"
+        Encoder layers to use; negative ints count from the top (``[-4, -3, -2, -1]``: last four).
+    width : int, optional
+        Project the pooled vectors to this width with a trainable linear layer.
+
+    Returns
+    -------
+    Model[List[Doc], List[Floats2d]]
+        One ``(tokens, width)`` array per doc.
+    """
+    if width is not None and (isinstance(width, bool) or not isinstance(width, int) or width < 1):
+        raise ValueError(f"contextembed listener: width must be a positive int or null, got {width!r}")
+    projection = Linear(nO=width) if width is not None else None
+    return ContextListener(upstream, layers, pooling, projection)
+
+
 @registry.architectures("contextembed.Listener.v1")
 def listener_v1(
     upstream: str = "*",
@@ -68,43 +106,39 @@ def listener_v1(
     layer_norm: bool = False,
     layer_dropout: float = 0.0,
 ) -> Model:
-    """A ``tok2vec`` layer reading an upstream ``contextembed`` component.
+    """:func:`listener_v2` with the pooling named by ``combine`` (and the scalar-mix options).
 
-    Parameters
-    ----------
-    upstream : str
-        Name of the ``contextembed`` component, or ``"*"`` for the nearest one before.
-    layers : int, list of int, "all" or "hidden"
-        Encoder layers to use; negative ints count from the top (``[-4, -3, -2, -1]``: last four).
-    combine : {"scalar_mix", "concat", "mean", "sum"}
-        ``scalar_mix`` is ELMo's ``gamma * sum_k softmax(w)_k h_k``, trained by this component's
-        loss (the encoder stays frozen); ``concat`` multiplies the width by the number of layers.
-    width : int, optional
-        Project the pooled vectors to this width with a trainable linear layer.
-    layer_norm, layer_dropout : bool, float
-        Scalar-mix options (see :class:`contextembed.ScalarMix`).
+    ``combine`` is typed ``str`` (not :data:`~contextembed.pooling.layers.Combine`) so that
+    :func:`~contextembed.pooling.layers.check_mix_options` reports a bad value in this library's words.
 
-    Returns
-    -------
-    Model[List[Doc], List[Floats2d]]
-        One ``(tokens, width)`` array per doc.
+    ``combine="scalar_mix"`` is ELMo's ``gamma * sum_k softmax(w)_k h_k`` with ``layer_norm`` and
+    ``layer_dropout`` (see :class:`contextembed.ScalarMix`); ``concat`` multiplies the width by the
+    number of layers; ``mean`` and ``sum`` keep it.
     """
-    _check_layers(layers)
-    if combine not in COMBINES:
-        raise ValueError(
-            f"contextembed.Listener.v1: combine={combine!r} is not one of {', '.join(map(repr, COMBINES))}"
-        )
-    LayerPooling(1, "all", combine, layer_norm, layer_dropout)  # checks the option combination
-    if width is not None and width < 1:
-        raise ValueError(f"contextembed.Listener.v1: width must be a positive int or null, got {width}")
-    pooling = LayerPoolingLayer(combine, layer_norm, layer_dropout)
-    projection = Linear(nO=width) if width is not None else None
-    return ContextListener(upstream, layers, pooling, projection)
+    check_mix_options(combine, layer_norm, layer_dropout)
+    pooling = ScalarMix(layer_norm, layer_dropout) if combine == "scalar_mix" else CombineLayers(combine)
+    return listener_v2(pooling, upstream, layers, width)
 
 
-def _check_layers(layers) -> None:
-    """Check the form of ``layers`` (the range is checked against the encoder at initialization)."""
-    try:
-        resolve_layers(layers, 1_000_000)
-    except ValueError as error:
-        raise ValueError(f"contextembed.Listener.v1: {error}") from None
+@registry.layers("contextembed.ScalarMix.v1")
+def scalar_mix_v1(layer_norm: bool = False, layer_dropout: float = 0.0) -> Model:
+    """ELMo's trainable scalar mix of the chosen layers (see :mod:`contextembed.spacy.scalar_mix`)."""
+    return ScalarMix(layer_norm, layer_dropout)
+
+
+@registry.layers("contextembed.ConcatLayers.v1")
+def concat_layers_v1() -> Model:
+    """The chosen layers concatenated along the width (layer-major)."""
+    return CombineLayers("concat")
+
+
+@registry.layers("contextembed.MeanLayers.v1")
+def mean_layers_v1() -> Model:
+    """The mean of the chosen layers."""
+    return CombineLayers("mean")
+
+
+@registry.layers("contextembed.SumLayers.v1")
+def sum_layers_v1() -> Model:
+    """The sum of the chosen layers."""
+    return CombineLayers("sum")

@@ -20,18 +20,19 @@ from spacy.pipeline import TrainablePipe
 from spacy.tokens import Doc
 from spacy.training import Example, validate_examples
 from spacy.vocab import Vocab
-from thinc.api import Model, Optimizer
+from thinc.api import Model, NumpyOps, Optimizer
 
 from ..encoders.identity import ModelIdentity
-from ..pooling.layers import Combine, LayerSpec, check_combine, resolve_layers
+from ..pooling.layers import FixedCombine, LayerSpec, check_fixed_combine, check_layer_spec, resolve_layers
 from ..pooling.subword import SubwordPooling
 from .encoder_layer import ContextEncoder
 from .features import DocFeatures
 from .hooks import install_hooks
-from .layer_pooling import FIXED_COMBINES, pool_fixed
+from .combine_layers import pool_layers
 from .listener import ContextListener
 from .loader import EncoderLoader, save_encoder
 
+NUMPY_OPS = NumpyOps()
 #: Doc extension holding ``{component name: (layers, tokens, width)}`` when ``store_layers=True``
 DOC_EXTENSION = "contextembed"
 ENCODER_DIR = "encoder"
@@ -116,7 +117,7 @@ class ContextEmbedder(TrainablePipe):
         name: str = "contextembed",
         *,
         tensor_layers: LayerSpec = -1,
-        tensor_combine: Combine = "mean",
+        tensor_combine: FixedCombine = "mean",
         store_layers: bool = False,
         embed_weights: bool = False,
     ) -> None:
@@ -233,12 +234,16 @@ class ContextEmbedder(TrainablePipe):
         index, combine = self.tensor_layer_indexes(), self.cfg["tensor_combine"]
         for doc, feats in zip(docs, features):
             # (layers, tokens, width) -> (tokens, out_width)
-            doc.tensor = np.ascontiguousarray(pool_fixed(np, feats.select(index), combine))
+            doc.tensor = np.ascontiguousarray(pool_layers(NUMPY_OPS, feats.select(index), combine))
             install_hooks(doc)
             if self.cfg["store_layers"]:
                 stored = dict(doc._.get(DOC_EXTENSION) or {})
                 stored[self.name] = feats.data
                 doc._.set(DOC_EXTENSION, stored)
+
+    def encode_docs(self, docs: Sequence[Doc], layer_index: tuple[int, ...]) -> list[DocFeatures]:
+        """Encode ``docs`` now with the encoder layers ``layer_index`` (for listeners sent other docs)."""
+        return self.model.encode(docs, layer_index)
 
     def stored_features(self, doc: Doc) -> Optional[DocFeatures]:
         """All layers stored on ``doc`` by this component (``store_layers=True``), or ``None``."""
@@ -348,11 +353,5 @@ def check_listener_upstreams(nlp: Language) -> None:
 
 
 def _check_tensor_pooling(layers: LayerSpec, combine: str) -> None:
-    check_combine(combine)
-    if combine not in FIXED_COMBINES:
-        raise ValueError(
-            f"tensor_combine={combine!r} has trainable weights and nothing trains them in the "
-            f"contextembed component; use one of {', '.join(map(repr, FIXED_COMBINES))} (train a "
-            "scalar mix with a contextembed.Listener.v1 in the downstream component)"
-        )
-    resolve_layers(layers, 1_000_000)  # syntax only; checked against the encoder on first use
+    check_fixed_combine(combine, "tensor_combine")
+    check_layer_spec(layers)  # the range is checked against the encoder on first use

@@ -1,27 +1,26 @@
 """The listener layer: a downstream component's view of an upstream ``contextembed`` component.
 
-``Model[List[Doc], List[Floats2d]]``: for each doc, the chosen encoder layers are pooled (with a
-trainable scalar mix or a fixed combination) and optionally projected to ``width``. The upstream
-component encodes each batch once and sends it to all its listeners; a listener that gets docs it
-was not sent (a frozen upstream, a pipeline that batches differently) asks the upstream to encode
-them, so it never fails and never reads stale features.
+``Model[List[Doc], List[Floats2d]]``: for each doc, the chosen encoder layers are pooled by the
+``pooling`` sub-layer (``contextembed.ScalarMix.v1``, ``ConcatLayers.v1``, ``MeanLayers.v1`` or
+``SumLayers.v1``: any ``Model[Floats3d, Floats2d]`` over ``(layers, tokens, width)``) and optionally
+projected by a second sub-layer. The upstream component encodes each batch once and sends it to all
+its listeners; a listener that gets docs it was not sent (a frozen upstream, a pipeline that batches
+differently) asks the upstream to encode them, so it never fails and never reads stale features.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Optional, Union
+from typing import Optional, Union
 
 import numpy as np
 from spacy.tokens import Doc
 from thinc.api import Model
 from thinc.types import Floats2d
 
-from ..pooling.layers import resolve_layers
+from ..pooling.layers import check_layer_spec, resolve_layers
 from .features import DocFeatures, FeatureCache
-
-if TYPE_CHECKING:
-    from .component import ContextEmbedder
+from .upstream import Upstream
 
 LayersConfig = Union[int, list[int], str]
 
@@ -37,7 +36,9 @@ class ContextListener(Model):
         Encoder layers to pool (negative counts from the top); checked against the encoder when
         the pipeline is initialized.
     pooling : Model
-        :func:`contextembed.spacy.layer_pooling.LayerPoolingLayer`.
+        ``(layers, tokens, width)`` -> ``(tokens, out_width)``, e.g.
+        :func:`contextembed.spacy.scalar_mix.ScalarMix` or
+        :func:`contextembed.spacy.combine_layers.CombineLayers`.
     projection : Model, optional
         A ``Floats2d -> Floats2d`` layer applied after pooling (``Linear`` for ``width``).
     """
@@ -51,6 +52,7 @@ class ContextListener(Model):
         pooling: Model,
         projection: Optional[Model] = None,
     ) -> None:
+        check_layer_spec(layers)
         sublayers = [pooling] if projection is None else [pooling, projection]
         width = projection.maybe_get_dim("nO") if projection is not None else None
         Model.__init__(
@@ -64,14 +66,14 @@ class ContextListener(Model):
         )
         self.upstream_name = upstream_name
         #: the linked component, set by ``ContextEmbedder.add_listener``
-        self.upstream: Optional["ContextEmbedder"] = None
+        self.upstream: Optional[Upstream] = None
         self.cache = FeatureCache()
 
     def receive(self, docs: Sequence[Doc], features: Sequence[DocFeatures]) -> None:
         """Take the features the upstream component computed for a batch."""
         self.cache.put(docs, features)
 
-    def connected_upstream(self) -> "ContextEmbedder":
+    def connected_upstream(self) -> Upstream:
         """The linked upstream component; raise a readable error when there is none."""
         if self.upstream is None:
             raise ValueError(
@@ -108,7 +110,7 @@ class ContextListener(Model):
             found.append(None if features is None else features.select(index))
         missing = [i for i, array in enumerate(found) if array is None]
         if missing:
-            computed = upstream.model.encode([docs[i] for i in missing], index)
+            computed = upstream.encode_docs([docs[i] for i in missing], index)
             for i, features in zip(missing, computed):
                 found[i] = features.select(index)  # a cached entry may hold more layers
         return found  # type: ignore[return-value]

@@ -133,3 +133,24 @@ def test_token_labels_checks_lengths(sentences, tags):
         token_labels(sentences, bad)
     with pytest.raises(ValueError, match="y has 5 entries but X has 6 sentences"):
         token_labels(sentences, tags[:5])
+
+
+def test_fit_mix_is_the_public_hook_for_mix_learning_with_context(bert, sentences, tags):
+    from sklearn.exceptions import NotFittedError
+
+    from contextembed.sklearn.features import shape_features, window_index
+
+    embedder = TokenEmbedder(bert, max_epochs=2)
+    with pytest.raises(NotFittedError):
+        embedder.fit_mix(sentences, np.zeros(sum(map(len, sentences)), dtype=int))
+    with pytest.raises(NotFittedError):
+        embedder.encoder_
+    embedder.fit(sentences)  # loads the encoder; without y the weights stay equal
+    assert embedder.encoder_.n_layers == embedder.n_layers_
+    np.testing.assert_allclose(embedder.mix_weights_, np.full(embedder.n_layers_, 1 / embedder.n_layers_))
+    _, codes = np.unique([t for s in tags for t in s], return_inverse=True)
+    with pytest.raises(ValueError, match="one class per token"):
+        embedder.fit_mix(sentences, codes[:-1])
+    lengths = [len(s) for s in sentences]
+    embedder.fit_mix(sentences, codes, window=window_index(lengths, 1), extra=shape_features(sentences))
+    assert not np.allclose(embedder.mix_weights_, 1 / embedder.n_layers_) and embedder.n_mix_epochs_ >= 1

@@ -8,7 +8,8 @@ import spacy
 from spacy.training import Example
 
 from contextembed import load_encoder
-from contextembed.spacy.layer_pooling import LayerPoolingLayer
+from contextembed.spacy.combine_layers import CombineLayers
+from contextembed.spacy.scalar_mix import ScalarMix
 from spacy_helpers import TRAIN, encoder_config, listener_config, listeners_of, ner_config, ner_examples, tagger_config
 
 TEXT = "Peter Blackburn met EU officials in Brussels"
@@ -68,7 +69,7 @@ def test_listener_output_matches_numpy(make_nlp, encoder, layers, combine):
 def test_scalar_mix_layer_matches_numpy_forward_and_gradient():
     rng = np.random.default_rng(0)
     hidden = rng.normal(size=(3, 5, 4)).astype("f")
-    layer = LayerPoolingLayer("scalar_mix")
+    layer = ScalarMix()
     layer.initialize(X=hidden)
     w = np.array([0.5, -1.0, 0.25], dtype="f")
     g = np.array([1.5], dtype="f")
@@ -233,7 +234,7 @@ def test_pooling_layer_agrees_with_the_core_module(combine):
     from contextembed.pooling import LayerPooling
 
     hidden = np.random.default_rng(1).normal(size=(3, 6, 5)).astype("f")
-    layer = LayerPoolingLayer(combine)
+    layer = ScalarMix() if combine == "scalar_mix" else CombineLayers(combine)
     layer.initialize(X=hidden)
     Y = layer.predict(hidden)
     with torch.no_grad():
@@ -251,3 +252,47 @@ def test_listener_fallback_with_a_cache_holding_more_layers(make_nlp, encoder):
     [output] = listener.predict([doc])
     [hidden] = encoder.encode([[t.text for t in doc]], layers=[-1])
     np.testing.assert_allclose(output, hidden[0], rtol=1e-5, atol=1e-6)
+
+
+def _v2(pooling: dict, **options) -> dict:
+    return {"@architectures": "contextembed.Listener.v2", "pooling": pooling, **options}
+
+
+def test_listener_v2_takes_its_pooling_from_the_config(make_nlp):
+    nlp = make_nlp(ner={"layers": [-2, -1]})
+    v1_tree = [node.name for node in listeners_of(nlp.get_pipe("ner"))[0].walk()]
+    config = ner_config()
+    config["model"]["tok2vec"] = _v2({"@layers": "contextembed.ScalarMix.v1", "layer_dropout": 0.1}, layers=[-2, -1])
+    nlp2 = make_nlp()
+    nlp2.add_pipe("ner", config=config)
+    [listener] = listeners_of(nlp2.get_pipe("ner"))
+    assert [node.name for node in listener.walk()] == ["contextembed_listener", "contextembed_scalar_mix"]
+    assert listener.layers[0].attrs["layer_dropout"] == 0.1
+    # Listener.v1 builds the same tree as before the pooling became a config sub-layer, so that
+    # pipelines saved with it load by their node names
+    assert v1_tree == ["contextembed_listener", "contextembed_scalar_mix"]
+
+
+@pytest.mark.parametrize("layer, nO", [("contextembed.ConcatLayers.v1", 64), ("contextembed.MeanLayers.v1", 32),
+                                       ("contextembed.SumLayers.v1", 32)])
+def test_listener_v2_with_fixed_poolings_matches_v1(make_nlp, encoder, layer, nO):
+    combine = {"contextembed.ConcatLayers.v1": "concat", "contextembed.MeanLayers.v1": "mean",
+               "contextembed.SumLayers.v1": "sum"}[layer]
+    v1 = make_nlp(ner={"layers": [-2, -1], "combine": combine})
+    v1.initialize()
+    v2 = make_nlp()
+    config = ner_config()
+    config["model"]["tok2vec"] = _v2({"@layers": layer}, layers=[-2, -1])
+    v2.add_pipe("ner", config=config)
+    v2.initialize()
+    doc1, doc2 = v1.make_doc(TEXT), v2.make_doc(TEXT)
+    [a], [b] = listeners_of(v1.get_pipe("ner"))[0].predict([doc1]), listeners_of(v2.get_pipe("ner"))[0].predict([doc2])
+    assert a.shape == b.shape == (len(doc1), nO)
+    np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
+
+
+def test_scalar_mix_layer_options_are_checked():
+    with pytest.raises(ValueError, match=r"layer_dropout must be in \[0, 1\)"):
+        ScalarMix(layer_dropout=1.5)
+    with pytest.raises(ValueError, match="'scalar_mix' has trainable weights"):
+        CombineLayers("scalar_mix")

@@ -15,7 +15,9 @@ import socket_guard
 ROOT = Path(__file__).resolve().parents[2]
 EXPECTED = {
     "spacy_factories": {"contextembed": "make_contextembed"},
-    "spacy_architectures": {"contextembed.Listener.v1": "listener_v1"},
+    "spacy_architectures": {"contextembed.Listener.v1": "listener_v1", "contextembed.Listener.v2": "listener_v2"},
+    "spacy_layers": {"contextembed.ScalarMix.v1": "scalar_mix_v1", "contextembed.ConcatLayers.v1": "concat_layers_v1",
+                     "contextembed.MeanLayers.v1": "mean_layers_v1", "contextembed.SumLayers.v1": "sum_layers_v1"},
     "spacy_misc": {"contextembed.Encoder.v1": "encoder_v1"},
 }
 
@@ -34,7 +36,10 @@ def test_registry_names():
 
     import contextembed.spacy  # noqa: F401
 
-    assert spacy.registry.architectures.get("contextembed.Listener.v1").__name__ == "listener_v1"
+    for group, names in EXPECTED.items():
+        registry = getattr(spacy.registry, group.removeprefix("spacy_"))
+        for name, function in names.items():
+            assert (registry.get(name).__name__ if group != "spacy_factories" else function) == function
     assert spacy.registry.misc.get("contextembed.Encoder.v1").__name__ == "encoder_v1"
     assert "contextembed" in spacy.registry.factories
 

@@ -1,0 +1,48 @@
+"""Options are listed once: each is a ``Literal`` type in the module that owns it, whose
+``typing.get_args`` are its valid values, and one function there checks it with :func:`check_choice`.
+
+Where each option is defined:
+
+=====================  ==================================================================
+option                 definition (type and check)
+=====================  ==================================================================
+``layers``             :data:`contextembed.pooling.layers.LayerSpec`, ``check_layer_spec``
+                       (form) and ``resolve_layers`` (against an encoder)
+``combine``            :data:`contextembed.pooling.layers.Combine`, ``check_combine``
+``tensor_combine``     :data:`contextembed.pooling.layers.FixedCombine`, ``check_fixed_combine``
+``layer_norm``,        ``check_mix_options`` in :mod:`contextembed.pooling.layers`
+``layer_dropout``
+``subword_pooling``    :data:`contextembed.pooling.subword.SubwordPooling`, ``check_subword_pooling``
+``text_pooling``       :data:`contextembed.pooling.text.TextPooling`, ``check_text_pooling``;
+                       with the encoder: ``check_text_options``
+``precision``          :data:`contextembed.devices.Precision`, ``resolve_precision``
+``device``             ``contextembed.devices.resolve_device``
+``tokenizer``          :data:`contextembed.io.TOKENIZERS` (named word tokenizers)
+``window``, ``stride`` ``contextembed.alignment.check_window``
+=====================  ==================================================================
+"""
+
+from __future__ import annotations
+
+from typing import Any, get_args
+
+
+def check_choice(name: str, value: Any, options: Any) -> Any:
+    """Return ``value`` if it is one of ``typing.get_args(options)``; else ``ValueError`` listing them.
+
+    Parameters
+    ----------
+    name : str
+        The option's name as the user wrote it (``"combine"``, ``"subword_pooling"``).
+    value
+        What was given.
+    options : typing.Literal
+        The option's type.
+    """
+    choices = get_args(options)
+    if isinstance(value, str) and value in choices:
+        return value
+    raise ValueError(f"{name}={value!r} is not one of {', '.join(map(repr, choices))}")
+
+
+__all__ = ["check_choice"]

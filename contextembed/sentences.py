@@ -1,0 +1,88 @@
+"""Pre-tokenized sentences, the input of every encoder, and the one check they all pass through."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Optional
+
+#: a batch of pre-tokenized sentences: one list of str tokens per sentence
+Sentences = Sequence[Sequence[str]]
+
+
+def check_sentences(sentences: object) -> Sentences:
+    """Validate a batch of pre-tokenized sentences; return it as a list.
+
+    Raises
+    ------
+    TypeError
+        If ``sentences`` or one of its sentences is a plain string or not a sequence, or a word is
+        not a ``str``; the message names the sentence and word index.
+    ValueError
+        If a word holds a character that cannot be encoded as UTF-8 (a lone surrogate such as
+        ``"\\ud800"``, e.g. from text decoded with ``errors="surrogateescape"``); the message
+        names the sentence, word and character position.
+    """
+    if isinstance(sentences, (str, bytes)):
+        raise TypeError(
+            "expected a list of tokenized sentences (list of list of str), got a single string; "
+            "pass [text.split()] or tokenize it first"
+        )
+    if not isinstance(sentences, Iterable):
+        raise TypeError(f"expected a list of tokenized sentences, got {type(sentences).__name__}")
+    checked = list(sentences)
+    for i, sentence in enumerate(checked):
+        if isinstance(sentence, (str, bytes)):
+            raise TypeError(
+                f"sentence {i} is a plain string ({_preview(sentence)}); expected a list of tokens, "
+                "e.g. text.split()"
+            )
+        if not isinstance(sentence, Sequence):
+            raise TypeError(
+                f"sentence {i} is a {type(sentence).__name__}; expected a list of str tokens"
+            )
+        for j, word in enumerate(sentence):
+            if not isinstance(word, str):
+                raise TypeError(
+                    f"sentence {i}, word {j} is {type(word).__name__} ({_preview(word)}); every token must "
+                    "be a str"
+                )
+        check_encodable(sentence, f"sentence {i}")
+    return checked
+
+
+def check_encodable(words: Sequence[str], where: str, *, unit: str = "word") -> None:
+    """Raise ``ValueError`` if a word cannot be encoded as UTF-8 (lone surrogates).
+
+    ``where`` names the container (``"sentence 3"``); the message adds the word index and the
+    character's position.
+    """
+    try:
+        "".join(words).encode("utf-8")
+        return
+    except UnicodeEncodeError:
+        pass
+    for j, word in enumerate(words):
+        position = unencodable_position(word)
+        if position is not None:
+            raise ValueError(
+                f"{where}, {unit} {j} ({_preview(word)}) holds {word[position]!r} at character {position}, "
+                "a lone surrogate that cannot be encoded as UTF-8 (text decoded with "
+                "errors='surrogateescape'?); decode the input as UTF-8 or remove the character"
+            )
+
+
+def unencodable_position(text: str) -> Optional[int]:
+    """Index of the first character of ``text`` that UTF-8 cannot encode, or ``None``."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        return error.start
+    return None
+
+
+def _preview(text, limit: int = 40) -> str:
+    text = repr(text)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+__all__ = ["Sentences", "check_encodable", "check_sentences", "unencodable_position"]
