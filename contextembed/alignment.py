@@ -148,6 +148,59 @@ def special_tokens_around(tokenizer) -> tuple[list[int], list[int]]:
     raise ValueError(f"could not locate the content inside {type(tokenizer).__name__}'s special tokens")
 
 
+@dataclass(frozen=True)
+class PairTemplate:
+    """Where a tokenizer puts its special tokens around a sentence pair, and each region's segment id.
+
+    The model input of a pair is ``prefix + first + middle + second + suffix``: BERT's
+    ``[CLS] A [SEP] B [SEP]`` (segments 0, 0, 0, 1, 1), RoBERTa's ``<s> A </s></s> B </s>`` (all 0).
+    """
+
+    prefix: tuple[int, ...]
+    middle: tuple[int, ...]
+    suffix: tuple[int, ...]
+    #: segment (token type) id of prefix, first, middle, second, suffix
+    types: tuple[int, int, int, int, int]
+
+    @property
+    def n_special(self) -> int:
+        return len(self.prefix) + len(self.middle) + len(self.suffix)
+
+    def ids(self, first: np.ndarray, second: np.ndarray) -> np.ndarray:
+        """``(pieces,)`` int64 ids of the pair's model input."""
+        parts = (self.prefix, first, self.middle, second, self.suffix)
+        return np.concatenate([np.asarray(part, dtype=np.int64) for part in parts])
+
+    def type_ids(self, n_first: int, n_second: int) -> np.ndarray:
+        """``(pieces,)`` int64 segment ids matching :meth:`ids`."""
+        sizes = (len(self.prefix), n_first, len(self.middle), n_second, len(self.suffix))
+        return np.repeat(np.asarray(self.types, dtype=np.int64), sizes)
+
+
+def pair_template(tokenizer) -> PairTemplate:
+    """The tokenizer's own pair template, read off a probe pair (``sequence_ids`` of the fast tokenizer).
+
+    Works for any template of the form ``prefix A middle B suffix`` (BERT, RoBERTa, ELECTRA,
+    DeBERTa, XLM-R, ...); segment ids come from the tokenizer (zeros for models without them).
+    """
+    probe = tokenizer(["a"], ["b"], is_split_into_words=True, add_special_tokens=True, return_token_type_ids=True)
+    ids, owners = probe["input_ids"], probe.sequence_ids()
+    types = probe.get("token_type_ids") or [0] * len(ids)
+    first = [i for i, owner in enumerate(owners) if owner == 0]
+    second = [i for i, owner in enumerate(owners) if owner == 1]
+    if not first or not second or first[-1] > second[0]:
+        raise ValueError(f"{type(tokenizer).__name__} has no 'prefix A middle B suffix' pair template")
+    regions = [range(0, first[0]), first, range(first[-1] + 1, second[0]), second, range(second[-1] + 1, len(ids))]
+    region_types = []
+    for k, region in enumerate(regions):
+        # an empty region takes the segment of the content before it (prefix: of the first sentence)
+        region_types.append(types[region[0]] if len(region) else (types[first[0]] if k == 0 else region_types[-1]))
+    return PairTemplate(
+        tuple(ids[i] for i in regions[0]), tuple(ids[i] for i in regions[2]), tuple(ids[i] for i in regions[4]),
+        tuple(int(t) for t in region_types),
+    )
+
+
 def plan_windows(n_pieces: int, window: int, stride: int) -> list[Window]:
     """Cut ``n_pieces`` into overlapping windows and assign each piece to one window.
 

@@ -7,6 +7,8 @@ from typing import Optional
 
 #: a batch of pre-tokenized sentences: one list of str tokens per sentence
 Sentences = Sequence[Sequence[str]]
+#: a batch of pre-tokenized sentence pairs: ``(first tokens, second tokens)`` per pair
+Pairs = Sequence[tuple[Sequence[str], Sequence[str]]]
 
 
 def check_sentences(sentences: object) -> Sentences:
@@ -31,22 +33,48 @@ def check_sentences(sentences: object) -> Sentences:
         raise TypeError(f"expected a list of tokenized sentences, got {type(sentences).__name__}")
     checked = list(sentences)
     for i, sentence in enumerate(checked):
-        if isinstance(sentence, (str, bytes)):
+        _check_tokens(sentence, f"sentence {i}")
+    return checked
+
+
+def _check_tokens(sentence: object, where: str) -> None:
+    """One token list: a sequence (not a string) of str that UTF-8 can encode."""
+    if isinstance(sentence, (str, bytes)):
+        raise TypeError(
+            f"{where} is a plain string ({_preview(sentence)}); expected a list of tokens, e.g. text.split()"
+        )
+    if not isinstance(sentence, Sequence):
+        raise TypeError(f"{where} is a {type(sentence).__name__}; expected a list of str tokens")
+    for j, word in enumerate(sentence):
+        if not isinstance(word, str):
             raise TypeError(
-                f"sentence {i} is a plain string ({_preview(sentence)}); expected a list of tokens, "
-                "e.g. text.split()"
+                f"{where}, word {j} is {type(word).__name__} ({_preview(word)}); every token must be a str"
             )
-        if not isinstance(sentence, Sequence):
+    check_encodable(sentence, where)
+
+
+def check_pairs(pairs: object) -> list[tuple[Sequence[str], Sequence[str]]]:
+    """Validate a batch of pre-tokenized sentence pairs; return it as a list of 2-tuples.
+
+    Raises
+    ------
+    TypeError
+        If the batch is not a list, a pair is not a 2-sequence (``None``, a string, one side only),
+        or a side is not a token list; the message names the pair (and side and word).
+    ValueError
+        If a word cannot be encoded as UTF-8 (see :func:`check_sentences`).
+    """
+    if isinstance(pairs, (str, bytes)) or not isinstance(pairs, Iterable):
+        raise TypeError(f"expected a list of (first, second) sentence pairs, got {type(pairs).__name__}")
+    checked = []
+    for i, pair in enumerate(pairs):
+        if isinstance(pair, (str, bytes)) or not isinstance(pair, Sequence) or len(pair) != 2:
             raise TypeError(
-                f"sentence {i} is a {type(sentence).__name__}; expected a list of str tokens"
+                f"pair {i} is {_preview(pair)}; expected a (first, second) pair of token lists"
             )
-        for j, word in enumerate(sentence):
-            if not isinstance(word, str):
-                raise TypeError(
-                    f"sentence {i}, word {j} is {type(word).__name__} ({_preview(word)}); every token must "
-                    "be a str"
-                )
-        check_encodable(sentence, f"sentence {i}")
+        for side, tokens in enumerate(pair):
+            _check_tokens(tokens, f"pair {i}, side {side}")
+        checked.append((pair[0], pair[1]))
     return checked
 
 
@@ -85,4 +113,4 @@ def _preview(text, limit: int = 40) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-__all__ = ["Sentences", "check_encodable", "check_sentences", "unencodable_position"]
+__all__ = ["Pairs", "Sentences", "check_encodable", "check_pairs", "check_sentences", "unencodable_position"]

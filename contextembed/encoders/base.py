@@ -10,6 +10,7 @@ Shapes use fixed dimension names: ``layers`` (the encoder's layers, or the selec
 from __future__ import annotations
 
 import os
+import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ import numpy as np
 from .._files import atomic_directory
 from ..pooling.layers import LayerSpec, resolve_layers
 from ..pooling.subword import SubwordPooling, pool_subwords_numpy
-from ..sentences import Sentences, check_encodable, check_sentences, unencodable_position  # noqa: F401  (re-exported)
+from ..sentences import Pairs, Sentences, check_encodable, check_pairs, check_sentences, unencodable_position  # noqa: F401  (re-exported)
 
 
 
@@ -51,6 +52,41 @@ class PieceEncoding:
     def words(self, subword_pooling: SubwordPooling = "first") -> np.ndarray:
         """Pool pieces to words: ``(layers, words, width)`` (``2 * width`` for ``first_last``)."""
         return pool_subwords_numpy(self.hidden, self.word_offsets, subword_pooling)
+
+
+@dataclass
+class PairPieces:
+    """One sentence pair encoded, at the level of the encoder's pieces.
+
+    Transformers encode a pair in one pass with the model's pair template and segment ids; static
+    vectors and ELMo, which have no pair input, encode each side on its own.
+
+    Attributes
+    ----------
+    first, second : PieceEncoding
+        Each side's pieces ``(layers, pieces, width)`` and word offsets.
+    cls : np.ndarray or None
+        ``(layers, width)``: the pair's first piece ([CLS]/<s>), for encoders that have one.
+    """
+
+    first: PieceEncoding
+    second: PieceEncoding
+    cls: Optional[np.ndarray] = None
+
+
+class LongPairWarning(UserWarning):
+    """Some pairs were longer than the model takes and were encoded by the window policy."""
+
+
+def warn_long_pairs(n_long: int, n_pairs: int, budget: int) -> None:
+    """Say once per call how many pairs the window policy of long pairs applied to."""
+    warnings.warn(
+        f"{n_long} of {n_pairs} sentence pairs hold more than the {budget} pieces one model input takes "
+        "(besides special tokens): each side was encoded in windows paired with the other side's start "
+        "(docs/pairs.md); no piece was dropped",
+        LongPairWarning,
+        stacklevel=3,
+    )
 
 
 class Encoder(ABC):
@@ -158,6 +194,43 @@ class Encoder(ABC):
         show_progress : bool
             Show a progress bar over sentences.
         """
+
+    def iter_encode_pair_pieces(
+        self, pairs: Pairs, layers: LayerSpec = "all", *, show_progress: bool = False
+    ) -> Iterator[PairPieces]:
+        """Encode sentence pairs, yielding one :class:`PairPieces` per pair in input order.
+
+        This default encodes each side on its own (static vectors and ELMo have no pair input);
+        transformers override it with one joint pass per pair.
+
+        Parameters
+        ----------
+        pairs : sequence of (token list, token list)
+            Pre-tokenized sentence pairs.
+        layers : int, sequence of int, "all" or "hidden"
+        show_progress : bool
+        """
+        pairs = check_pairs(pairs)
+        firsts = self.iter_encode_pieces([a for a, _ in pairs], layers, show_progress=show_progress)
+        seconds = self.iter_encode_pieces([b for _, b in pairs], layers)
+        for first, second in zip(firsts, seconds):
+            yield PairPieces(first, second, None)
+
+    def encode_pairs(
+        self, pairs: Pairs, layers: LayerSpec = "all", subword_pooling: SubwordPooling = "first"
+    ) -> list[tuple[np.ndarray, np.ndarray, Optional[np.ndarray]]]:
+        """Encode sentence pairs into per-layer word vectors of each side and the pair's CLS vector.
+
+        Returns
+        -------
+        list of (np.ndarray, np.ndarray, np.ndarray or None)
+            Per pair: ``(layers, words_a, width)``, ``(layers, words_b, width)`` (one row per word
+            of each side) and ``(layers, width)`` for the pair's first piece (``None`` without one).
+        """
+        return [
+            (pair.first.words(subword_pooling), pair.second.words(subword_pooling), pair.cls)
+            for pair in self.iter_encode_pair_pieces(pairs, layers)
+        ]
 
     def encode_pieces(self, sentences: Sentences, layers: LayerSpec = "all") -> list[PieceEncoding]:
         """List form of :meth:`iter_encode_pieces`."""

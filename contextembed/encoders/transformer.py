@@ -6,6 +6,7 @@ Layers are the embedding output followed by every hidden layer (``hidden_states`
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 from contextlib import contextmanager
@@ -17,11 +18,11 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from ..alignment import PieceTokenizer, SentencePieces, Window, check_window, plan_windows
+from ..alignment import PairTemplate, PieceTokenizer, SentencePieces, Window, check_window, pair_template, plan_windows
 from ..devices import compute_dtype, quantize_int8, resolve_device, resolve_precision
 from ..pooling.layers import LayerSpec
 from ..pooling.subword import SubwordPooling, check_subword_pooling
-from .base import Encoder, PieceEncoding, Sentences, check_savable, check_sentences
+from .base import Encoder, PairPieces, Pairs, PieceEncoding, Sentences, check_pairs, check_savable, check_sentences, warn_long_pairs
 from .hf_files import check_directory, check_tokenizer_fits, load_model, load_tokenizer
 
 #: model types whose position ids start after the padding index (usable length is shorter)
@@ -44,14 +45,40 @@ _DIRECT = {"first": ("starts",), "last": ("ends",), "first_last": ("starts", "en
 
 @dataclass
 class _Pending:
-    """Per-sentence state while its windows run: one list of gathered blocks per selector."""
+    """Per-sentence state while its windows run: the gathered blocks of each selector, by window."""
 
     pieces: SentencePieces
-    windows: list[Window]
     positions: list[np.ndarray]
-    blocks: list[list[np.ndarray]] = field(default_factory=list)
+    #: per selector, ``(own_start, (layers, units, width))`` blocks in the order they were computed
+    blocks: list[list[tuple[int, np.ndarray]]] = field(default_factory=list)
     cls: Optional[np.ndarray] = None
-    done: int = 0
+
+    def joined(self, k: int) -> np.ndarray:
+        """Selector ``k``'s blocks in piece order: ``(layers, units, width)``."""
+        blocks = [array for _, array in sorted(self.blocks[k], key=lambda block: block[0])]
+        return np.ascontiguousarray(blocks[0]) if len(blocks) == 1 else np.concatenate(blocks, axis=1)
+
+
+@dataclass
+class _Part:
+    """A window of one sentence inside a model input row, its first piece at row position ``offset``;
+    ``owned``: the row delivers the vectors of the pieces the window owns."""
+
+    item: _Pending
+    window: Window
+    offset: int
+    owned: bool = True
+
+
+@dataclass
+class _Row:
+    """One model input: piece ids, segment ids (``None``: the model's default), the sentence windows
+    it holds, and the sentences that take its first-piece ([CLS]) vector."""
+
+    ids: np.ndarray
+    types: Optional[np.ndarray]
+    parts: list[_Part]
+    cls_owners: list[_Pending]
 
 
 class TransformerEncoder(Encoder):
@@ -137,6 +164,9 @@ class TransformerEncoder(Encoder):
         if isinstance(pad_multiple, bool) or not isinstance(pad_multiple, int) or pad_multiple < 1:
             raise ValueError(f"pad_multiple must be a positive int or None, got {pad_multiple!r}")
         self.pad_multiple = pad_multiple
+        self._takes_types = "token_type_ids" in inspect.signature(self.model.forward).parameters and (
+            "token_type_ids" in getattr(tokenizer, "model_input_names", ()))
+        self._pair: Optional[PairTemplate] = None
         self._n_layers, self._width = self._probe_shape()
 
     # -- construction -------------------------------------------------------------------------
@@ -205,6 +235,13 @@ class TransformerEncoder(Encoder):
         return bool(self.pieces.prefix)
 
     @property
+    def pair(self) -> PairTemplate:
+        """The tokenizer's template for sentence pairs (read on first use)."""
+        if self._pair is None:
+            self._pair = pair_template(self.tokenizer)
+        return self._pair
+
+    @property
     def is_subword(self) -> bool:
         return True
 
@@ -214,8 +251,7 @@ class TransformerEncoder(Encoder):
         self, sentences: Sentences, layers: LayerSpec = "all", *, show_progress: bool = False
     ) -> Iterator[PieceEncoding]:
         for pending in self._iter_pending(sentences, layers, ("all",), show_progress):
-            hidden = _join_blocks(pending.blocks[0])
-            yield PieceEncoding(hidden, pending.pieces.offsets, pending.cls)
+            yield PieceEncoding(pending.joined(0), pending.pieces.offsets, pending.cls)
 
     def iter_encode(
         self,
@@ -231,7 +267,7 @@ class TransformerEncoder(Encoder):
             return
         selectors = _DIRECT[subword_pooling]
         for pending in self._iter_pending(sentences, layers, selectors, show_progress):
-            parts = [_join_blocks(blocks) for blocks in pending.blocks]
+            parts = [pending.joined(k) for k in range(len(selectors))]
             yield parts[0] if len(parts) == 1 else np.concatenate(parts, axis=-1)
 
     def encode_cls(self, sentences: Sentences, layers: LayerSpec = "all") -> np.ndarray:
@@ -242,6 +278,42 @@ class TransformerEncoder(Encoder):
         n_layers = len(self.layer_indexes(layers))
         return np.stack(cls) if cls else np.zeros((0, n_layers, self.width), dtype=np.float32)
 
+    def iter_encode_pair_pieces(
+        self, pairs: Pairs, layers: LayerSpec = "all", *, show_progress: bool = False
+    ) -> Iterator[PairPieces]:
+        """Encode sentence pairs jointly, with the model's own pair template and segment ids.
+
+        Each pair is one model input, ``[CLS] A [SEP] B [SEP]`` for BERT, ``<s> A </s></s> B </s>``
+        for RoBERTa (:func:`contextembed.alignment.pair_template`). A pair longer than the model
+        takes is encoded by the window policy of :meth:`_pair_windows`, with one
+        :class:`LongPairWarning` per call.
+
+        Yields
+        ------
+        PairPieces
+            Per pair, in input order: each side's pieces (every word of each side owns at least one)
+            and the pair's first-piece vector.
+        """
+        pairs = check_pairs(pairs)
+        layer_index = self.layer_indexes(layers)
+        long_pairs = 0
+        with tqdm(total=len(pairs), disable=not show_progress, unit="pair") as progress:
+            for begin in range(0, len(pairs), self.chunk_size):
+                chunk = pairs[begin : begin + self.chunk_size]
+                firsts, seconds = self.pieces([a for a, _ in chunk]), self.pieces([b for _, b in chunk])
+                sides = [(self._pending(a, ("all",)), self._pending(b, ("all",))) for a, b in zip(firsts, seconds)]
+                rows = []
+                for a, b in sides:
+                    rows.extend(self._pair_rows(a, b))
+                    long_pairs += a.pieces.n_pieces + b.pieces.n_pieces > self._pair_budget()
+                self._run_rows(rows, layer_index)
+                progress.update(len(chunk))
+                for a, b in sides:
+                    first = PieceEncoding(a.joined(0), a.pieces.offsets, a.cls)
+                    yield PairPieces(first, PieceEncoding(b.joined(0), b.pieces.offsets, a.cls), a.cls)
+        if long_pairs:
+            warn_long_pairs(long_pairs, len(pairs), self._pair_budget())
+
     def _iter_pending(
         self, sentences: Sentences, layers: LayerSpec, selectors: Sequence[str], show_progress: bool
     ) -> Iterator[_Pending]:
@@ -251,91 +323,136 @@ class TransformerEncoder(Encoder):
         with tqdm(total=len(sentences), disable=not show_progress, unit="sent") as progress:
             for begin in range(0, len(sentences), self.chunk_size):
                 chunk = sentences[begin : begin + self.chunk_size]
-                pending = [self._prepare(p, selectors) for p in self.pieces(chunk)]
-                self._run_chunk(pending, layer_index)
+                pending = [self._pending(p, selectors) for p in self.pieces(chunk)]
+                self._run_rows([row for item in pending for row in self._single_rows(item)], layer_index)
                 progress.update(len(chunk))
                 yield from pending
 
-    def _prepare(self, pieces: SentencePieces, selectors: Sequence[str]) -> _Pending:
+    def _pending(self, pieces: SentencePieces, selectors: Sequence[str]) -> _Pending:
         offsets = pieces.offsets
         choices = {"all": np.arange(pieces.n_pieces), "starts": offsets[:-1], "ends": offsets[1:] - 1}
-        positions = [choices[name] for name in selectors]
-        windows = plan_windows(pieces.n_pieces, self.window, self.stride)
-        return _Pending(pieces, windows, positions, [[] for _ in selectors])
+        return _Pending(pieces, [choices[name] for name in selectors], [[] for _ in selectors])
 
-    def _run_chunk(self, pending: list[_Pending], layer_index: tuple[int, ...]) -> None:
-        order = sorted(range(len(pending)), key=lambda i: pending[i].pieces.n_pieces)
-        rows = [(pending[i], window) for i in order for window in pending[i].windows]
+    def _single_rows(self, item: _Pending) -> Iterator[_Row]:
+        """One row per window of a sentence: ``prefix + window + suffix``."""
+        prefix, suffix = self.pieces.prefix, self.pieces.suffix
+        for window in plan_windows(item.pieces.n_pieces, self.window, self.stride):
+            content = item.pieces.ids[window.start : window.end]
+            ids = np.concatenate([np.asarray(prefix, dtype=np.int64), content, np.asarray(suffix, dtype=np.int64)])
+            owners = [item] if window.start == 0 and prefix else []
+            yield _Row(ids, None, [_Part(item, window, len(prefix))], owners)
+
+    def _pair_budget(self) -> int:
+        """Pieces of both sides that one model input takes (besides the pair's special tokens)."""
+        return min(self.window + len(self.pieces.prefix) + len(self.pieces.suffix), self._max_length) - self.pair.n_special
+
+    def _pair_windows(self, n_first: int, n_second: int) -> tuple[list[Window], list[Window]]:
+        """The window policy for pairs (docs/pairs.md).
+
+        A pair that fits is one window per side. Otherwise each side gets a share of the budget:
+        a side that fits in half of it keeps all of its pieces and the other side takes the rest;
+        else both get half. A side longer than its share is cut into overlapping windows (stride:
+        half a window) as a single sentence is, and every piece takes its vectors from the window
+        where it has most context; each window of one side is paired with the other side's first
+        window, so every word is encoded jointly with (the start of) the other side.
+        """
+        budget = self._pair_budget()
+        if n_first + n_second <= budget:
+            return [Window(0, n_first, 0, n_first)], [Window(0, n_second, 0, n_second)]
+        half = budget // 2
+        if n_first <= half:
+            sizes = (n_first, budget - n_first)
+        elif n_second <= budget - half:
+            sizes = (budget - n_second, n_second)
+        else:
+            sizes = (half, budget - half)
+        return tuple(plan_windows(n, max(1, size), max(1, size // 2)) for n, size in zip((n_first, n_second), sizes))
+
+    def _pair_rows(self, a: _Pending, b: _Pending) -> list[_Row]:
+        """The rows of one pair: its first windows together, then each further window of one side
+        with the other side's first window."""
+        windows_a, windows_b = self._pair_windows(a.pieces.n_pieces, b.pieces.n_pieces)
+        rows = [self._pair_row(a, windows_a[0], b, windows_b[0], owned=(True, True))]
+        rows += [self._pair_row(a, w, b, windows_b[0], owned=(True, False)) for w in windows_a[1:]]
+        rows += [self._pair_row(a, windows_a[0], b, w, owned=(False, True)) for w in windows_b[1:]]
+        return rows
+
+    def _pair_row(self, a: _Pending, wa: Window, b: _Pending, wb: Window, owned: tuple[bool, bool]) -> _Row:
+        template = self.pair
+        first, second = a.pieces.ids[wa.start : wa.end], b.pieces.ids[wb.start : wb.end]
+        types = template.type_ids(len(first), len(second)) if self._takes_types else None
+        offset_b = len(template.prefix) + len(first) + len(template.middle)
+        parts = [_Part(a, wa, len(template.prefix), owned[0]), _Part(b, wb, offset_b, owned[1])]
+        owners = [a, b] if owned == (True, True) and template.prefix else []
+        return _Row(template.ids(first, second), types, parts, owners)
+
+    def _run_rows(self, rows: list[_Row], layer_index: tuple[int, ...]) -> None:
+        rows = sorted(rows, key=lambda row: len(row.ids))
         for batch in _batches(rows, self._padded_length, self.batch_tokens, self.max_batch_size):
             self._run_batch(batch, layer_index)
 
-    def _padded_length(self, window: Window) -> int:
-        """Model input length of a window: its pieces and special tokens, rounded up to
-        ``pad_multiple`` positions (never beyond the model's maximum)."""
-        n = window.end - window.start + len(self.pieces.prefix) + len(self.pieces.suffix)
-        return min(-(-n // self.pad_multiple) * self.pad_multiple, self._max_length)
+    def _padded_length(self, row: _Row) -> int:
+        """Model input length of a row, rounded up to ``pad_multiple`` positions (never beyond the
+        model's maximum)."""
+        return min(-(-len(row.ids) // self.pad_multiple) * self.pad_multiple, self._max_length)
 
     @torch.inference_mode()
-    def _run_batch(self, batch: list[tuple[_Pending, Window]], layer_index: tuple[int, ...]) -> None:
-        prefix, suffix = self.pieces.prefix, self.pieces.suffix
-        length = max(self._padded_length(w) for _, w in batch)
+    def _run_batch(self, batch: list[_Row], layer_index: tuple[int, ...]) -> None:
+        length = max(self._padded_length(row) for row in batch)
         # (batch, seq)
         ids = np.full((len(batch), length), self.pad_id, dtype=np.int64)
         mask = np.zeros((len(batch), length), dtype=np.int64)
-        for row, (item, window) in enumerate(batch):
-            content = item.pieces.ids[window.start : window.end]
-            n = len(prefix) + len(content) + len(suffix)
-            ids[row, :n] = np.concatenate([prefix, content, suffix]) if (prefix or suffix) else content
-            mask[row, :n] = 1
-        out = self.model(
-            input_ids=torch.from_numpy(ids).to(self.device),
-            attention_mask=torch.from_numpy(mask).to(self.device),
-            output_hidden_states=True,
-        )
+        types = np.zeros((len(batch), length), dtype=np.int64) if batch[0].types is not None else None
+        for r, row in enumerate(batch):
+            ids[r, : len(row.ids)] = row.ids
+            mask[r, : len(row.ids)] = 1
+            if types is not None:
+                types[r, : len(row.ids)] = row.types
+        inputs = {"input_ids": ids, "attention_mask": mask} if types is None else {
+            "input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+        out = self.model(**{k: torch.from_numpy(v).to(self.device) for k, v in inputs.items()}, output_hidden_states=True)
         # each (batch * seq, width)
         flat = [out.hidden_states[i].reshape(len(batch) * length, -1) for i in layer_index]
         self._gather_cls(batch, flat, length)
-        for k in range(len(batch[0][0].positions)):
+        for k in range(len(batch[0].parts[0].item.positions)):
             self._gather_selector(batch, flat, length, k)
-        for item, _ in batch:
-            item.done += 1
 
-    def _gather_selector(self, batch, flat: list[torch.Tensor], length: int, k: int) -> None:
-        shift = len(self.pieces.prefix)
-        index, counts = [], []
-        for row, (item, window) in enumerate(batch):
-            positions = item.positions[k]
-            lo, hi = np.searchsorted(positions, [window.own_start, window.own_end])
-            index.append(positions[lo:hi] - window.start + shift + row * length)
-            counts.append(hi - lo)
+    def _gather_selector(self, batch: list[_Row], flat: list[torch.Tensor], length: int, k: int) -> None:
+        index, targets = [], []
+        for r, row in enumerate(batch):
+            for part in row.parts:
+                if not part.owned:
+                    continue
+                positions = part.item.positions[k]
+                lo, hi = np.searchsorted(positions, [part.window.own_start, part.window.own_end])
+                index.append(positions[lo:hi] - part.window.start + part.offset + r * length)
+                targets.append((part, hi - lo))
         index_t = torch.from_numpy(np.concatenate(index)).to(self.device)
         # (layers, units, width)
-        gathered = torch.stack([layer.index_select(0, index_t) for layer in flat])
-        gathered = gathered.float().cpu().numpy()
+        gathered = torch.stack([layer.index_select(0, index_t) for layer in flat]).float().cpu().numpy()
         start = 0
-        for (item, _), count in zip(batch, counts):
-            item.blocks[k].append(gathered[:, start : start + count])
+        for part, count in targets:
+            part.item.blocks[k].append((part.window.own_start, gathered[:, start : start + count]))
             start += count
 
-    def _gather_cls(self, batch, flat: list[torch.Tensor], length: int) -> None:
-        if not self.pieces.prefix:
-            return
-        rows = [row for row, (_, window) in enumerate(batch) if window.start == 0]
+    def _gather_cls(self, batch: list[_Row], flat: list[torch.Tensor], length: int) -> None:
+        rows = [r for r, row in enumerate(batch) if row.cls_owners]
         if not rows:
             return
-        index = torch.tensor([row * length for row in rows], device=self.device)
+        index = torch.tensor([r * length for r in rows], device=self.device)
         # (rows, layers, width)
         cls = torch.stack([layer.index_select(0, index) for layer in flat], dim=1).float().cpu().numpy()
-        for row, vector in zip(rows, cls):
-            batch[row][0].cls = vector
+        for r, vector in zip(rows, cls):
+            for owner in batch[r].cls_owners:
+                owner.cls = vector
 
 
-def _batches(rows: list, padded_length: Callable[[Window], int], batch_tokens: int, max_batch_size: int) -> Iterator[list]:
+def _batches(rows: list[_Row], padded_length: Callable[[_Row], int], batch_tokens: int, max_batch_size: int) -> Iterator[list[_Row]]:
     """Cut length-sorted rows into batches whose padded size stays within the token budget."""
     batch: list = []
     longest = 0
     for row in rows:
-        size = padded_length(row[1])
+        size = padded_length(row)
         grown = max(longest, size) * (len(batch) + 1)
         if batch and (grown > batch_tokens or len(batch) >= max_batch_size):
             yield batch
@@ -344,13 +461,6 @@ def _batches(rows: list, padded_length: Callable[[Window], int], batch_tokens: i
         longest = max(longest, size)
     if batch:
         yield batch
-
-
-def _join_blocks(blocks: list[np.ndarray]) -> np.ndarray:
-    """Concatenate a sentence's gathered blocks along the unit axis: ``(layers, units, width)``."""
-    if len(blocks) == 1:
-        return np.ascontiguousarray(blocks[0])
-    return np.concatenate(blocks, axis=1)
 
 
 def _max_positions(model, tokenizer) -> int:
