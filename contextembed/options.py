@@ -17,7 +17,7 @@ option                 definition (type and check)
                        with the encoder: ``check_text_options``
 ``precision``          :data:`contextembed.devices.Precision`, ``resolve_precision``
 ``device``             ``contextembed.devices.resolve_device``
-``tokenizer``          :data:`contextembed.io.TOKENIZERS` (named word tokenizers)
+``tokenizer``          :data:`contextembed.tokenizers.TOKENIZERS`, ``get_tokenizer``
 ``window``, ``stride`` ``contextembed.alignment.check_window``
 =====================  ==================================================================
 """

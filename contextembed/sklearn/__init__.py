@@ -1,4 +1,4 @@
-"""scikit-learn adapters: text and token embedders, a feature-based sequence tagger, scorers.
+"""scikit-learn adapters: text, text-pair and token embedders, a feature-based sequence tagger, scorers.
 
 >>> from contextembed.sklearn import SequenceTagger, TokenEmbedder
 >>> tagger = SequenceTagger(TokenEmbedder("minilm-l6", layers=[-4, -3, -2, -1], combine="concat"))
@@ -6,6 +6,7 @@
 """
 
 from ._encoding import clear_cache, clear_encoders, set_cache_size
+from .pairs import TextPairEmbedder
 from .persistence import TRUSTED_TYPES
 from .features import SHAPE_NAMES, context_window, shape_features
 from .scoring import detect_scheme, entity_f1, entity_f1_scorer
@@ -18,6 +19,7 @@ __all__ = [
     "SequenceTagger",
     "TRUSTED_TYPES",
     "TextEmbedder",
+    "TextPairEmbedder",
     "TokenEmbedder",
     "clear_cache",
     "clear_encoders",

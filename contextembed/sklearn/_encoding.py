@@ -25,11 +25,11 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional, Union
+from typing import Literal, Optional, Union
 
 import numpy as np
 
-from ..encoders.base import Encoder, PieceEncoding
+from ..encoders.base import Encoder, PairPieces, PieceEncoding
 from ..encoders.identity import ModelIdentity, fingerprint, identify, locate
 from ..encoders.loading import load_encoder
 
@@ -166,7 +166,9 @@ class EncodingCache:
             self.nbytes = 0
 
 
-def _nbytes(encoding: PieceEncoding) -> int:
+def _nbytes(encoding) -> int:
+    if isinstance(encoding, PairPieces):
+        return _nbytes(encoding.first) + _nbytes(encoding.second)
     cls = 0 if encoding.cls is None else encoding.cls.nbytes
     return encoding.hidden.nbytes + encoding.word_offsets.nbytes + cls
 
@@ -247,15 +249,41 @@ def sentence_key(encoder_key: str, tokens: Sequence[str]) -> str:
     """Hash of the encoder identity and the exact token list (lengths included, so no collisions by
     joining)."""
     digest = hashlib.blake2b(encoder_key.encode(), digest_size=20)
+    _hash_tokens(digest, tokens)
+    return digest.hexdigest()
+
+
+def pair_key(encoder_key: str, pair: tuple[Sequence[str], Sequence[str]]) -> str:
+    """Hash of the encoder identity and a sentence pair (never equal to a sentence's key)."""
+    digest = hashlib.blake2b(encoder_key.encode() + b"\x1epair", digest_size=20)
+    for side in pair:
+        digest.update(len(side).to_bytes(4, "little"))
+        _hash_tokens(digest, side)
+    return digest.hexdigest()
+
+
+def _hash_tokens(digest, tokens: Sequence[str]) -> None:
     for token in tokens:
         data = token.encode("utf-8", "surrogatepass")
         digest.update(len(data).to_bytes(4, "little"))
         digest.update(data)
-    return digest.hexdigest()
 
 
-def _encode_block(ref: EncoderRef, sentences: list[list[str]], threads: Optional[int] = None) -> list[PieceEncoding]:
-    """One joblib task: encode a block of sentences with every layer.
+def _encode_sentences(encoder: Encoder, sentences: list) -> list[PieceEncoding]:
+    return encoder.encode_pieces(sentences, layers="all")
+
+
+def _encode_pairs(encoder: Encoder, pairs: list) -> list[PairPieces]:
+    return list(encoder.iter_encode_pair_pieces(pairs, layers="all"))
+
+
+#: what can be encoded and cached: how to key one item, and how to encode a block of them
+KINDS = {"sentence": (sentence_key, _encode_sentences), "pair": (pair_key, _encode_pairs)}
+Kind = Literal["sentence", "pair"]
+
+
+def _encode_block(ref: EncoderRef, items: list, kind: Kind = "sentence", threads: Optional[int] = None) -> list:
+    """One joblib task: encode a block of sentences (or pairs) with every layer.
 
     ``threads`` pins torch's intra-op threads to the caller's count: CPU kernels may split their
     reductions differently with another count, and results must not depend on the worker.
@@ -266,7 +294,7 @@ def _encode_block(ref: EncoderRef, sentences: list[list[str]], threads: Optional
     if threads is not None and threads != previous:
         torch.set_num_threads(threads)
     try:
-        return get_encoder(ref).encode_pieces(sentences, layers="all")
+        return KINDS[kind][1](get_encoder(ref), items)
     finally:
         if threads is not None and threads != previous:
             torch.set_num_threads(previous)
@@ -274,32 +302,38 @@ def _encode_block(ref: EncoderRef, sentences: list[list[str]], threads: Optional
 
 def encode_all(
     ref: EncoderRef,
-    sentences: Sequence[Sequence[str]],
+    sentences: Sequence,
     *,
     cache: CacheOption = "memory",
     n_jobs: Optional[int] = None,
-) -> list[PieceEncoding]:
-    """Piece-level encodings with all layers for every sentence, in input order.
+    kind: Kind = "sentence",
+) -> list:
+    """Piece-level encodings with all layers for every sentence (or pair), in input order.
 
-    Sentences found in the caches are not encoded again; the rest (deduplicated) are encoded in
-    blocks of :data:`BLOCK_SIZE` sentences, in parallel when ``n_jobs`` asks for it.
+    Items found in the caches are not encoded again; the rest (deduplicated) are encoded in blocks
+    of :data:`BLOCK_SIZE`, in parallel when ``n_jobs`` asks for it.
+
+    Returns
+    -------
+    list of PieceEncoding, or of PairPieces for ``kind="pair"``
     """
     encoder_key = ref.cache_key()
-    keys = [sentence_key(encoder_key, s) for s in sentences]
+    key_of = KINDS[kind][0]
+    keys = [key_of(encoder_key, item) for item in sentences]
     disk = disk_cache(cache)
     memory = MEMORY_CACHE if uses_memory(cache) else None
-    found: dict[str, PieceEncoding] = {}
-    missing: dict[str, list[str]] = {}
-    for key, sentence in zip(keys, sentences):
+    found: dict[str, object] = {}
+    missing: dict[str, object] = {}
+    for key, item in zip(keys, sentences):
         if key in found or key in missing:
             continue
         hit = _lookup(key, memory, disk)
         if hit is None:
-            missing[key] = list(sentence)
+            missing[key] = item
         else:
             found[key] = hit
     if missing:
-        new = _encode_missing(ref, list(missing.values()), n_jobs)
+        new = _encode_missing(ref, list(missing.values()), n_jobs, kind)
         for key, encoding in zip(missing, new):
             found[key] = encoding
             if memory is not None:
@@ -309,7 +343,7 @@ def encode_all(
     return [found[key] for key in keys]
 
 
-def _lookup(key: str, memory: Optional[EncodingCache], disk: Optional[DiskCache]) -> Optional[PieceEncoding]:
+def _lookup(key: str, memory: Optional[EncodingCache], disk: Optional[DiskCache]):
     hit = memory.get(key) if memory is not None else None
     if hit is None and disk is not None:
         hit = disk.get(key)
@@ -318,17 +352,17 @@ def _lookup(key: str, memory: Optional[EncodingCache], disk: Optional[DiskCache]
     return hit
 
 
-def _encode_missing(ref: EncoderRef, sentences: list[list[str]], n_jobs: Optional[int]) -> list[PieceEncoding]:
-    blocks = [sentences[i : i + BLOCK_SIZE] for i in range(0, len(sentences), BLOCK_SIZE)]
+def _encode_missing(ref: EncoderRef, items: list, n_jobs: Optional[int], kind: Kind) -> list:
+    blocks = [items[i : i + BLOCK_SIZE] for i in range(0, len(items), BLOCK_SIZE)]
     from joblib import Parallel, delayed, effective_n_jobs
 
     if effective_n_jobs(n_jobs) == 1 or len(blocks) == 1:
-        results = [_encode_block(ref, block) for block in blocks]
+        results = [_encode_block(ref, block, kind) for block in blocks]
     else:
         import torch
 
         threads = torch.get_num_threads()
-        results = Parallel(n_jobs=n_jobs)(delayed(_encode_block)(ref, block, threads) for block in blocks)
+        results = Parallel(n_jobs=n_jobs)(delayed(_encode_block)(ref, block, kind, threads) for block in blocks)
     return [encoding for block in results for encoding in block]
 
 

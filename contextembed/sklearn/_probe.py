@@ -43,12 +43,20 @@ class MixResult:
 
 
 class _MixProbe(nn.Module):
-    """Scalar mix -> (row features ++ extra) over a window -> linear logits."""
+    """Scalar mix -> (row features ++ extra) over a window -> linear logits.
 
-    def __init__(self, n_layers: int, width: int, n_extra: int, n_window: int, n_classes: int) -> None:
+    With ``interactions`` the window is a pair of rows ``(u, v)`` joined as InferSent does:
+    ``[u; v; |u - v|; u * v]``.
+    """
+
+    def __init__(self, n_layers: int, width: int, n_extra: int, n_window: int, n_classes: int,
+                 interactions: bool = False) -> None:
         super().__init__()
+        if interactions and n_window != 2:
+            raise ValueError(f"interactions join a pair of rows, got windows of {n_window}")
         self.mix = ScalarMix(n_layers)
-        self.linear = nn.Linear(n_window * (width + n_extra), n_classes)
+        self.interactions = interactions
+        self.linear = nn.Linear((4 if interactions else n_window) * (width + n_extra), n_classes)
 
     def forward(self, hidden: torch.Tensor, extra: Optional[torch.Tensor], present: torch.Tensor) -> torch.Tensor:
         """``hidden (layers, batch * n_window, width)``, ``extra (batch * n_window, n_extra)``,
@@ -58,6 +66,10 @@ class _MixProbe(nn.Module):
         if extra is not None:
             mixed = torch.cat([mixed, extra], dim=-1)
         mixed = mixed * present.unsqueeze(-1)
+        if self.interactions:
+            # (batch, 2, width) -> (batch, 4 * width)
+            u, v = mixed.reshape(-1, 2, mixed.shape[-1]).unbind(1)
+            return self.linear(torch.cat([u, v, (u - v).abs(), u * v], dim=-1))
         # (batch, n_window * (width + n_extra))
         flat = mixed.reshape(-1, self.linear.in_features)
         return self.linear(flat)
@@ -70,6 +82,7 @@ def learn_mix(
     *,
     extra: Optional[np.ndarray] = None,
     window: Optional[np.ndarray] = None,
+    interactions: bool = False,
     settings: ProbeSettings = ProbeSettings(),
 ) -> MixResult:
     """Train mix + linear probe on frozen features; return the mix of the best validation epoch.
@@ -85,8 +98,11 @@ def learn_mix(
     extra : np.ndarray, optional
         ``(rows, n_extra)`` float32 features joined to the mixed vector (e.g. word shape).
     window : np.ndarray, optional
-        ``(rows, n_window)`` int64 rows of each row's neighbours, ``-1`` beyond the edge (see
-        :func:`contextembed.sklearn.features.window_index`); default: the row alone.
+        ``(examples, n_window)`` int64 rows of ``hidden`` that make each example (a token's
+        neighbours, ``-1`` beyond the edge: :func:`contextembed.sklearn.features.window_index`; or a
+        pair's two sides); ``labels`` and ``groups`` are then per example. Default: each row alone.
+    interactions : bool
+        Join a two-row window as ``[u; v; |u - v|; u * v]`` (sentence pairs) instead of side by side.
     settings : ProbeSettings
     """
     n_layers, n_rows, width = hidden.shape
@@ -96,7 +112,7 @@ def learn_mix(
     n_classes = int(labels.max()) + 1
     generator = torch.Generator().manual_seed(settings.random_state)
     torch.manual_seed(settings.random_state)
-    probe = _MixProbe(n_layers, width, 0 if extra is None else extra.shape[1], window.shape[1], n_classes)
+    probe = _MixProbe(n_layers, width, 0 if extra is None else extra.shape[1], window.shape[1], n_classes, interactions)
     optimizer = torch.optim.Adam(
         [
             {"params": probe.mix.parameters(), "lr": settings.mix_lr},

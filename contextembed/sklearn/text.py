@@ -2,36 +2,15 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Optional, Union
 
 import numpy as np
 
-from ..encoders.base import check_encodable, unencodable_position
 from ..pooling import LayerSpec, check_text_options, check_text_pooling, pool_text_numpy
 from ._base import LayerFeaturesBase, reject_sparse
+from ..tokenizers import get_tokenizer, tokenize_item
 from ._encoding import CacheOption
-
-_WORD_OR_PUNCT = re.compile(r"\w+(?:[-'’.]\w+)*|[^\w\s]")
-
-
-def regex_tokenize(text: str) -> list[str]:
-    """Words (with inner hyphens, apostrophes and periods) and single punctuation marks."""
-    return _WORD_OR_PUNCT.findall(text)
-
-
-def whitespace_tokenize(text: str) -> list[str]:
-    return text.split()
-
-
-#: named tokenizers for raw-text input; "auto" suits static vectors and subword encoders alike
-TOKENIZERS: dict[str, Callable[[str], list[str]]] = {
-    "auto": regex_tokenize,
-    "regex": regex_tokenize,
-    "whitespace": whitespace_tokenize,
-}
-
 
 #: texts encoded per block in ``transform`` (bounds memory on large corpora)
 STREAM_TEXTS = 4096
@@ -167,45 +146,8 @@ class TextEmbedder(LayerFeaturesBase):
 
     def _tokenize(self, X) -> list[list[str]]:
         """Raw strings -> token lists with the tokenizer; token lists are checked and kept."""
-        items = _column(X)
-        split = self.tokenizer if callable(self.tokenizer) else _named_tokenizer(self.tokenizer)
-        texts = []
-        for i, item in enumerate(items):
-            if isinstance(item, str):
-                position = unencodable_position(item)
-                if position is not None:
-                    raise ValueError(
-                        f"text {i} holds {item[position]!r} at character {position}, a lone surrogate that "
-                        "cannot be encoded as UTF-8; decode the input as UTF-8 or remove the character"
-                    )
-                tokens = split(item)
-                if not isinstance(tokens, (list, tuple)) or not all(isinstance(t, str) for t in tokens):
-                    raise TypeError(
-                        f"the tokenizer returned {type(tokens).__name__} for text {i}; a tokenizer must "
-                        "return a list of str tokens"
-                    )
-                texts.append(list(tokens))
-            elif isinstance(item, (list, tuple)):
-                for j, token in enumerate(item):
-                    if not isinstance(token, str):
-                        raise TypeError(
-                            f"text {i}, token {j} is {type(token).__name__} ({str(token)[:40]!r}); every "
-                            "token must be a str"
-                        )
-                check_encodable(item, f"text {i}", unit="token")
-                texts.append(list(item))
-            else:
-                raise TypeError(
-                    f"text {i} is {type(item).__name__} ({str(item)[:40]!r}); expected a str or a list "
-                    "of str tokens"
-                )
-        return texts
-
-
-def _named_tokenizer(name) -> Callable[[str], list[str]]:
-    if name not in TOKENIZERS:
-        raise ValueError(f"tokenizer={name!r} is not one of {', '.join(map(repr, TOKENIZERS))} or a callable")
-    return TOKENIZERS[name]
+        split = get_tokenizer(self.tokenizer)
+        return [tokenize_item(item, split, f"text {i}") for i, item in enumerate(_column(X))]
 
 
 def _column(X) -> list:

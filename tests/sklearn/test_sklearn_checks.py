@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from contextembed.sklearn import SequenceTagger, TextEmbedder, TokenEmbedder
+from contextembed.sklearn import SequenceTagger, TextEmbedder, TextPairEmbedder, TokenEmbedder
 
 from sklearn_test_models import tiny_bert_path
 
@@ -20,6 +20,7 @@ ESTIMATORS = [
     TextEmbedder(ENCODER, max_epochs=2),
     TokenEmbedder(ENCODER, max_epochs=2),
     SequenceTagger(TokenEmbedder(ENCODER, max_epochs=2)),
+    TextPairEmbedder(ENCODER, max_epochs=2),
 ]
 
 NUMERIC_X = (
@@ -64,6 +65,7 @@ KINDS = {
     "TextEmbedder": "texts (str or token lists)",
     "TokenEmbedder": "tokenized sentences (list of list of str)",
     "SequenceTagger": "tokenized sentences with tag lists as y",
+    "TextPairEmbedder": "(first, second) pairs of texts",
 }
 
 

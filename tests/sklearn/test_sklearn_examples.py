@@ -81,3 +81,27 @@ def test_examples_read_data_from_data_dir(tmp_path, capsys):
     (tmp_path / "sst.tsv").write_text("1\tgood film\n0\tbad film\n" * 300)
     (train_x, _), (test_x, _) = _load("sklearn_text_classification").load_data(False, tmp_path / "sst.tsv")
     assert len(train_x) == 300 and len(test_x) == 200
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::contextembed.encoders.base.LongPairWarning")  # the tiny BERT takes 40 pieces
+def test_sentence_pairs_example(bert, tmp_path, capsys):
+    module = _load("sentence_pairs")
+    assert module.main(["--encoder", bert, "--data", str(tmp_path / "absent"), "--train-pairs", "24",
+                        "--test-pairs", "12"]) == 0
+    out = capsys.readouterr().out
+    for row in ("joint pass, interactions", "joint pass, segments", "joint pass, cls", "two separate passes"):
+        assert row in out
+
+
+def test_sentence_pairs_reads_documents_and_balances_pairs(tmp_path):
+    module = _load("sentence_pairs")
+    (tmp_path / "train.txt").write_text(
+        "-DOCSTART- -X- O O\n\nEU NNP B-NP B-ORG\nrejects VBZ B-VP O\n\nGerman JJ B-NP B-MISC\n\n"
+        "-DOCSTART- -X- O O\n\nPeter NNP B-NP B-PER\n")
+    assert module.read_documents(tmp_path / "train.txt") == [[["EU", "rejects"], ["German"]], [["Peter"]]]
+    documents = [[s.split() for s in doc] for doc in module.SAMPLE]
+    pairs, labels = module.make_pairs(documents, 40, seed=0)
+    assert sum(labels) == 20
+    where = {tuple(s): d for d, doc in enumerate(documents) for s in doc}
+    assert all((where[tuple(a)] == where[tuple(b)]) == bool(y) for (a, b), y in zip(pairs, labels))

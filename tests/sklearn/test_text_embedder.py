@@ -7,7 +7,7 @@ import pytest
 
 from contextembed import load_encoder
 from contextembed.sklearn import TextEmbedder
-from contextembed.sklearn.text import regex_tokenize
+from contextembed.tokenizers import regex_tokenize
 
 TEXTS = [
     "EU rejects German call to boycott British lamb.",
@@ -57,8 +57,10 @@ def test_tokenizer_options(bert):
 
     TextEmbedder(bert, tokenizer=split, layers=-1, combine="concat").fit(TEXTS)
     assert calls == TEXTS
-    with pytest.raises(ValueError, match="tokenizer='spacy' is not one of"):
-        TextEmbedder(bert, tokenizer="spacy").fit(TEXTS)
+    with pytest.raises(ValueError, match="tokenizer='nltk' is not one of 'auto', 'regex', 'whitespace', 'spacy'"):
+        TextEmbedder(bert, tokenizer="nltk").fit(TEXTS)
+    spacy_split = TextEmbedder(bert, tokenizer="spacy", layers=-1, combine="concat").fit(["EU-wide, isn't it?"])
+    assert spacy_split._tokenize(["isn't it?"]) == [["is", "n't", "it", "?"]]
     assert regex_tokenize("EU-wide, isn't it?") == ["EU-wide", ",", "isn't", "it", "?"]
 
 

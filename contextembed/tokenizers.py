@@ -1,0 +1,98 @@
+"""Word tokenizers for raw text: the one registry that the CLI and the estimators share.
+
+``"auto"`` / ``"regex"``  words (with inner hyphens, apostrophes and periods) and single
+                          punctuation marks; suits static vectors and subword encoders alike
+``"whitespace"``          runs of white space
+``"spacy"``               spaCy's rule-based tokenizer of a blank English pipeline (no download)
+
+A tokenizer is a callable ``str -> list[str]``; the estimators also take any such callable.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from functools import lru_cache
+from typing import Union
+
+from .sentences import unencodable_position
+
+Tokenizer = Callable[[str], list[str]]
+_WORD_OR_PUNCT = re.compile(r"\w+(?:[-'’.]\w+)*|[^\w\s]")
+
+
+def regex_tokenize(text: str) -> list[str]:
+    """Words (with inner hyphens, apostrophes and periods) and single punctuation marks."""
+    return _WORD_OR_PUNCT.findall(text)
+
+
+def whitespace_tokenize(text: str) -> list[str]:
+    """Split on runs of white space."""
+    return text.split()
+
+
+def spacy_tokenizer(language: str = "en") -> Tokenizer:
+    """spaCy's rule-based tokenizer for ``language`` (a blank pipeline: no model download)."""
+    import spacy
+
+    tokenizer = spacy.blank(language).tokenizer
+    return lambda text: [token.text for token in tokenizer(text) if not token.is_space]
+
+
+#: name -> factory of the tokenizer (built on first use)
+TOKENIZERS: dict[str, Callable[[], Tokenizer]] = {
+    "auto": lambda: regex_tokenize,
+    "regex": lambda: regex_tokenize,
+    "whitespace": lambda: whitespace_tokenize,
+    "spacy": spacy_tokenizer,
+}
+
+
+@lru_cache(maxsize=None)
+def _named(name: str) -> Tokenizer:
+    return TOKENIZERS[name]()
+
+
+def get_tokenizer(tokenizer: Union[str, Tokenizer]) -> Tokenizer:
+    """The tokenizer a name in :data:`TOKENIZERS` stands for, or ``tokenizer`` itself if callable."""
+    if callable(tokenizer):
+        return tokenizer
+    if tokenizer not in TOKENIZERS:
+        raise ValueError(f"tokenizer={tokenizer!r} is not one of {', '.join(map(repr, TOKENIZERS))} or a callable")
+    return _named(tokenizer)
+
+
+def tokenize_item(item, split: Tokenizer, where: str) -> list[str]:
+    """One text as tokens: a str is split, a list of str tokens is kept; anything else is an error.
+
+    Raises
+    ------
+    TypeError
+        ``item`` is neither, a token is not a ``str``, or the tokenizer returned something else;
+        the message names ``where`` (``"text 3"``, ``"pair 3, side 1"``) and the token.
+    ValueError
+        A character UTF-8 cannot encode (a lone surrogate), with its position.
+    """
+    from .sentences import check_encodable
+
+    if isinstance(item, str):
+        position = unencodable_position(item)
+        if position is not None:
+            raise ValueError(
+                f"{where} holds {item[position]!r} at character {position}, a lone surrogate that cannot be "
+                "encoded as UTF-8; decode the input as UTF-8 or remove the character"
+            )
+        tokens = split(item)
+        if not isinstance(tokens, (list, tuple)) or not all(isinstance(t, str) for t in tokens):
+            raise TypeError(f"the tokenizer returned {type(tokens).__name__} for {where}; a tokenizer must return a list of str tokens")
+        return list(tokens)
+    if isinstance(item, (list, tuple)):
+        for j, token in enumerate(item):
+            if not isinstance(token, str):
+                raise TypeError(f"{where}, token {j} is {type(token).__name__} ({str(token)[:40]!r}); every token must be a str")
+        check_encodable(item, where, unit="token")
+        return list(item)
+    raise TypeError(f"{where} is {type(item).__name__} ({str(item)[:40]!r}); expected a str or a list of str tokens")
+
+
+__all__ = ["TOKENIZERS", "Tokenizer", "get_tokenizer", "regex_tokenize", "spacy_tokenizer", "tokenize_item", "whitespace_tokenize"]

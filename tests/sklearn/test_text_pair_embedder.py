@@ -1,0 +1,134 @@
+"""TextPairEmbedder: pair features from one joint pass, with TextEmbedder's layer options."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import GridSearchCV, KFold
+from sklearn.pipeline import make_pipeline
+
+from contextembed import load_encoder
+from contextembed.sklearn import TextPairEmbedder, clear_cache, clear_encoders
+
+PAIRS = [
+    ("EU rejects German call", "Germany disagrees with the EU"),
+    ("Peter Blackburn met officials", "the quick brown fox"),
+    ("New York Times reported behaviour in Washington", "Washington reported"),
+    ("contextual embeddings turn encoders into features", "piece by piece"),
+] * 3
+LABELS = [1, 0, 1, 0] * 3
+
+
+def _reference(bert, pairs, features, layers):
+    """Plain NumPy: the encoder's joint pair encoding, mean over each side's words, mean of layers."""
+    from contextembed.tokenizers import regex_tokenize
+
+    encoder = load_encoder(bert, device="cpu", precision="fp32")
+    tokenized = [(regex_tokenize(a), regex_tokenize(b)) for a, b in pairs]
+    rows = []
+    for first, second, cls in encoder.encode_pairs(tokenized, layers=layers):
+        if features == "cls":
+            rows.append(cls.mean(axis=0))
+            continue
+        u, v = (side.mean(axis=1).mean(axis=0) if side.shape[1] else np.zeros(side.shape[-1]) for side in (first, second))
+        rows.append(np.concatenate([u, v] if features == "segments" else [u, v, np.abs(u - v), u * v]))
+    return np.stack(rows)
+
+
+@pytest.mark.parametrize("features, factor", [("cls", 1), ("segments", 2), ("interactions", 4)])
+def test_features_match_a_plain_reference(bert, features, factor):
+    embedder = TextPairEmbedder(bert, layers=[-2, -1], combine="mean", pair_features=features,
+                                device="cpu", precision="fp32").fit(PAIRS)
+    got = embedder.transform(PAIRS)
+    assert got.shape == (len(PAIRS), factor * 32) and got.dtype == np.float32
+    np.testing.assert_allclose(got, _reference(bert, PAIRS, features, [-2, -1]), rtol=1e-5, atol=1e-5)
+    assert len(embedder.get_feature_names_out()) == got.shape[1]
+
+
+def test_inputs_may_be_token_lists_arrays_or_dataframes(bert):
+    pandas = pytest.importorskip("pandas")
+    embedder = TextPairEmbedder(bert, layers=-1, combine="concat", device="cpu", precision="fp32").fit(PAIRS)
+    expected = embedder.transform(PAIRS)
+    tokens = [(a.split(), b.split()) for a, b in PAIRS]
+    np.testing.assert_allclose(embedder.transform(tokens), expected, atol=1e-6)
+    np.testing.assert_allclose(embedder.transform(np.array(PAIRS, dtype=object)), expected, atol=1e-6)
+    frame = pandas.DataFrame(PAIRS, columns=["premise", "hypothesis"])
+    np.testing.assert_allclose(embedder.transform(frame), expected, atol=1e-6)
+
+
+def test_scalar_mix_is_learned_through_the_pair_features(bert):
+    embedder = TextPairEmbedder(bert, max_epochs=3, device="cpu", precision="fp32").fit(PAIRS, LABELS)
+    assert embedder.mix_weights_.shape == (3,) and abs(embedder.mix_weights_.sum() - 1) < 1e-5
+    assert not np.allclose(embedder.mix_weights_, 1 / 3)
+    unlabelled = TextPairEmbedder(bert, device="cpu", precision="fp32").fit(PAIRS)
+    np.testing.assert_allclose(unlabelled.mix_weights_, 1 / 3)
+
+
+def test_bad_pairs_name_their_index(bert):
+    embedder = TextPairEmbedder(bert, layers=-1, device="cpu", precision="fp32").fit(PAIRS)
+    for bad, message in [(None, "pair 1 is NoneType"), ("just a text", "pair 1 is str"),
+                         (("only one",), "pair 1 is tuple"), (("a", None), "pair 1, side 1 is NoneType"),
+                         (("a", 3.5), "pair 1, side 1 is float"), (("a", ["b", 2]), "pair 1, side 1, token 1 is int")]:
+        with pytest.raises(TypeError, match=message):
+            embedder.transform([PAIRS[0], bad])
+    with pytest.raises(ValueError, match="pair 0, side 0 holds '\\\\ud800'"):
+        embedder.transform([("a \ud800", "b")])
+    with pytest.raises(TypeError, match="two-column array"):
+        embedder.transform(np.zeros((3, 3)))
+
+
+def test_an_empty_side_pools_to_zeros_and_keeps_the_cls_row(bert):
+    segments = TextPairEmbedder(bert, layers=-1, combine="concat", pair_features="segments",
+                                device="cpu", precision="fp32").fit(PAIRS)
+    features = segments.transform([("EU rejects", ""), ("", "")])
+    assert np.array_equal(features[0, 32:], np.zeros(32)) and np.abs(features[0, :32]).sum() > 0
+    assert np.array_equal(features[1], np.zeros(64))
+    cls = TextPairEmbedder(bert, layers=-1, combine="concat", pair_features="cls", device="cpu", precision="fp32").fit(PAIRS)
+    assert np.abs(cls.transform([("", "")])).sum() > 0  # the pair's [CLS] row exists even then
+
+
+def test_options_are_checked(bert, static_path):
+    with pytest.raises(ValueError, match="pair_features='both' is not one of 'cls', 'segments', 'interactions'"):
+        TextPairEmbedder(bert, pair_features="both").fit(PAIRS)
+    with pytest.raises(ValueError, match="text_pooling='cls' does not apply to one side"):
+        TextPairEmbedder(bert, text_pooling="cls").fit(PAIRS)
+    with pytest.raises(ValueError, match="pair_features='cls' needs an encoder with a leading special piece"):
+        TextPairEmbedder(static_path, pair_features="cls").fit(PAIRS)
+    static = TextPairEmbedder(static_path, pair_features="segments", layers="all", combine="concat").fit(PAIRS)
+    assert static.transform(PAIRS[:2]).shape == (2, 2 * load_encoder(static_path).width)
+
+
+def test_sklearn_contract_on_pair_data(bert):
+    embedder = TextPairEmbedder(bert, max_epochs=2, device="cpu", precision="fp32")
+    assert clone(embedder).get_params() == embedder.get_params()
+    fitted = clone(embedder).fit(PAIRS, LABELS)
+    before = fitted.transform(PAIRS)
+    restored = pickle.loads(pickle.dumps(fitted))
+    clear_cache(), clear_encoders()
+    np.testing.assert_array_equal(restored.transform(PAIRS), before)
+    grid = {"textpairembedder__pair_features": ["segments", "interactions"], "textpairembedder__layers": [-1, "all"]}
+    search = GridSearchCV(make_pipeline(embedder, LogisticRegression(max_iter=500)), grid, cv=KFold(2)).fit(PAIRS, LABELS)
+    assert len(search.cv_results_["params"]) == 4 and 0.0 <= search.score(PAIRS, LABELS) <= 1.0
+
+
+def test_each_pair_is_encoded_once_across_a_grid_search(bert, monkeypatch):
+    from contextembed.sklearn._encoding import EncoderRef, get_encoder
+
+    clear_cache()
+    encoder = get_encoder(EncoderRef.fitted(bert, "cpu", "fp32", None))
+    seen = []
+    original = encoder.iter_encode_pair_pieces
+
+    def counted(pairs, layers="all", **kwargs):
+        seen.extend(pairs)
+        return original(pairs, layers, **kwargs)
+
+    monkeypatch.setattr(encoder, "iter_encode_pair_pieces", counted)
+    grid = {"textpairembedder__pair_features": ["cls", "segments", "interactions"], "textpairembedder__combine": ["mean", "concat"]}
+    pipeline = make_pipeline(TextPairEmbedder(bert, device="cpu", precision="fp32"), LogisticRegression(max_iter=500))
+    GridSearchCV(pipeline, grid, cv=KFold(2)).fit(PAIRS, LABELS)
+    assert len(seen) == len(set(PAIRS))
