@@ -28,6 +28,7 @@ import torch.nn.functional as F
 from .corpus import EncodingErrors, read_corpus, split_held_out
 from .distributed import setup_distributed, teardown_distributed
 from .masking import IGNORE_INDEX, MaskingOptions, mask_tokens
+from .seeds import held_out_seed, nsp_pairs_seed
 from .training import Objective, TrainingOptions, prepare_output_dir, resolve_resume, train
 
 #: BERT miniature sizes (Turc et al. 2019) and BERT-base; a config file may override any field
@@ -310,7 +311,7 @@ class BertObjective(Objective):
     def epoch_pairs(self, epoch: int) -> list[tuple[list[int], list[int], int]]:
         """NSP examples ``(A, B, label)`` of ``epoch`` (label 0: B follows A, 1: B is random)."""
         if self._pairs_epoch != epoch:
-            generator = torch.Generator().manual_seed(self.seed * 7919 + epoch)
+            generator = torch.Generator().manual_seed(nsp_pairs_seed(self.seed, epoch))
             self._pairs = nsp_pairs(self.train, self._anchors, generator)
             self._pairs_epoch = epoch
         return self._pairs
@@ -324,7 +325,7 @@ class BertObjective(Objective):
     def held_out_batches(self, batch_size: int):
         if not self.held:
             return []
-        generator = torch.Generator().manual_seed(self.seed + 12345)
+        generator = torch.Generator().manual_seed(held_out_seed(self.seed))
         if self.config.nsp:
             pool = self.held if len(self.held) > 1 else self.held + self.train
             anchors = [(d, k) for d, segments in enumerate(pool[: len(self.held)]) for k in range(len(segments) - 1)]

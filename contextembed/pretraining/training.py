@@ -35,6 +35,7 @@ from tqdm.auto import tqdm
 from .._files import atomic_file
 from ..devices import PRECISIONS
 from .distributed import DistributedContext, wrap_model
+from .seeds import data_order_seed, dropout_seed, mask_seed
 
 Batch = dict[str, torch.Tensor]
 Stats = dict[str, float]
@@ -313,13 +314,6 @@ def make_scheduler(optimizer: torch.optim.Optimizer, options: TrainingOptions) -
 # -- data stream --------------------------------------------------------------------------------
 
 
-def _seed(*parts: int) -> int:
-    value = 0
-    for part in parts:
-        value = (value * 1_000_003 + int(part)) % (2**62)
-    return value
-
-
 def iter_micro_batches(
     objective: Objective, options: TrainingOptions, context: DistributedContext, start: int = 0
 ) -> Iterator[Batch]:
@@ -333,11 +327,11 @@ def iter_micro_batches(
     while True:
         epoch, position = divmod(index, per_epoch)
         if epoch != order_epoch:
-            order = torch.randperm(n, generator=torch.Generator().manual_seed(_seed(options.seed, epoch)))
+            order = torch.randperm(n, generator=torch.Generator().manual_seed(data_order_seed(options.seed, epoch)))
             order_epoch = epoch
         chunk = order[position * global_size : (position + 1) * global_size]
         mine = chunk[context.rank :: context.world_size].tolist()
-        generator = torch.Generator().manual_seed(_seed(options.seed, 7, index, context.rank))
+        generator = torch.Generator().manual_seed(mask_seed(options.seed, index, context.rank))
         yield objective.make_batch(epoch, mine, generator)
         index += 1
 
@@ -449,7 +443,7 @@ def train(
     if resume is not None:
         state.step = _restore(load_checkpoint(resume, fingerprint), model, optimizer, scheduler, scaler)
         check_no_newer_checkpoints(out, state.step, resume)
-    torch.manual_seed(_seed(options.seed, 11, state.step, context.rank))  # dropout
+    torch.manual_seed(dropout_seed(options.seed, state.step, context.rank))
     log = _Log(out / "log.jsonl", context.is_main)
     held_out = objective.held_out_batches(options.batch_size)
     before = None
