@@ -27,18 +27,21 @@ import os
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Optional, Union
+from typing import Literal, Optional, Union, get_args
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .corpus import EncodingErrors, read_corpus, split_held_out, split_words
+from ..encoders.elmo.options import ElmoSize
+from .choices import check_choice
+from .corpus import EncodingErrors, check_encoding_errors, read_corpus, split_held_out, split_words
 from .distributed import setup_distributed, teardown_distributed
 from .training import Objective, TrainingOptions, prepare_output_dir, resolve_resume, train
 
+#: the output layer (see the module docstring)
 Softmax = Literal["auto", "full", "adaptive"]
-SOFTMAXES = ("auto", "full", "adaptive")
+SOFTMAXES: tuple[str, ...] = get_args(Softmax)
 SPECIAL_WORDS = ("<S>", "</S>", "<UNK>")
 #: vocabularies larger than this use the adaptive softmax under ``softmax="auto"``
 ADAPTIVE_ABOVE = 10_000
@@ -79,7 +82,7 @@ class BiLMConfig:
         Lines that are not UTF-8.
     """
 
-    size: str = "tiny"
+    size: ElmoSize = "tiny"
     n_layers: int = 2
     init: Optional[str] = None
     max_vocab: int = 50_000
@@ -96,8 +99,8 @@ class BiLMConfig:
     def __post_init__(self) -> None:
         from ..encoders.elmo import elmo_options
 
-        if self.softmax not in SOFTMAXES:
-            raise ValueError(f"softmax={self.softmax!r} is not one of {SOFTMAXES}")
+        check_choice("softmax", self.softmax, Softmax)
+        check_encoding_errors(self.encoding_errors)
         for name in ("n_layers", "max_vocab", "min_count", "max_length"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}={getattr(self, name)} must be a positive integer")

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .corpus import EncodingErrors, read_corpus, split_held_out
+from .corpus import EncodingErrors, check_encoding_errors, read_corpus, split_held_out
 from .distributed import setup_distributed, teardown_distributed
 from .masking import IGNORE_INDEX, MaskingOptions, mask_tokens
 from .seeds import held_out_seed, nsp_pairs_seed
@@ -88,7 +88,10 @@ class MLMConfig:
             raise ValueError(f"max_length={self.max_length} is too short; use at least 8 pieces")
         if self.vocab_size < 100:
             raise ValueError(f"vocab_size={self.vocab_size} is too small; use at least 100")
-        if self.init is None and self.size not in BERT_PRESETS and not os.path.isfile(self.size):
+        check_encoding_errors(self.encoding_errors)
+        if self.init is not None:
+            check_bert_directory(self.init)
+        elif self.size not in BERT_PRESETS and not os.path.isfile(self.size):
             raise ValueError(
                 f"size={self.size!r} is neither a preset ({', '.join(BERT_PRESETS)}) nor an existing config file"
             )

@@ -20,7 +20,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Optional, Union
+from typing import Literal, Optional, Union, get_args
 
 import numpy as np
 import torch
@@ -29,11 +29,14 @@ from tqdm.auto import tqdm
 
 from ..devices import resolve_device
 from ..encoders.static import write_word2vec
-from .corpus import EncodingErrors, read_corpus, split_words
+from .choices import check_choice
+from .corpus import EncodingErrors, check_encoding_errors, read_corpus, split_words
 from .training import prepare_output_dir
 
 Architecture = Literal["skipgram", "cbow"]
-ARCHITECTURES = ("skipgram", "cbow")
+ARCHITECTURES: tuple[str, ...] = get_args(Architecture)
+#: word2vec's initial learning rate of each architecture (``StaticConfig.learning_rate=None``)
+DEFAULT_LEARNING_RATES: dict[str, float] = {"skipgram": 0.025, "cbow": 0.05}
 
 
 @dataclass
@@ -57,8 +60,8 @@ class StaticConfig:
     show_progress: bool = True
 
     def __post_init__(self) -> None:
-        if self.architecture not in ARCHITECTURES:
-            raise ValueError(f"architecture={self.architecture!r} is not one of {ARCHITECTURES}")
+        check_choice("architecture", self.architecture, Architecture)
+        check_encoding_errors(self.encoding_errors)
         for name in ("dim", "window", "negative", "min_count", "epochs", "batch_size"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
@@ -68,10 +71,10 @@ class StaticConfig:
 
     @property
     def lr(self) -> float:
-        """word2vec's default: 0.025 for skip-gram, 0.05 for CBOW."""
+        """``learning_rate``, or word2vec's default for the architecture (:data:`DEFAULT_LEARNING_RATES`)."""
         if self.learning_rate is not None:
             return self.learning_rate
-        return 0.025 if self.architecture == "skipgram" else 0.05
+        return DEFAULT_LEARNING_RATES[self.architecture]
 
 
 @dataclass

@@ -34,8 +34,12 @@ from tqdm.auto import tqdm
 
 from .._files import atomic_file
 from ..devices import PRECISIONS
+from .choices import check_choice
 from .distributed import DistributedContext, wrap_model
 from .seeds import data_order_seed, dropout_seed, mask_seed
+
+#: autocast dtype of the forward pass (fp16 with a gradient scaler); ``devices.PRECISIONS`` maps them
+Precision = Literal["fp32", "bf16", "fp16"]
 
 Batch = dict[str, torch.Tensor]
 Stats = dict[str, float]
@@ -91,7 +95,7 @@ class TrainingOptions:
     warmup_steps: Optional[int] = None
     weight_decay: float = 0.01
     max_grad_norm: float = 1.0
-    precision: Literal["fp32", "bf16", "fp16"] = "fp32"
+    precision: Precision = "fp32"
     device: str = "auto"
     seed: int = 0
     log_every: int = 10
@@ -107,8 +111,7 @@ class TrainingOptions:
         for name, value in positive.items():
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name}={value!r} must be a positive integer")
-        if self.precision not in PRECISIONS:
-            raise ValueError(f"precision={self.precision!r} is not one of {', '.join(map(repr, PRECISIONS))}")
+        check_choice("precision", self.precision, Precision)
         if not self.learning_rate > 0:
             raise ValueError(f"learning_rate={self.learning_rate} must be > 0")
         if self.warmup_steps is not None and not 0 <= self.warmup_steps <= self.max_steps:
