@@ -37,7 +37,8 @@ from ..encoders.elmo.options import ElmoSize
 from .choices import check_choice
 from .corpus import EncodingErrors, check_encoding_errors, read_corpus, split_held_out, split_words
 from .distributed import setup_distributed, teardown_distributed
-from .training import Objective, TrainingOptions, prepare_output_dir, resolve_resume, train
+from .run_files import prepare_output_dir, resolve_resume
+from .training import Objective, TrainingOptions, train
 
 #: the output layer (see the module docstring)
 Softmax = Literal["auto", "full", "adaptive"]
@@ -362,7 +363,7 @@ def pretrain_bilm(
         model, vocabulary = build_model(config, train_sentences)
         objective = BiLMObjective(train_sentences, held_sentences, vocabulary, config,
                                   _fingerprint(config, vocabulary, model))
-        summary = train(model, objective, training, out, context, resume=checkpoint)
+        summary = train(model, objective, training, out=out, context=context, resume=checkpoint)
         if summary["held_out"]:
             summary["held_out"]["perplexity"] = float(np.exp(
                 (summary["held_out"]["forward_loss"] + summary["held_out"]["backward_loss"]) / 2))

@@ -15,7 +15,8 @@ from pathlib import Path
 from .corpus import ENCODING_ERRORS
 from .distributed import world_from_env
 from .._files import atomic_file
-from .training import CONFIG_FILE, TrainingOptions, latest_checkpoint, prepare_output_dir, write_json
+from .run_files import CONFIG_FILE, latest_checkpoint, prepare_output_dir, write_json
+from .training import TrainingOptions
 
 
 def add_pretrain_parser(subparsers) -> None:

@@ -29,7 +29,8 @@ from .corpus import EncodingErrors, check_encoding_errors, read_corpus, split_he
 from .distributed import setup_distributed, teardown_distributed
 from .masking import IGNORE_INDEX, MaskingOptions, mask_tokens
 from .seeds import held_out_seed, nsp_pairs_seed
-from .training import Objective, TrainingOptions, prepare_output_dir, resolve_resume, train
+from .run_files import prepare_output_dir, resolve_resume
+from .training import Objective, TrainingOptions, train
 
 #: BERT miniature sizes (Turc et al. 2019) and BERT-base; a config file may override any field
 BERT_PRESETS: dict[str, dict] = {
@@ -466,7 +467,7 @@ def pretrain_mlm(
                                   SpecialIds.from_tokenizer(tokenizer), config, training.seed,
                                   _fingerprint(model, tokenizer, config))
         del documents, train_docs, held_docs  # the objective holds the ids; the raw lines can go
-        summary = train(BertPretrainingModel(model), objective, training, out, context, resume=checkpoint)
+        summary = train(BertPretrainingModel(model), objective, training, out=out, context=context, resume=checkpoint)
         if context.is_main:
             model.save_pretrained(out)
             tokenizer.save_pretrained(out)

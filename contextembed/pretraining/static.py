@@ -31,7 +31,7 @@ from ..devices import resolve_device
 from ..encoders.static import write_word2vec
 from .choices import check_choice
 from .corpus import EncodingErrors, check_encoding_errors, read_corpus, split_words
-from .training import prepare_output_dir
+from .run_files import prepare_output_dir
 
 Architecture = Literal["skipgram", "cbow"]
 ARCHITECTURES: tuple[str, ...] = get_args(Architecture)
