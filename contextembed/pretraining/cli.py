@@ -60,7 +60,9 @@ def _integers(text: str) -> list[int]:
     try:
         return [int(part) for part in text.split(",")]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers such as 2000,10000, got {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated integers such as 2000,10000, got {text!r}"
+        ) from None
 
 
 def _add_io_arguments(parser: argparse.ArgumentParser, defaults: dict) -> None:
@@ -85,10 +87,12 @@ def _add_training_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--warmup-steps", type=int, default=TRAINING["warmup_steps"],
                        help="linear warmup (default 10%% of --max-steps)")
     group.add_argument("--weight-decay", type=float, default=TRAINING["weight_decay"])
-    group.add_argument("--max-grad-norm", type=float, default=TRAINING["max_grad_norm"], help="gradient clipping (0: off)")
+    group.add_argument("--max-grad-norm", type=float, default=TRAINING["max_grad_norm"],
+                       help="gradient clipping (0: off)")
     group.add_argument("--precision", choices=get_args(Precision), default=TRAINING["precision"], help="autocast dtype")
     group.add_argument("--device", default=TRAINING["device"], help="auto (CUDA when present), cpu, cuda")
-    group.add_argument("--log-every", type=_positive, default=TRAINING["log_every"], help="steps between log.jsonl records")
+    group.add_argument("--log-every", type=_positive, default=TRAINING["log_every"],
+                       help="steps between log.jsonl records")
     group.add_argument("--checkpoint-every", type=int, default=TRAINING["checkpoint_every"],
                        help="steps between checkpoints (0: final only)")
     group.add_argument("--keep-checkpoints", type=_positive, default=TRAINING["keep_checkpoints"])

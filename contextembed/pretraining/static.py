@@ -273,7 +273,8 @@ class StaticRecipe(Recipe):
         return DistributedContext(device=resolve_device(self.config.device))
 
     def encode(self, documents) -> list[list[str]]:
-        return [split_words(sentence, lowercase=self.config.lowercase) for document in documents for sentence in document]
+        lowercase = self.config.lowercase
+        return [split_words(sentence, lowercase=lowercase) for document in documents for sentence in document]
 
     def build(self, train, held) -> None:
         config = self.config

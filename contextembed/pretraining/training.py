@@ -340,7 +340,8 @@ def train(
     model.to(context.device)
     loop = Loop(model=model, wrapped=wrap_model(model, context), objective=objective, options=options,
                 context=context, out=out, dtype=PRECISIONS[options.precision])
-    run = RunState(Optimisation.create(model, options, context.device), RunLog(out / "log.jsonl", enabled=context.is_main))
+    run = RunState(Optimisation.create(model, options, context.device),
+                   RunLog(out / "log.jsonl", enabled=context.is_main))
     if resume is not None:
         _restore(loop, run, resume)
     torch.manual_seed(dropout_seed(options.seed, run.step, context.rank))
