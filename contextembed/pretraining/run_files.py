@@ -182,7 +182,9 @@ def load_checkpoint(path: Path, fingerprint: dict) -> dict:
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:  # noqa: BLE001 - any unreadable file gets the same clear message
-        raise ValueError(f"checkpoint {str(path)!r} cannot be read ({error}); it is not a contextembed checkpoint") from None
+        raise ValueError(
+            f"checkpoint {str(path)!r} cannot be read ({error}); it is not a contextembed checkpoint"
+        ) from None
     if not isinstance(state, dict) or "fingerprint" not in state:
         raise ValueError(f"checkpoint {str(path)!r} is not a contextembed pretraining checkpoint")
     differences = _differences(state["fingerprint"], fingerprint)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal, Optional, Union, get_args
@@ -37,7 +38,7 @@ from .run_files import RunLog
 Architecture = Literal["skipgram", "cbow"]
 ARCHITECTURES: tuple[str, ...] = get_args(Architecture)
 #: word2vec's initial learning rate of each architecture (``StaticConfig.learning_rate=None``)
-DEFAULT_LEARNING_RATES: dict[str, float] = {"skipgram": 0.025, "cbow": 0.05}
+DEFAULT_LEARNING_RATES: dict[Architecture, float] = {"skipgram": 0.025, "cbow": 0.05}
 #: the learning rate decays linearly to this share of its initial value over the run (word2vec)
 MIN_LEARNING_RATE_FACTOR = 1e-4
 #: negatives are drawn from the unigram distribution raised to this power (word2vec)
@@ -223,7 +224,9 @@ def _cbow_examples(ids, sentence_of, reduced, window: int, pad: int) -> tuple[np
 
 
 #: how each architecture turns an epoch's tokens into ``(context, target)`` examples
-EXAMPLES = {"skipgram": _skipgram_examples, "cbow": _cbow_examples}
+EXAMPLES: dict[Architecture, Callable[..., tuple[np.ndarray, np.ndarray]]] = {
+    "skipgram": _skipgram_examples, "cbow": _cbow_examples,
+}
 
 
 @dataclass
@@ -270,6 +273,7 @@ class StaticRecipe(Recipe):
         return {self.name: {**asdict(self.config), "learning_rate": self.config.lr}}
 
     def start(self) -> DistributedContext:
+        """One process on ``config.device`` (word2vec does not join a torchrun process group)."""
         return DistributedContext(device=resolve_device(self.config.device))
 
     def encode(self, documents) -> list[list[str]]:
