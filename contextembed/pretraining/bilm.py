@@ -27,18 +27,21 @@ import os
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Optional, Union
+from typing import Literal, Optional, Union, get_args
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .corpus import EncodingErrors, read_corpus, split_held_out, split_words
-from .distributed import setup_distributed, teardown_distributed
-from .training import Objective, TrainingOptions, prepare_output_dir, resolve_resume, train
+from ..encoders.elmo.options import ElmoSize
+from .choices import check_choice
+from .corpus import EncodingErrors, check_encoding_errors, split_words
+from .outline import NeuralRecipe, run_objective
+from .training import Objective, TrainingOptions
 
+#: the output layer (see the module docstring)
 Softmax = Literal["auto", "full", "adaptive"]
-SOFTMAXES = ("auto", "full", "adaptive")
+SOFTMAXES: tuple[str, ...] = get_args(Softmax)
 SPECIAL_WORDS = ("<S>", "</S>", "<UNK>")
 #: vocabularies larger than this use the adaptive softmax under ``softmax="auto"``
 ADAPTIVE_ABOVE = 10_000
@@ -79,7 +82,7 @@ class BiLMConfig:
         Lines that are not UTF-8.
     """
 
-    size: str = "tiny"
+    size: ElmoSize = "tiny"
     n_layers: int = 2
     init: Optional[str] = None
     max_vocab: int = 50_000
@@ -96,8 +99,8 @@ class BiLMConfig:
     def __post_init__(self) -> None:
         from ..encoders.elmo import elmo_options
 
-        if self.softmax not in SOFTMAXES:
-            raise ValueError(f"softmax={self.softmax!r} is not one of {SOFTMAXES}")
+        check_choice("softmax", self.softmax, Softmax)
+        check_encoding_errors(self.encoding_errors)
         for name in ("n_layers", "max_vocab", "min_count", "max_length"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}={getattr(self, name)} must be a positive integer")
@@ -310,6 +313,34 @@ def build_model(config: BiLMConfig, sentences: list[list[str]]) -> tuple[BiLMLan
 # -- entry point --------------------------------------------------------------------------------
 
 
+class BiLMRecipe(NeuralRecipe):
+    """The ELMo-style biLM in the outline of :func:`~.outline.run_objective`."""
+
+    name = "bilm"
+
+    def __init__(self, config: BiLMConfig, training: Optional[TrainingOptions] = None) -> None:
+        super().__init__(config, training or TrainingOptions(learning_rate=default_learning_rate(config)))
+        self.vocabulary: Optional[WordVocabulary] = None
+
+    def encode(self, documents) -> list[list[str]]:
+        return [split_words(sentence) for document in documents for sentence in document]
+
+    def build(self, train, held) -> None:
+        self.module, self.vocabulary = build_model(self.config, train)
+        self.objective = BiLMObjective(train, held, self.vocabulary, self.config,
+                                       _fingerprint(self.config, self.vocabulary, self.module))
+
+    def save(self, out: Path) -> None:
+        _save(self.module, self.vocabulary, out)
+
+    def summary(self, result: dict) -> dict:
+        """Adds the held-out ``perplexity``: exp of the mean of the two directions' losses."""
+        held_out = result["held_out"]
+        if held_out:
+            held_out["perplexity"] = float(np.exp((held_out["forward_loss"] + held_out["backward_loss"]) / 2))
+        return result
+
+
 def pretrain_bilm(
     corpus: Union[str, os.PathLike],
     out: Union[str, os.PathLike],
@@ -330,7 +361,8 @@ def pretrain_bilm(
     config : BiLMConfig
         Architecture, vocabulary and softmax.
     training : TrainingOptions
-        Optimisation settings (``batch_size`` counts sentences).
+        Optimisation settings (``batch_size`` counts sentences; default: the learning rate of
+        :func:`default_learning_rate`).
     overwrite, resume
         As in :func:`contextembed.pretraining.pretrain_mlm`.
 
@@ -339,39 +371,15 @@ def pretrain_bilm(
     dict
         ``steps``, ``held_out_before`` and ``held_out`` (``forward_loss``, ``backward_loss``, ...).
     """
-    from ..encoders.elmo import save_bilm
-
-    config = config or BiLMConfig()
-    training = training or TrainingOptions(learning_rate=default_learning_rate(config))
-    context = setup_distributed(training.device)
-    try:
-        out = Path(out)
-        if context.is_main:
-            prepare_output_dir(out, overwrite=overwrite, resume=bool(resume))
-        context.barrier()
-        checkpoint = resolve_resume(out, resume)
-        documents = read_corpus(corpus, encoding_errors=config.encoding_errors).documents
-        train_docs, held_docs = split_held_out(documents, training.held_out_fraction)
-        train_sentences = [split_words(s) for d in train_docs for s in d]
-        held_sentences = [split_words(s) for d in held_docs for s in d]
-        del documents, train_docs, held_docs  # the raw lines are no longer needed
-        torch.manual_seed(training.seed)
-        model, vocabulary = build_model(config, train_sentences)
-        objective = BiLMObjective(train_sentences, held_sentences, vocabulary, config,
-                                  _fingerprint(config, vocabulary, model))
-        summary = train(model, objective, training, out, context, resume=checkpoint)
-        if summary["held_out"]:
-            summary["held_out"]["perplexity"] = float(np.exp(
-                (summary["held_out"]["forward_loss"] + summary["held_out"]["backward_loss"]) / 2))
-        if context.is_main:
-            _save(model, vocabulary, out, save_bilm)
-        return summary
-    finally:
-        teardown_distributed(context)
+    recipe = BiLMRecipe(config or BiLMConfig(), training)
+    return run_objective(recipe, corpus, out, overwrite=overwrite, resume=resume)
 
 
-def _save(model: BiLMLanguageModel, vocabulary: WordVocabulary, out: Path, save_bilm) -> None:
+def _save(model: BiLMLanguageModel, vocabulary: WordVocabulary, out: Path) -> None:
+    """The encoder in AllenNLP's layout, ``vocab.txt`` and the LM head (``softmax.safetensors``)."""
     from safetensors.torch import save_file
+
+    from ..encoders.elmo import save_bilm
 
     model.encoder.to("cpu", torch.float32)
     save_bilm(model.encoder, out)

@@ -1,21 +1,29 @@
-"""``contextembed pretrain {mlm,static,bilm} CORPUS OUT``: parse, check, save the config, call the library.
+"""``contextembed pretrain {mlm,static,bilm} CORPUS OUT``: parse and check the arguments, call the library.
 
-The resolved configuration is written to ``OUT/pretrain_config.json`` before training starts. Under
-``torchrun`` only the main process checks OUT and writes the file.
+Each sub-command turns its arguments into the method's settings (:class:`~.mlm.MLMConfig`,
+:class:`~.bilm.BiLMConfig`, :class:`~.static.StaticConfig`, :class:`~.training.TrainingOptions`,
+whose defaults are the ones shown here) and calls :func:`~.outline.run_objective` with
+``save_config=True``: the library checks OUT, writes the resolved configuration to
+``OUT/pretrain_config.json`` (under ``torchrun``: the main process only) and trains.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import asdict
-from contextlib import contextmanager
-from pathlib import Path
+from dataclasses import MISSING, fields
+from typing import get_args
 
-from .corpus import ENCODING_ERRORS
+from ..encoders.elmo.options import ElmoSize
+from . import bilm, mlm
+from .bilm import ADAPTIVE_ABOVE, BiLMConfig, BiLMRecipe, Softmax
+from .corpus import EncodingErrors
 from .distributed import world_from_env
-from .._files import atomic_file
-from .training import CONFIG_FILE, TrainingOptions, latest_checkpoint, prepare_output_dir, write_json
+from .masking import MaskingOptions
+from .mlm import BERT_PRESETS, MLMConfig, MLMRecipe
+from .outline import Recipe, run_objective
+from .static import DEFAULT_LEARNING_RATES, Architecture, StaticConfig, StaticRecipe
+from .training import Precision, TrainingOptions
 
 
 def add_pretrain_parser(subparsers) -> None:
@@ -33,6 +41,14 @@ def add_pretrain_parser(subparsers) -> None:
 # -- shared arguments ---------------------------------------------------------------------------
 
 
+def _defaults(settings: type) -> dict[str, object]:
+    """The default of every field of the dataclass ``settings`` that has a plain one."""
+    return {field.name: field.default for field in fields(settings) if field.default is not MISSING}
+
+
+TRAINING = _defaults(TrainingOptions)
+
+
 def _positive(text: str) -> int:
     value = int(text)
     if value < 1:
@@ -40,39 +56,57 @@ def _positive(text: str) -> int:
     return value
 
 
-def _add_io_arguments(parser: argparse.ArgumentParser) -> None:
+def _integers(text: str) -> list[int]:
+    try:
+        return [int(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated integers such as 2000,10000, got {text!r}"
+        ) from None
+
+
+def _add_io_arguments(parser: argparse.ArgumentParser, defaults: dict) -> None:
     parser.add_argument("corpus", help="text file or directory: one sentence per line, blank line between documents")
     parser.add_argument("out", help="output directory (must be empty unless --overwrite or --resume)")
     parser.add_argument("--overwrite", action="store_true", help="allow an OUT that already holds files")
-    parser.add_argument("--encoding-errors", choices=ENCODING_ERRORS, default="skip",
+    parser.add_argument("--encoding-errors", choices=get_args(EncodingErrors), default=defaults["encoding_errors"],
                         help="lines that are not UTF-8: skip them with a counted warning (default) or fail")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=defaults["seed"])
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
 def _add_training_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("training")
-    group.add_argument("--max-steps", type=_positive, default=1000, help="optimizer updates (default 1000)")
-    group.add_argument("--batch-size", type=_positive, default=32, help="examples per micro-batch per process")
-    group.add_argument("--grad-accumulation", type=_positive, default=1, help="micro-batches per update")
+    group.add_argument("--max-steps", type=_positive, default=TRAINING["max_steps"],
+                       help=f"optimizer updates (default {TRAINING['max_steps']})")
+    group.add_argument("--batch-size", type=_positive, default=TRAINING["batch_size"],
+                       help="examples per micro-batch per process")
+    group.add_argument("--grad-accumulation", type=_positive, default=TRAINING["grad_accumulation"],
+                       help="micro-batches per update")
     group.add_argument("--lr", type=float, default=None, help="peak learning rate (default: per size preset)")
-    group.add_argument("--warmup-steps", type=int, default=None, help="linear warmup (default 10%% of --max-steps)")
-    group.add_argument("--weight-decay", type=float, default=0.01)
-    group.add_argument("--max-grad-norm", type=float, default=1.0, help="gradient clipping (0: off)")
-    group.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32", help="autocast dtype")
-    group.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda")
-    group.add_argument("--log-every", type=_positive, default=10, help="steps between log.jsonl records")
-    group.add_argument("--checkpoint-every", type=int, default=500, help="steps between checkpoints (0: final only)")
-    group.add_argument("--keep-checkpoints", type=_positive, default=2)
-    group.add_argument("--held-out-fraction", type=float, default=0.05, help="share of documents held out")
+    group.add_argument("--warmup-steps", type=int, default=TRAINING["warmup_steps"],
+                       help="linear warmup (default 10%% of --max-steps)")
+    group.add_argument("--weight-decay", type=float, default=TRAINING["weight_decay"])
+    group.add_argument("--max-grad-norm", type=float, default=TRAINING["max_grad_norm"],
+                       help="gradient clipping (0: off)")
+    group.add_argument("--precision", choices=get_args(Precision), default=TRAINING["precision"], help="autocast dtype")
+    group.add_argument("--device", default=TRAINING["device"], help="auto (CUDA when present), cpu, cuda")
+    group.add_argument("--log-every", type=_positive, default=TRAINING["log_every"],
+                       help="steps between log.jsonl records")
+    group.add_argument("--checkpoint-every", type=int, default=TRAINING["checkpoint_every"],
+                       help="steps between checkpoints (0: final only)")
+    group.add_argument("--keep-checkpoints", type=_positive, default=TRAINING["keep_checkpoints"])
+    group.add_argument("--held-out-fraction", type=float, default=TRAINING["held_out_fraction"],
+                       help="share of documents held out")
     group.add_argument("--resume", nargs="?", const=True, default=False, metavar="CHECKPOINT",
                        help="continue from OUT's latest checkpoint (or the CHECKPOINT file given)")
 
 
-def _training_options(args: argparse.Namespace, learning_rate: float) -> TrainingOptions:
+def _training_options(args: argparse.Namespace, default_learning_rate: float) -> TrainingOptions:
+    """The training arguments; ``--lr`` not given: the method's ``default_learning_rate``."""
     return TrainingOptions(
         max_steps=args.max_steps, batch_size=args.batch_size, grad_accumulation=args.grad_accumulation,
-        learning_rate=args.lr if args.lr is not None else learning_rate, warmup_steps=args.warmup_steps,
+        learning_rate=default_learning_rate if args.lr is None else args.lr, warmup_steps=args.warmup_steps,
         weight_decay=args.weight_decay, max_grad_norm=args.max_grad_norm, precision=args.precision,
         device=args.device, seed=args.seed, log_every=args.log_every, checkpoint_every=args.checkpoint_every,
         keep_checkpoints=args.keep_checkpoints, held_out_fraction=args.held_out_fraction,
@@ -80,171 +114,124 @@ def _training_options(args: argparse.Namespace, learning_rate: float) -> Trainin
     )
 
 
-def _check_corpus(path: str) -> None:
-    if not Path(path).exists():
-        raise FileNotFoundError(f"corpus {path!r} does not exist; pass a text file or a directory of text files")
-
-
-def _save_config(out: str, args: argparse.Namespace, sections: dict, *, resume=False) -> None:
-    """Check OUT and write the resolved configuration into it (main process only)."""
-    if world_from_env()[0] != 0:
-        return
-    prepare_output_dir(out, overwrite=args.overwrite, resume=bool(resume))
-    record = {"objective": args.objective, "corpus": str(Path(args.corpus).resolve()), **sections}
-    write_json(Path(out, CONFIG_FILE), record, default=str)
-
-
-@contextmanager
-def _keep_config_on_failed_resume(out: str, resume):
-    """Put back OUT's previous configuration when a resumed run fails before its first new checkpoint.
-
-    The configuration describes the checkpoints in OUT, so a ``--resume`` refused as incompatible
-    (or stopped by any other error before it saved) must leave the one they were made with.
-    """
-    path = Path(out, CONFIG_FILE)
-    previous = path.read_bytes() if resume and path.is_file() else None
-    checkpoint = latest_checkpoint(out)
-    try:
-        yield
-    except BaseException:
-        if previous is not None and world_from_env()[0] == 0 and latest_checkpoint(out) == checkpoint:
-            with atomic_file(path, what="configuration") as temporary:
-                Path(temporary).write_bytes(previous)
-        raise
+def _run(args: argparse.Namespace, recipe: Recipe, *, resume=False) -> int:
+    """Run ``recipe`` with the library's outline and print its summary (main process)."""
+    summary = run_objective(recipe, args.corpus, args.out, overwrite=args.overwrite, resume=resume, save_config=True)
+    if world_from_env()[0] == 0:
+        print(json.dumps({"out": args.out, **summary}))
+    return 0
 
 
 # -- mlm ----------------------------------------------------------------------------------------
 
 
 def add_mlm_parser(objectives) -> None:
-    from .mlm import BERT_PRESETS
-
+    defaults = _defaults(MLMConfig)
     parser = objectives.add_parser(
         "mlm", help="BERT-style masked language model (+ --nsp); OUT is a Hugging Face model directory",
         description="Masked language modelling (15%; 80/10/10), optionally with next-sentence prediction.",
     )
-    _add_io_arguments(parser)
+    _add_io_arguments(parser, {**defaults, "seed": TRAINING["seed"]})
     model = parser.add_argument_group("model")
-    model.add_argument("--size", default="tiny",
+    model.add_argument("--size", default=defaults["size"],
                        help=f"size preset ({', '.join(BERT_PRESETS)}) or a JSON file of BertConfig fields")
-    model.add_argument("--init", default=None, metavar="DIR",
+    model.add_argument("--init", default=defaults["init"], metavar="DIR",
                        help="continue pretraining a local BERT directory (domain-adaptive pretraining)")
-    model.add_argument("--vocab-size", type=_positive, default=8000, help="WordPiece vocabulary size")
+    model.add_argument("--vocab-size", type=_positive, default=defaults["vocab_size"], help="WordPiece vocabulary size")
     model.add_argument("--lowercase", action="store_true", help="lowercase and strip accents before WordPiece")
-    model.add_argument("--min-frequency", type=_positive, default=2)
-    model.add_argument("--max-length", type=_positive, default=128, help="pieces per example incl. special tokens")
+    model.add_argument("--min-frequency", type=_positive, default=defaults["min_frequency"])
+    model.add_argument("--max-length", type=_positive, default=defaults["max_length"],
+                       help="pieces per example incl. special tokens")
     model.add_argument("--nsp", action="store_true", help="add next-sentence prediction (50%% true / 50%% random)")
-    model.add_argument("--mask-probability", type=float, default=0.15)
+    model.add_argument("--mask-probability", type=float, default=_defaults(MaskingOptions)["mask_probability"])
     _add_training_arguments(parser)
     parser.set_defaults(handler=_run_mlm)
 
 
 def _run_mlm(args: argparse.Namespace) -> int:
-    from .masking import MaskingOptions
-    from .mlm import MLMConfig, check_bert_directory, default_learning_rate, pretrain_mlm
-
-    _check_corpus(args.corpus)
-    if args.init is not None:
-        check_bert_directory(args.init)
     config = MLMConfig(
         size=args.size, init=args.init, vocab_size=args.vocab_size, lowercase=args.lowercase,
         min_frequency=args.min_frequency, max_length=args.max_length, nsp=args.nsp,
         masking=MaskingOptions(mask_probability=args.mask_probability), encoding_errors=args.encoding_errors,
     )
-    training = _training_options(args, default_learning_rate(config))
-    with _keep_config_on_failed_resume(args.out, args.resume):
-        _save_config(args.out, args, {"mlm": asdict(config), "training": asdict(training)}, resume=args.resume)
-        summary = pretrain_mlm(args.corpus, args.out, config, training, overwrite=True, resume=args.resume)
-    if world_from_env()[0] == 0:
-        print(json.dumps({"out": args.out, **summary}))
-    return 0
+    recipe = MLMRecipe(config, _training_options(args, mlm.default_learning_rate(config)))
+    return _run(args, recipe, resume=args.resume)
 
 
 # -- static -------------------------------------------------------------------------------------
 
 
 def add_static_parser(objectives) -> None:
+    defaults = _defaults(StaticConfig)
     parser = objectives.add_parser(
         "static", help="word2vec skip-gram or CBOW with negative sampling; OUT gets vectors.txt and vectors.bin",
         description="Static word vectors (words: lines split on white space).",
     )
-    _add_io_arguments(parser)
-    parser.add_argument("--architecture", choices=["skipgram", "cbow"], default="skipgram")
-    parser.add_argument("--dim", type=_positive, default=100)
-    parser.add_argument("--window", type=_positive, default=5)
-    parser.add_argument("--negative", type=_positive, default=5, help="noise words per example")
-    parser.add_argument("--min-count", type=_positive, default=5)
-    parser.add_argument("--max-vocab", type=_positive, default=None)
-    parser.add_argument("--sample", type=float, default=1e-3, help="subsampling threshold (0: off)")
-    parser.add_argument("--epochs", type=_positive, default=5)
-    parser.add_argument("--batch-size", type=_positive, default=1024)
-    parser.add_argument("--lr", type=float, default=None, help="default 0.025 (skipgram) / 0.05 (cbow)")
+    _add_io_arguments(parser, defaults)
+    parser.add_argument("--architecture", choices=get_args(Architecture), default=defaults["architecture"])
+    parser.add_argument("--dim", type=_positive, default=defaults["dim"])
+    parser.add_argument("--window", type=_positive, default=defaults["window"])
+    parser.add_argument("--negative", type=_positive, default=defaults["negative"], help="noise words per example")
+    parser.add_argument("--min-count", type=_positive, default=defaults["min_count"])
+    parser.add_argument("--max-vocab", type=_positive, default=defaults["max_vocab"])
+    parser.add_argument("--sample", type=float, default=defaults["sample"], help="subsampling threshold (0: off)")
+    parser.add_argument("--epochs", type=_positive, default=defaults["epochs"])
+    parser.add_argument("--batch-size", type=_positive, default=defaults["batch_size"])
+    rates = " / ".join(f"{rate} ({architecture})" for architecture, rate in DEFAULT_LEARNING_RATES.items())
+    parser.add_argument("--lr", type=float, default=defaults["learning_rate"], help=f"default {rates}")
     parser.add_argument("--lowercase", action="store_true")
-    parser.add_argument("--device", default="auto")
+    parser.add_argument("--device", default=defaults["device"])
     parser.set_defaults(handler=_run_static)
 
 
 def _run_static(args: argparse.Namespace) -> int:
-    from .static import StaticConfig, pretrain_static
-
-    _check_corpus(args.corpus)
     config = StaticConfig(
         architecture=args.architecture, dim=args.dim, window=args.window, negative=args.negative,
         min_count=args.min_count, max_vocab=args.max_vocab, sample=args.sample, epochs=args.epochs,
         batch_size=args.batch_size, learning_rate=args.lr, lowercase=args.lowercase, seed=args.seed,
         device=args.device, encoding_errors=args.encoding_errors, show_progress=not args.quiet,
     )
-    config.learning_rate = config.lr
-    _save_config(args.out, args, {"static": asdict(config)})
-    summary = pretrain_static(args.corpus, args.out, config, overwrite=True)
-    print(json.dumps({"out": args.out, **summary}))
-    return 0
+    return _run(args, StaticRecipe(config))
 
 
 # -- bilm ---------------------------------------------------------------------------------------
 
 
 def add_bilm_parser(objectives) -> None:
+    defaults = _defaults(BiLMConfig)
     parser = objectives.add_parser(
         "bilm", help="ELMo-style forward+backward LMs; OUT is an ELMo directory (options.json + weights.hdf5)",
         description="Bidirectional language model over the ELMo char-CNN + biLSTM encoder.",
     )
-    _add_io_arguments(parser)
+    _add_io_arguments(parser, {**defaults, "seed": TRAINING["seed"]})
     model = parser.add_argument_group("model")
-    model.add_argument("--size", choices=["tiny", "small", "medium", "original"], default="tiny",
+    model.add_argument("--size", choices=get_args(ElmoSize), default=defaults["size"],
                        help="ELMo size preset (small/medium/original: the released architectures)")
-    model.add_argument("--n-layers", type=_positive, default=2, help="biLSTM layers")
-    model.add_argument("--init", default=None, metavar="DIR",
+    model.add_argument("--n-layers", type=_positive, default=defaults["n_layers"], help="biLSTM layers")
+    model.add_argument("--init", default=defaults["init"], metavar="DIR",
                        help="continue pretraining an ELMo directory (options.json + weights.hdf5)")
-    model.add_argument("--max-vocab", type=_positive, default=50_000, help="softmax vocabulary size")
-    model.add_argument("--min-count", type=_positive, default=3)
-    model.add_argument("--softmax", choices=["auto", "full", "adaptive"], default="auto",
-                       help="auto: adaptive softmax above 10,000 words")
-    model.add_argument("--cutoffs", type=lambda t: [int(x) for x in t.split(",")], default=None,
+    model.add_argument("--max-vocab", type=_positive, default=defaults["max_vocab"], help="softmax vocabulary size")
+    model.add_argument("--min-count", type=_positive, default=defaults["min_count"])
+    model.add_argument("--softmax", choices=get_args(Softmax), default=defaults["softmax"],
+                       help=f"auto: adaptive softmax above {ADAPTIVE_ABOVE:,} words")
+    model.add_argument("--cutoffs", type=_integers, default=defaults["cutoffs"],
                        help="adaptive-softmax cluster boundaries, e.g. 2000,10000")
-    model.add_argument("--max-length", type=_positive, default=50, help="words per example (longer: cut)")
-    model.add_argument("--dropout", type=float, default=0.1)
+    model.add_argument("--max-length", type=_positive, default=defaults["max_length"],
+                       help="words per example (longer: cut)")
+    model.add_argument("--dropout", type=float, default=defaults["dropout"])
     model.add_argument("--lowercase", action="store_true", help="lowercase the softmax vocabulary")
     _add_training_arguments(parser)
     parser.set_defaults(handler=_run_bilm)
 
 
 def _run_bilm(args: argparse.Namespace) -> int:
-    from .bilm import BiLMConfig, default_learning_rate, pretrain_bilm
-
-    _check_corpus(args.corpus)
     config = BiLMConfig(
         size=args.size, n_layers=args.n_layers, init=args.init, max_vocab=args.max_vocab, min_count=args.min_count,
         softmax=args.softmax, cutoffs=args.cutoffs, max_length=args.max_length, dropout=args.dropout,
         lowercase=args.lowercase, encoding_errors=args.encoding_errors,
     )
-    training = _training_options(args, default_learning_rate(config))
-    with _keep_config_on_failed_resume(args.out, args.resume):
-        _save_config(args.out, args, {"bilm": asdict(config), "training": asdict(training)}, resume=args.resume)
-        summary = pretrain_bilm(args.corpus, args.out, config, training, overwrite=True, resume=args.resume)
-    if world_from_env()[0] == 0:
-        print(json.dumps({"out": args.out, **summary}))
-    return 0
+    recipe = BiLMRecipe(config, _training_options(args, bilm.default_learning_rate(config)))
+    return _run(args, recipe, resume=args.resume)
 
 
 PRETRAIN_COMMANDS = [add_mlm_parser, add_static_parser, add_bilm_parser]

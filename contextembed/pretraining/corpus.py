@@ -18,10 +18,13 @@ import sys
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Literal, Union
+from typing import Literal, Union, get_args
 
+from .choices import check_choice
+
+#: what to do with a line that is not UTF-8 (see the module docstring)
 EncodingErrors = Literal["skip", "fail"]
-ENCODING_ERRORS = ("skip", "fail")
+ENCODING_ERRORS: tuple[str, ...] = get_args(EncodingErrors)
 
 PathLike = Union[str, os.PathLike]
 
@@ -57,6 +60,11 @@ class Corpus:
         """Every sentence split on white space (the unit of the static and biLM trainers)."""
         for sentence in self.sentences():
             yield split_words(sentence)
+
+
+def check_encoding_errors(value: str) -> str:
+    """Return ``value`` if it is one of :data:`ENCODING_ERRORS`, else raise ``ValueError``."""
+    return check_choice("encoding_errors", value, EncodingErrors)
 
 
 def split_words(sentence: str, lowercase: bool = False) -> list[str]:
@@ -104,8 +112,7 @@ def read_corpus(path: PathLike, *, encoding_errors: EncodingErrors = "skip") -> 
     ValueError
         If the corpus holds no sentence, or (with ``"fail"``) on bytes that are not UTF-8.
     """
-    if encoding_errors not in ENCODING_ERRORS:
-        raise ValueError(f"encoding_errors={encoding_errors!r} is not one of {ENCODING_ERRORS}")
+    check_encoding_errors(encoding_errors)
     files = corpus_files(path)
     corpus = Corpus(documents=[], files=files)
     first_bad = None

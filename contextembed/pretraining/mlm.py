@@ -25,10 +25,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .corpus import EncodingErrors, read_corpus, split_held_out
-from .distributed import setup_distributed, teardown_distributed
+from .corpus import EncodingErrors, check_encoding_errors
 from .masking import IGNORE_INDEX, MaskingOptions, mask_tokens
-from .training import Objective, TrainingOptions, prepare_output_dir, resolve_resume, train
+from .outline import NeuralRecipe, Run, run_objective
+from .seeds import held_out_seed, nsp_pairs_seed
+from .training import Objective, TrainingOptions
 
 #: BERT miniature sizes (Turc et al. 2019) and BERT-base; a config file may override any field
 BERT_PRESETS: dict[str, dict] = {
@@ -87,7 +88,10 @@ class MLMConfig:
             raise ValueError(f"max_length={self.max_length} is too short; use at least 8 pieces")
         if self.vocab_size < 100:
             raise ValueError(f"vocab_size={self.vocab_size} is too small; use at least 100")
-        if self.init is None and self.size not in BERT_PRESETS and not os.path.isfile(self.size):
+        check_encoding_errors(self.encoding_errors)
+        if self.init is not None:
+            check_bert_directory(self.init)
+        elif self.size not in BERT_PRESETS and not os.path.isfile(self.size):
             raise ValueError(
                 f"size={self.size!r} is neither a preset ({', '.join(BERT_PRESETS)}) nor an existing config file"
             )
@@ -310,7 +314,7 @@ class BertObjective(Objective):
     def epoch_pairs(self, epoch: int) -> list[tuple[list[int], list[int], int]]:
         """NSP examples ``(A, B, label)`` of ``epoch`` (label 0: B follows A, 1: B is random)."""
         if self._pairs_epoch != epoch:
-            generator = torch.Generator().manual_seed(self.seed * 7919 + epoch)
+            generator = torch.Generator().manual_seed(nsp_pairs_seed(self.seed, epoch))
             self._pairs = nsp_pairs(self.train, self._anchors, generator)
             self._pairs_epoch = epoch
         return self._pairs
@@ -324,7 +328,7 @@ class BertObjective(Objective):
     def held_out_batches(self, batch_size: int):
         if not self.held:
             return []
-        generator = torch.Generator().manual_seed(self.seed + 12345)
+        generator = torch.Generator().manual_seed(held_out_seed(self.seed))
         if self.config.nsp:
             pool = self.held if len(self.held) > 1 else self.held + self.train
             anchors = [(d, k) for d, segments in enumerate(pool[: len(self.held)]) for k in range(len(segments) - 1)]
@@ -409,6 +413,47 @@ def _fingerprint(model, tokenizer, config: MLMConfig) -> dict:
 # -- entry point --------------------------------------------------------------------------------
 
 
+class MLMRecipe(NeuralRecipe):
+    """BERT with MLM (+NSP) in the outline of :func:`~.outline.run_objective`."""
+
+    name = "mlm"
+
+    def __init__(self, config: MLMConfig, training: Optional[TrainingOptions] = None) -> None:
+        super().__init__(config, training or TrainingOptions(learning_rate=default_learning_rate(config)))
+        self.tokenizer = None
+        self.model = None
+
+    def prepare(self, documents, run: Run) -> None:
+        """The ``init`` model's tokenizer, the one saved in OUT (resume), or a new WordPiece vocabulary
+        trained on the whole corpus by the main process."""
+        config, out, context = self.config, run.out, run.context
+        if config.init is not None:
+            self.tokenizer = load_tokenizer(config.init)
+            return
+        if run.checkpoint is not None and (out / "tokenizer_config.json").is_file():
+            self.tokenizer = load_tokenizer(out)
+            return
+        if context.is_main:
+            sentences = (sentence for document in documents for sentence in document)
+            train_wordpiece(sentences, config.vocab_size, lowercase=config.lowercase,
+                            min_frequency=config.min_frequency, max_length=config.max_length, directory=out)
+        context.barrier()
+        self.tokenizer = load_tokenizer(out)
+
+    def encode(self, documents) -> list[list[np.ndarray]]:
+        return tokenize_documents(self.tokenizer, documents)
+
+    def build(self, train, held) -> None:
+        self.model = build_model(self.config, self.tokenizer)
+        self.module = BertPretrainingModel(self.model)
+        self.objective = BertObjective(train, held, SpecialIds.from_tokenizer(self.tokenizer), self.config,
+                                       self.training.seed, _fingerprint(self.model, self.tokenizer, self.config))
+
+    def save(self, out: Path) -> None:
+        self.model.save_pretrained(out)
+        self.tokenizer.save_pretrained(out)
+
+
 def pretrain_mlm(
     corpus: Union[str, os.PathLike],
     out: Union[str, os.PathLike],
@@ -431,7 +476,7 @@ def pretrain_mlm(
     config : MLMConfig
         Model, vocabulary and objective.
     training : TrainingOptions
-        Optimisation settings.
+        Optimisation settings (default: the learning rate of :func:`default_learning_rate`).
     overwrite : bool
         Allow an OUT that already holds files.
     resume : bool or path
@@ -442,44 +487,5 @@ def pretrain_mlm(
     dict
         ``steps``, ``held_out_before`` and ``held_out`` (``mlm_loss``, ``mlm_acc``, ``nsp_acc``...).
     """
-    config = config or MLMConfig()
-    training = training or TrainingOptions(learning_rate=default_learning_rate(config))
-    if config.init is not None:
-        check_bert_directory(config.init)
-    context = setup_distributed(training.device)
-    try:
-        out = Path(out)
-        if context.is_main:
-            prepare_output_dir(out, overwrite=overwrite, resume=bool(resume))
-        context.barrier()
-        checkpoint = resolve_resume(out, resume)
-        documents = read_corpus(corpus, encoding_errors=config.encoding_errors).documents
-        tokenizer = _tokenizer(config, documents, out, context, reuse=checkpoint is not None)
-        train_docs, held_docs = split_held_out(documents, training.held_out_fraction)
-        torch.manual_seed(training.seed)
-        model = build_model(config, tokenizer)
-        objective = BertObjective(tokenize_documents(tokenizer, train_docs), tokenize_documents(tokenizer, held_docs),
-                                  SpecialIds.from_tokenizer(tokenizer), config, training.seed,
-                                  _fingerprint(model, tokenizer, config))
-        del documents, train_docs, held_docs  # the objective holds the ids; the raw lines can go
-        summary = train(BertPretrainingModel(model), objective, training, out, context, resume=checkpoint)
-        if context.is_main:
-            model.save_pretrained(out)
-            tokenizer.save_pretrained(out)
-        return summary
-    finally:
-        teardown_distributed(context)
-
-
-def _tokenizer(config: MLMConfig, documents, out: Path, context, *, reuse: bool):
-    """The ``init`` model's tokenizer, the one saved in OUT (resume), or a new WordPiece vocabulary."""
-    if config.init is not None:
-        return load_tokenizer(config.init)
-    if reuse and (out / "tokenizer_config.json").is_file():
-        return load_tokenizer(out)
-    if context.is_main:
-        sentences = (sentence for document in documents for sentence in document)
-        train_wordpiece(sentences, config.vocab_size, lowercase=config.lowercase,
-                        min_frequency=config.min_frequency, max_length=config.max_length, directory=out)
-    context.barrier()
-    return load_tokenizer(out)
+    recipe = MLMRecipe(config or MLMConfig(), training)
+    return run_objective(recipe, corpus, out, overwrite=overwrite, resume=resume)

@@ -14,13 +14,13 @@ both readable by :func:`contextembed.load_encoder` and gensim's ``KeyedVectors.l
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections import Counter
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Literal, Optional, Union
+from typing import Literal, Optional, Union, get_args
 
 import numpy as np
 import torch
@@ -29,11 +29,22 @@ from tqdm.auto import tqdm
 
 from ..devices import resolve_device
 from ..encoders.static import write_word2vec
-from .corpus import EncodingErrors, read_corpus, split_words
-from .training import prepare_output_dir
+from .choices import check_choice
+from .corpus import EncodingErrors, check_encoding_errors, split_words
+from .distributed import DistributedContext
+from .outline import Recipe, Run, run_objective
+from .run_files import RunLog
 
 Architecture = Literal["skipgram", "cbow"]
-ARCHITECTURES = ("skipgram", "cbow")
+ARCHITECTURES: tuple[str, ...] = get_args(Architecture)
+#: word2vec's initial learning rate of each architecture (``StaticConfig.learning_rate=None``)
+DEFAULT_LEARNING_RATES: dict[Architecture, float] = {"skipgram": 0.025, "cbow": 0.05}
+#: the learning rate decays linearly to this share of its initial value over the run (word2vec)
+MIN_LEARNING_RATE_FACTOR = 1e-4
+#: negatives are drawn from the unigram distribution raised to this power (word2vec)
+NOISE_POWER = 0.75
+#: the files written into OUT: word2vec text and binary
+TEXT_FILE, BINARY_FILE = "vectors.txt", "vectors.bin"
 
 
 @dataclass
@@ -57,8 +68,8 @@ class StaticConfig:
     show_progress: bool = True
 
     def __post_init__(self) -> None:
-        if self.architecture not in ARCHITECTURES:
-            raise ValueError(f"architecture={self.architecture!r} is not one of {ARCHITECTURES}")
+        check_choice("architecture", self.architecture, Architecture)
+        check_encoding_errors(self.encoding_errors)
         for name in ("dim", "window", "negative", "min_count", "epochs", "batch_size"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
@@ -68,10 +79,10 @@ class StaticConfig:
 
     @property
     def lr(self) -> float:
-        """word2vec's default: 0.025 for skip-gram, 0.05 for CBOW."""
+        """``learning_rate``, or word2vec's default for the architecture (:data:`DEFAULT_LEARNING_RATES`)."""
         if self.learning_rate is not None:
             return self.learning_rate
-        return 0.025 if self.architecture == "skipgram" else 0.05
+        return DEFAULT_LEARNING_RATES[self.architecture]
 
 
 @dataclass
@@ -200,66 +211,147 @@ class WordVectorModel(torch.nn.Module):
         return -(F.logsigmoid(positive).sum() + F.logsigmoid(-negative).sum())
 
 
-def _epoch_examples(ids, sentence_of, vocabulary, config, rng, pad):
-    """(context (n, k), target (n,)) of one epoch after subsampling, shuffled."""
-    keep = rng.random(len(ids)) < keep_probabilities(vocabulary.counts, config.sample)[ids]
-    ids, sentence_of = ids[keep], sentence_of[keep]
-    reduced = rng.integers(1, config.window + 1, size=len(ids))
-    if config.architecture == "skipgram":
-        centres, contexts = skipgram_pairs(ids, sentence_of, reduced)
-        context, target = centres[:, None], contexts
-    else:
-        target, context = cbow_windows(ids, sentence_of, reduced, config.window, pad)
-    order = rng.permutation(len(target))
-    return context[order], target[order]
+def _skipgram_examples(ids, sentence_of, reduced, window: int, pad: int) -> tuple[np.ndarray, np.ndarray]:
+    """Skip-gram: the centre predicts each context word (context ``(n, 1)``, target ``(n,)``)."""
+    centres, contexts = skipgram_pairs(ids, sentence_of, reduced)
+    return centres[:, None], contexts
 
 
-def train_vectors(sentences: list[list[str]], config: StaticConfig, log_path: Optional[Path] = None):
-    """Train word vectors; returns ``(vocabulary, vectors (vocab, dim) float32)``."""
-    vocabulary = Vocabulary.build(sentences, config.min_count, config.max_vocab)
-    ids, sentence_of = encode_sentences(sentences, vocabulary)
-    device = resolve_device(config.device)
-    rng = np.random.default_rng(config.seed)
-    torch.manual_seed(config.seed)
-    vocab_size = len(vocabulary.words)
-    model = WordVectorModel(vocab_size, config.dim).to(device)
-    optimizer = torch.optim.SGD(model.parameters(), lr=config.lr)
-    noise = torch.as_tensor(vocabulary.counts, dtype=torch.float64).pow(0.75).to(device)
-    generator = torch.Generator(device=device).manual_seed(config.seed)
-    bar = tqdm(desc=f"pretrain {config.architecture}", unit="batch", disable=not config.show_progress)
-    for epoch in range(config.epochs):
-        context, target = _epoch_examples(ids, sentence_of, vocabulary, config, rng, vocab_size)
+def _cbow_examples(ids, sentence_of, reduced, window: int, pad: int) -> tuple[np.ndarray, np.ndarray]:
+    """CBOW: the context words predict the centre (context ``(n, 2 * window)``, target ``(n,)``)."""
+    target, context = cbow_windows(ids, sentence_of, reduced, window, pad)
+    return context, target
+
+
+#: how each architecture turns an epoch's tokens into ``(context, target)`` examples
+EXAMPLES: dict[Architecture, Callable[..., tuple[np.ndarray, np.ndarray]]] = {
+    "skipgram": _skipgram_examples, "cbow": _cbow_examples,
+}
+
+
+@dataclass
+class _SGD:
+    """What word2vec's loop draws from and updates with."""
+
+    optimizer: torch.optim.SGD
+    device: torch.device
+    #: ``(vocab,)`` unigram counts raised to :data:`NOISE_POWER`: the negative-sampling weights
+    noise: torch.Tensor
+    #: negative samples
+    generator: torch.Generator
+    #: subsampling, reduced windows and example order
+    rng: np.random.Generator
+    bar: tqdm
+
+
+class StaticRecipe(Recipe):
+    """word2vec in the outline of :func:`~.outline.run_objective`: its own SGD loop, one process,
+    nothing held out, no checkpoints."""
+
+    name = "static"
+
+    def __init__(self, config: StaticConfig) -> None:
+        self.config = config
+        self.vocabulary: Optional[Vocabulary] = None
+        self.model: Optional[WordVectorModel] = None
+        self.ids = self.sentence_of = None
+        self.tokens = 0
+
+    @property
+    def seed(self) -> int:
+        return self.config.seed
+
+    @property
+    def held_out_fraction(self) -> float:
+        return 0.0
+
+    @property
+    def encoding_errors(self) -> EncodingErrors:
+        return self.config.encoding_errors
+
+    def config_record(self) -> dict:
+        return {self.name: {**asdict(self.config), "learning_rate": self.config.lr}}
+
+    def start(self) -> DistributedContext:
+        """One process on ``config.device`` (word2vec does not join a torchrun process group)."""
+        return DistributedContext(device=resolve_device(self.config.device))
+
+    def encode(self, documents) -> list[list[str]]:
+        lowercase = self.config.lowercase
+        return [split_words(sentence, lowercase=lowercase) for document in documents for sentence in document]
+
+    def build(self, train, held) -> None:
+        config = self.config
+        self.vocabulary = Vocabulary.build(train, config.min_count, config.max_vocab)
+        self.ids, self.sentence_of = encode_sentences(train, self.vocabulary)
+        self.tokens = sum(len(sentence) for sentence in train)
+        self.model = WordVectorModel(len(self.vocabulary.words), config.dim)
+
+    def fit(self, run: Run) -> dict:
+        config, device = self.config, run.context.device
+        self.model.to(device)
+        sgd = _SGD(optimizer=torch.optim.SGD(self.model.parameters(), lr=config.lr), device=device,
+                   noise=torch.as_tensor(self.vocabulary.counts, dtype=torch.float64).pow(NOISE_POWER).to(device),
+                   generator=torch.Generator(device=device).manual_seed(config.seed),
+                   rng=np.random.default_rng(config.seed),
+                   bar=tqdm(desc=f"pretrain {config.architecture}", unit="batch", disable=not config.show_progress))
+        log = RunLog(run.out / "log.jsonl", enabled=run.context.is_main)
+        for epoch in range(config.epochs):
+            log.write(self._epoch(epoch, sgd))
+        sgd.bar.close()
+        return {"vocab_size": len(self.vocabulary.words), "dim": config.dim, "text": str(run.out / TEXT_FILE),
+                "binary": str(run.out / BINARY_FILE), "tokens": self.tokens}
+
+    def _epoch(self, epoch: int, sgd: _SGD) -> dict:
+        """One pass over the epoch's examples; returns its ``log.jsonl`` record."""
+        config = self.config
+        context, target = self._epoch_examples(sgd.rng)
         if len(target) == 0:
             raise ValueError("the corpus gives no (word, context) pair: every sentence has at most one known word")
         n_batches = -(-len(target) // config.batch_size)
         if epoch == 0:
-            bar.total = n_batches * config.epochs
+            sgd.bar.total = n_batches * config.epochs
         loss_sum, started = 0.0, time.perf_counter()
         for number, start in enumerate(range(0, len(target), config.batch_size)):
             # linear decay over the whole run, as in word2vec
-            lr = config.lr * max(1e-4, 1.0 - (epoch + number / n_batches) / config.epochs)
-            for group in optimizer.param_groups:
-                group["lr"] = lr
-            batch_context = torch.as_tensor(context[start : start + config.batch_size], device=device)
-            batch_target = torch.as_tensor(target[start : start + config.batch_size], device=device)
-            negatives = torch.multinomial(noise, len(batch_target) * config.negative, replacement=True,
-                                          generator=generator).view(len(batch_target), config.negative)
-            loss = model(batch_context, batch_target, negatives)
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            loss_sum += float(loss.detach())
-            bar.update(1)
-            bar.set_postfix(loss=f"{float(loss.detach()) / len(batch_target):.4f}")
-        if log_path is not None:
-            elapsed = time.perf_counter() - started
-            record = {"epoch": epoch + 1, "loss": loss_sum / len(target), "lr": lr, "examples": len(target),
-                      "examples_per_s": len(target) / elapsed if elapsed > 0 else None}
-            with open(log_path, "a", encoding="utf-8") as handle:
-                handle.write(json.dumps(record) + "\n")
-    bar.close()
-    vectors = model.inputs.weight.detach()[:vocab_size].float().cpu().numpy()
-    return vocabulary, vectors
+            lr = config.lr * max(MIN_LEARNING_RATE_FACTOR, 1.0 - (epoch + number / n_batches) / config.epochs)
+            batch = slice(start, start + config.batch_size)
+            loss_sum += self._step(context[batch], target[batch], lr, sgd)
+        elapsed = time.perf_counter() - started
+        return {"epoch": epoch + 1, "loss": loss_sum / len(target), "lr": lr, "examples": len(target),
+                "examples_per_s": len(target) / elapsed if elapsed > 0 else None}
+
+    def _epoch_examples(self, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """``(context (n, k), target (n,))`` of one epoch after subsampling, shuffled."""
+        config = self.config
+        keep = rng.random(len(self.ids)) < keep_probabilities(self.vocabulary.counts, config.sample)[self.ids]
+        ids, sentence_of = self.ids[keep], self.sentence_of[keep]
+        reduced = rng.integers(1, config.window + 1, size=len(ids))
+        context, target = EXAMPLES[config.architecture](ids, sentence_of, reduced, config.window, self.model.pad)
+        order = rng.permutation(len(target))
+        return context[order], target[order]
+
+    def _step(self, context: np.ndarray, target: np.ndarray, lr: float, sgd: _SGD) -> float:
+        """One SGD update on ``(batch, k)`` contexts and ``(batch,)`` targets; returns the summed loss."""
+        for group in sgd.optimizer.param_groups:
+            group["lr"] = lr
+        batch_context = torch.as_tensor(context, device=sgd.device)
+        batch_target = torch.as_tensor(target, device=sgd.device)
+        negatives = torch.multinomial(sgd.noise, len(batch_target) * self.config.negative, replacement=True,
+                                      generator=sgd.generator).view(len(batch_target), self.config.negative)
+        loss = self.model(batch_context, batch_target, negatives)
+        sgd.optimizer.zero_grad()
+        loss.backward()
+        sgd.optimizer.step()
+        value = float(loss.detach())
+        sgd.bar.update(1)
+        sgd.bar.set_postfix(loss=f"{value / len(batch_target):.4f}")
+        return value
+
+    def save(self, out: Path) -> None:
+        vectors = self.model.inputs.weight.detach()[: len(self.vocabulary.words)].float().cpu().numpy()
+        write_word2vec(out / TEXT_FILE, self.vocabulary.words, vectors)
+        write_word2vec(out / BINARY_FILE, self.vocabulary.words, vectors, binary=True)
 
 
 def most_similar(words: list[str], vectors: np.ndarray, query: str, k: int = 5) -> list[tuple[str, float]]:
@@ -288,14 +380,4 @@ def pretrain_static(
     dict
         ``vocab_size``, ``dim``, ``text`` and ``binary`` (the two paths), ``tokens``.
     """
-    config = config or StaticConfig()
-    out = prepare_output_dir(out, overwrite=overwrite)
-    documents = read_corpus(corpus, encoding_errors=config.encoding_errors).documents
-    sentences = [split_words(s, lowercase=config.lowercase) for d in documents for s in d]
-    del documents
-    vocabulary, vectors = train_vectors(sentences, config, out / "log.jsonl")
-    text, binary = out / "vectors.txt", out / "vectors.bin"
-    write_word2vec(text, vocabulary.words, vectors)
-    write_word2vec(binary, vocabulary.words, vectors, binary=True)
-    return {"vocab_size": len(vocabulary.words), "dim": config.dim, "text": str(text), "binary": str(binary),
-            "tokens": int(sum(len(s) for s in sentences))}
+    return run_objective(StaticRecipe(config or StaticConfig()), corpus, out, overwrite=overwrite)

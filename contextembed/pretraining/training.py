@@ -6,43 +6,44 @@ a tqdm bar with the running loss, ``log.jsonl``, periodic checkpoints, ``resume`
 evaluation before training and at the end.
 
 An *objective* supplies the data and the loss (see :class:`Objective`); the loop knows nothing of
-BERT or LSTMs.
+BERT or LSTMs. :func:`train` keeps what stays fixed in a :class:`Loop` and what changes (step,
+running loss, optimizer, scheduler and scaler, the log) in a :class:`RunState`.
 
 Batching: a *micro-batch* holds ``batch_size`` examples per process; one optimizer step takes
 ``grad_accumulation`` micro-batches per process, so an update sees
 ``batch_size * grad_accumulation * world_size`` examples. Every epoch visits the examples in a new
 order drawn from ``seed`` and the epoch number; micro-batch ``i`` draws its randomness (masks) from
-``seed`` and ``i``, so a resumed run sees the same data as an uninterrupted one.
+``seed`` and ``i``, so a resumed run sees the same data as an uninterrupted one
+(:mod:`~contextembed.pretraining.seeds` lists every stream).
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
-import os
-import shutil
 import time
 from abc import ABC, abstractmethod
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Literal, Optional, Union
+from typing import Literal, Optional
 
 import torch
 from tqdm.auto import tqdm
 
-from .._files import atomic_file
 from ..devices import PRECISIONS
+from .choices import check_choice
 from .distributed import DistributedContext, wrap_model
+from .run_files import RunLog, check_no_newer_checkpoints, load_checkpoint, save_checkpoint, write_json
+from .seeds import data_order_seed, dropout_seed, mask_seed
+
+#: autocast dtype of the forward pass (fp16 with a gradient scaler); ``devices.PRECISIONS`` maps them
+Precision = Literal["fp32", "bf16", "fp16"]
 
 Batch = dict[str, torch.Tensor]
 Stats = dict[str, float]
-
-#: files a run writes besides the model; ``overwrite`` removes them so that runs never mix
-RUN_FILES = ("log.jsonl", "held_out.json", "checkpoints")
-#: written by the command line before the library runs; does not make OUT count as "holding files"
-CONFIG_FILE = "pretrain_config.json"
+#: weight of the newest step's loss in the running (exponentially smoothed) training loss
+RUNNING_LOSS_WEIGHT = 0.1
 
 
 @dataclass
@@ -90,7 +91,7 @@ class TrainingOptions:
     warmup_steps: Optional[int] = None
     weight_decay: float = 0.01
     max_grad_norm: float = 1.0
-    precision: Literal["fp32", "bf16", "fp16"] = "fp32"
+    precision: Precision = "fp32"
     device: str = "auto"
     seed: int = 0
     log_every: int = 10
@@ -106,8 +107,7 @@ class TrainingOptions:
         for name, value in positive.items():
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name}={value!r} must be a positive integer")
-        if self.precision not in PRECISIONS:
-            raise ValueError(f"precision={self.precision!r} is not one of {', '.join(map(repr, PRECISIONS))}")
+        check_choice("precision", self.precision, Precision)
         if not self.learning_rate > 0:
             raise ValueError(f"learning_rate={self.learning_rate} must be > 0")
         if self.warmup_steps is not None and not 0 <= self.warmup_steps <= self.max_steps:
@@ -148,143 +148,6 @@ class Objective(ABC):
         """What a checkpoint must match to be resumed (architecture, vocabulary, objective)."""
 
 
-# -- output directory ---------------------------------------------------------------------------
-
-
-def prepare_output_dir(out: Union[str, os.PathLike], *, overwrite: bool = False, resume: bool = False) -> Path:
-    """Check OUT and create it.
-
-    OUT may not hold files (other than ``pretrain_config.json``) unless ``overwrite`` (which removes a
-    previous run's log and checkpoints) or ``resume`` is given.
-
-    Raises
-    ------
-    FileExistsError
-        If OUT is a file, or holds files and neither ``overwrite`` nor ``resume`` is set.
-    """
-    path = Path(out)
-    if path.exists() and not path.is_dir():
-        raise FileExistsError(f"OUT {str(path)!r} is a file; pass a directory to write the model into")
-    held = sorted(p.name for p in path.iterdir() if p.name != CONFIG_FILE) if path.is_dir() else []
-    if held and not (overwrite or resume):
-        shown = ", ".join(held[:5]) + (", ..." if len(held) > 5 else "")
-        raise FileExistsError(
-            f"OUT {str(path)!r} already holds files ({shown}); pass --overwrite (overwrite=True) to replace "
-            "them, --resume to continue from its last checkpoint, or choose another directory"
-        )
-    if overwrite and not resume:
-        for name in RUN_FILES:
-            target = path / name
-            if target.is_dir():
-                shutil.rmtree(target)
-            elif target.exists():
-                target.unlink()
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-def write_json(path: Union[str, os.PathLike], record, *, default=None) -> None:
-    """Write ``record`` as indented JSON, atomically: an interruption leaves the previous ``path``."""
-    with atomic_file(path, what="file") as temporary:
-        with open(temporary, "w", encoding="utf-8") as handle:
-            json.dump(record, handle, indent=2, default=default)
-            handle.write("\n")
-
-
-# -- checkpoints --------------------------------------------------------------------------------
-
-
-def latest_checkpoint(out: Union[str, os.PathLike]) -> Optional[Path]:
-    """The newest ``checkpoints/step-*.pt`` in OUT, or ``None``."""
-    found = sorted(Path(out, "checkpoints").glob("step-*.pt"))
-    return found[-1] if found else None
-
-
-def resolve_resume(out: Path, resume: Union[bool, str, os.PathLike, None]) -> Optional[Path]:
-    """``True`` -> OUT's latest checkpoint; a path -> that checkpoint file; falsy -> ``None``."""
-    if not resume:
-        return None
-    if resume is True:
-        found = latest_checkpoint(out)
-        if found is None:
-            raise FileNotFoundError(
-                f"resume was asked for but {out / 'checkpoints'} holds no step-*.pt checkpoint; "
-                "drop --resume to start a new run"
-            )
-        return found
-    path = Path(resume)
-    if not path.is_file():
-        raise FileNotFoundError(f"checkpoint {str(path)!r} does not exist")
-    return path
-
-
-def save_checkpoint(out: Path, step: int, state: dict, keep: int) -> Path:
-    """Write ``checkpoints/step-XXXXXXXX.pt`` atomically and keep only the ``keep`` newest.
-
-    Only checkpoints of earlier steps are pruned; the one just written always stays.
-    """
-    directory = out / "checkpoints"
-    directory.mkdir(parents=True, exist_ok=True)
-    target = directory / f"step-{step:08d}.pt"
-    with atomic_file(target, what="checkpoint") as temporary:  # hidden name: not matched by step-*.pt
-        torch.save(state, temporary)
-    earlier = [path for path in sorted(directory.glob("step-*.pt")) if path.name < target.name]
-    for old in earlier[: max(0, len(earlier) - (keep - 1))]:
-        old.unlink()
-    return target
-
-
-def check_no_newer_checkpoints(out: Path, step: int, resume: Path) -> None:
-    """Refuse to resume at ``step`` while OUT holds checkpoints of later steps (of the run being
-    abandoned): a later ``--resume`` would pick them up, and pruning would drop the new ones.
-
-    Raises
-    ------
-    FileExistsError
-        Naming the later checkpoints, which contextembed does not delete unasked.
-    """
-    current = f"step-{step:08d}.pt"
-    newer = [path for path in sorted((out / "checkpoints").glob("step-*.pt")) if path.name > current]
-    if newer:
-        names = ", ".join(path.name for path in newer)
-        raise FileExistsError(
-            f"resuming from {resume} (step {step}), but {out / 'checkpoints'} also holds later checkpoints "
-            f"({names}) of the run being abandoned; move or delete them first, or resume from the latest"
-        )
-
-
-def load_checkpoint(path: Path, fingerprint: dict) -> dict:
-    """Read a checkpoint and check that it belongs to this run.
-
-    Raises
-    ------
-    ValueError
-        If the checkpoint cannot be read or its fingerprint differs from ``fingerprint``.
-    """
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as error:  # noqa: BLE001 - any unreadable file gets the same clear message
-        raise ValueError(f"checkpoint {str(path)!r} cannot be read ({error}); it is not a contextembed checkpoint") from None
-    if not isinstance(state, dict) or "fingerprint" not in state:
-        raise ValueError(f"checkpoint {str(path)!r} is not a contextembed pretraining checkpoint")
-    differences = _differences(state["fingerprint"], fingerprint)
-    if differences:
-        raise ValueError(
-            f"checkpoint {str(path)!r} is incompatible with this run: {'; '.join(differences)}. Resume with "
-            "the settings it was made with, or start a new run with --overwrite"
-        )
-    return state
-
-
-def _differences(saved: dict, current: dict) -> list[str]:
-    keys = sorted(set(saved) | set(current))
-    return [
-        f"{key}: checkpoint has {saved.get(key)!r}, this run has {current.get(key)!r}"
-        for key in keys
-        if saved.get(key) != current.get(key)
-    ]
-
-
 # -- optimisation -------------------------------------------------------------------------------
 
 
@@ -310,14 +173,47 @@ def make_scheduler(optimizer: torch.optim.Optimizer, options: TrainingOptions) -
     return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: linear_schedule(step, warmup, total))
 
 
+@dataclass
+class Optimisation:
+    """AdamW, its learning-rate schedule and the gradient scaler (enabled for fp16): the state a
+    checkpoint keeps besides the model's."""
+
+    optimizer: torch.optim.AdamW
+    scheduler: torch.optim.lr_scheduler.LambdaLR
+    scaler: torch.amp.GradScaler
+
+    @classmethod
+    def create(cls, model: torch.nn.Module, options: TrainingOptions, device: torch.device) -> "Optimisation":
+        optimizer = make_optimizer(model, options)
+        scheduler = make_scheduler(optimizer, options)
+        scaler = torch.amp.GradScaler(device.type, enabled=PRECISIONS[options.precision] == torch.float16)
+        return cls(optimizer, scheduler, scaler)
+
+    @property
+    def learning_rate(self) -> float:
+        return self.scheduler.get_last_lr()[0]
+
+    def step(self, parameters: Iterable[torch.nn.Parameter], max_grad_norm: float) -> None:
+        """Clip the (unscaled) gradients, update, clear the gradients, advance the schedule."""
+        if max_grad_norm:
+            self.scaler.unscale_(self.optimizer)
+            torch.nn.utils.clip_grad_norm_(parameters, max_grad_norm)
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.scheduler.step()
+
+    def state_dict(self) -> dict:
+        return {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
+                "scaler": self.scaler.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.scaler.load_state_dict(state["scaler"])
+
+
 # -- data stream --------------------------------------------------------------------------------
-
-
-def _seed(*parts: int) -> int:
-    value = 0
-    for part in parts:
-        value = (value * 1_000_003 + int(part)) % (2**62)
-    return value
 
 
 def iter_micro_batches(
@@ -333,11 +229,11 @@ def iter_micro_batches(
     while True:
         epoch, position = divmod(index, per_epoch)
         if epoch != order_epoch:
-            order = torch.randperm(n, generator=torch.Generator().manual_seed(_seed(options.seed, epoch)))
+            order = torch.randperm(n, generator=torch.Generator().manual_seed(data_order_seed(options.seed, epoch)))
             order_epoch = epoch
         chunk = order[position * global_size : (position + 1) * global_size]
         mine = chunk[context.rank :: context.world_size].tolist()
-        generator = torch.Generator().manual_seed(_seed(options.seed, 7, index, context.rank))
+        generator = torch.Generator().manual_seed(mask_seed(options.seed, index, context.rank))
         yield objective.make_batch(epoch, mine, generator)
         index += 1
 
@@ -363,55 +259,58 @@ def summarize(stats: Stats) -> dict[str, float]:
 # -- the loop -----------------------------------------------------------------------------------
 
 
-class _Log:
-    """Appends JSON records to ``log.jsonl`` (main process only)."""
+@dataclass(frozen=True)
+class Loop:
+    """What stays fixed while a run trains."""
 
-    def __init__(self, path: Path, enabled: bool) -> None:
-        self.path, self.enabled = path, enabled
-
-    def write(self, record: dict) -> None:
-        if self.enabled:
-            with open(self.path, "a", encoding="utf-8") as handle:
-                handle.write(json.dumps(record) + "\n")
-
-
-def evaluate(model: torch.nn.Module, objective: Objective, batches: list[Batch], context: DistributedContext,
-             dtype: torch.dtype) -> dict[str, float]:
-    """Held-out statistics, each process taking every ``world_size``-th batch, summed over processes."""
-    totals: Stats = defaultdict(float)
-    was_training = model.training
-    model.eval()
-    with torch.no_grad():
-        for batch in batches[context.rank :: context.world_size]:
-            with _autocast(context.device, dtype):
-                loss, stats = objective.loss(model, _to(batch, context.device))
-            totals["loss_sum"] += float(loss.detach())
-            totals["loss_count"] += 1
-            for key, value in stats.items():
-                totals[key] += value
-    model.train(was_training)
-    return summarize(context.all_reduce_sums(dict(totals)))
-
-
-def _autocast(device: torch.device, dtype: torch.dtype):
-    if dtype == torch.float32:
-        return contextlib.nullcontext()
-    return torch.autocast(device_type=device.type, dtype=dtype)
+    #: the module checkpointed (its ``state_dict``)
+    model: torch.nn.Module
+    #: what ``objective.loss`` receives: ``model`` in DistributedDataParallel under torchrun
+    wrapped: torch.nn.Module
+    objective: Objective
+    options: TrainingOptions
+    context: DistributedContext
+    #: receives ``checkpoints/`` and ``held_out.json`` (main process only)
+    out: Path
+    #: autocast dtype (``options.precision``)
+    dtype: torch.dtype
 
 
 @dataclass
-class _State:
+class Window:
+    """Training statistics summed since the last ``log.jsonl`` record, and when that was."""
+
+    stats: Stats = field(default_factory=lambda: defaultdict(float))
+    started: float = field(default_factory=time.perf_counter)
+
+
+@dataclass
+class RunState:
+    """What changes while a run trains."""
+
+    optimisation: Optimisation
+    log: RunLog
+    #: optimizer updates done
     step: int = 0
+    #: exponentially smoothed training loss (``None`` before the first update)
     running_loss: Optional[float] = None
+    window: Window = field(default_factory=Window)
+
+    def add_loss(self, loss: float) -> None:
+        """Fold the loss of the update just made into :attr:`running_loss`."""
+        if self.running_loss is None:
+            self.running_loss = loss
+        else:
+            self.running_loss = (1 - RUNNING_LOSS_WEIGHT) * self.running_loss + RUNNING_LOSS_WEIGHT * loss
 
 
 def train(
     model: torch.nn.Module,
     objective: Objective,
     options: TrainingOptions,
+    *,
     out: Path,
     context: DistributedContext,
-    *,
     resume: Optional[Path] = None,
 ) -> dict:
     """Run the optimisation from step 0 (or the ``resume`` checkpoint's step) to ``options.max_steps``.
@@ -439,63 +338,60 @@ def train(
         ``held_out`` (statistics after training) and ``running_loss`` (smoothed training loss).
     """
     model.to(context.device)
-    wrapped = wrap_model(model, context)
-    dtype = PRECISIONS[options.precision]
-    optimizer = make_optimizer(model, options)
-    scheduler = make_scheduler(optimizer, options)
-    scaler = torch.amp.GradScaler(context.device.type, enabled=dtype == torch.float16)
-    state = _State()
-    fingerprint = objective.fingerprint()
+    loop = Loop(model=model, wrapped=wrap_model(model, context), objective=objective, options=options,
+                context=context, out=out, dtype=PRECISIONS[options.precision])
+    run = RunState(Optimisation.create(model, options, context.device),
+                   RunLog(out / "log.jsonl", enabled=context.is_main))
     if resume is not None:
-        state.step = _restore(load_checkpoint(resume, fingerprint), model, optimizer, scheduler, scaler)
-        check_no_newer_checkpoints(out, state.step, resume)
-    torch.manual_seed(_seed(options.seed, 11, state.step, context.rank))  # dropout
-    log = _Log(out / "log.jsonl", context.is_main)
+        _restore(loop, run, resume)
+    torch.manual_seed(dropout_seed(options.seed, run.step, context.rank))
     held_out = objective.held_out_batches(options.batch_size)
-    before = None
-    if held_out and state.step == 0:
-        before = evaluate(model, objective, held_out, context, dtype)
-        log.write({"step": 0, "held_out": before})
-    stream = iter_micro_batches(objective, options, context, start=state.step * options.grad_accumulation)
-    bar = tqdm(total=options.max_steps, initial=state.step, desc="pretrain", unit="step",
-               disable=not (context.is_main and options.show_progress))
-    window: Stats = defaultdict(float)
-    started = time.perf_counter()
-    while state.step < options.max_steps:
-        _update(wrapped, objective, stream, optimizer, scheduler, scaler, options, context, dtype, window)
-        state.step += 1
-        last = window["_last_loss"]
-        state.running_loss = last if state.running_loss is None else 0.9 * state.running_loss + 0.1 * last
-        bar.update(1)
-        bar.set_postfix(loss=f"{state.running_loss:.4f}")
-        if state.step % options.log_every == 0 or state.step == options.max_steps:
-            elapsed = time.perf_counter() - started
-            log.write(_record(state.step, context.all_reduce_sums(dict(window)), scheduler, elapsed))
-            window, started = defaultdict(float), time.perf_counter()
-        if state.step == options.max_steps or (options.checkpoint_every and state.step % options.checkpoint_every == 0):
-            _checkpoint(out, state.step, model, optimizer, scheduler, scaler, fingerprint, options, context)
-    bar.close()
-    after = evaluate(model, objective, held_out, context, dtype) if held_out else None
-    if after is not None:
-        log.write({"step": state.step, "held_out": after})
-    summary = {"steps": state.step, "held_out_before": before, "held_out": after,
-               "running_loss": state.running_loss}
+    before = _held_out(loop, run, held_out) if run.step == 0 else None
+    _optimise(loop, run)
+    after = _held_out(loop, run, held_out)
+    summary = {"steps": run.step, "held_out_before": before, "held_out": after, "running_loss": run.running_loss}
     if context.is_main:
         write_json(out / "held_out.json", summary)
     return summary
 
 
-def _update(wrapped, objective, stream, optimizer, scheduler, scaler, options, context, dtype, window) -> None:
-    """One optimizer step over ``grad_accumulation`` micro-batches; adds statistics to ``window``."""
-    wrapped.train()
-    accumulation = options.grad_accumulation
+def _optimise(loop: Loop, run: RunState) -> None:
+    """Optimizer updates from ``run.step`` to ``max_steps``, with the progress bar, log records and
+    checkpoints."""
+    options, context = loop.options, loop.context
+    micro_batches = iter_micro_batches(loop.objective, options, context, start=run.step * options.grad_accumulation)
+    bar = tqdm(total=options.max_steps, initial=run.step, desc="pretrain", unit="step",
+               disable=not (context.is_main and options.show_progress))
+    run.window = Window()
+    while run.step < options.max_steps:
+        loss = _update(loop, run, micro_batches)
+        run.step += 1
+        run.add_loss(loss)
+        bar.update(1)
+        bar.set_postfix(loss=f"{run.running_loss:.4f}")
+        if run.step % options.log_every == 0 or run.step == options.max_steps:
+            _log_window(loop, run)
+        if run.step == options.max_steps or (options.checkpoint_every and run.step % options.checkpoint_every == 0):
+            _checkpoint(loop, run)
+    bar.close()
+
+
+def _update(loop: Loop, run: RunState, micro_batches: Iterator[Batch]) -> float:
+    """One optimizer update over ``grad_accumulation`` micro-batches.
+
+    Adds their statistics to ``run.window`` and returns the update's loss (the mean over its
+    micro-batches).
+    """
+    loop.wrapped.train()
+    accumulation, context = loop.options.grad_accumulation, loop.context
+    scaler, window = run.optimisation.scaler, run.window.stats
     step_loss = 0.0
     for k in range(accumulation):
-        batch = _to(next(stream), context.device)
+        batch = _to(next(micro_batches), context.device)
         syncing = k == accumulation - 1 or not context.is_distributed
-        with contextlib.nullcontext() if syncing else wrapped.no_sync():
-            with _autocast(context.device, dtype):
-                loss, stats = objective.loss(wrapped, batch)
+        with contextlib.nullcontext() if syncing else loop.wrapped.no_sync():
+            with _autocast(context.device, loop.dtype):
+                loss, stats = loop.objective.loss(loop.wrapped, batch)
             scaler.scale(loss / accumulation).backward()
         value = float(loss.detach())
         step_loss += value / accumulation
@@ -503,46 +399,78 @@ def _update(wrapped, objective, stream, optimizer, scheduler, scaler, options, c
         window["loss_count"] += 1
         for key, value in stats.items():
             window[key] += value
-    window["_last_loss"] = step_loss
-    if options.max_grad_norm:
-        scaler.unscale_(optimizer)
-        torch.nn.utils.clip_grad_norm_(wrapped.parameters(), options.max_grad_norm)
-    scaler.step(optimizer)
-    scaler.update()
-    optimizer.zero_grad(set_to_none=True)
-    scheduler.step()
+    run.optimisation.step(loop.wrapped.parameters(), loop.options.max_grad_norm)
+    return step_loss
 
 
-def _record(step: int, window: Stats, scheduler, elapsed: float) -> dict:
-    window = {k: v for k, v in window.items() if not k.startswith("_")}
-    record = {"step": step, **summarize(window)}
-    tokens = record.get("tokens", 0.0)
-    record["lr"] = scheduler.get_last_lr()[0]
-    record["tokens_per_s"] = tokens / elapsed if elapsed > 0 else None
-    return record
+def _log_window(loop: Loop, run: RunState) -> None:
+    """Write the statistics since the last record (summed over processes) and start a new window."""
+    elapsed = time.perf_counter() - run.window.started
+    stats = loop.context.all_reduce_sums(dict(run.window.stats))
+    record = {"step": run.step, **summarize(stats)}
+    record["lr"] = run.optimisation.learning_rate
+    record["tokens_per_s"] = record.get("tokens", 0.0) / elapsed if elapsed > 0 else None
+    run.log.write(record)
+    run.window = Window()
 
 
-def _checkpoint(out, step, model, optimizer, scheduler, scaler, fingerprint, options, context) -> None:
-    if context.is_main:
-        state = {
-            "step": step,
-            "fingerprint": fingerprint,
-            "model": model.state_dict(),
-            "optimizer": optimizer.state_dict(),
-            "scheduler": scheduler.state_dict(),
-            "scaler": scaler.state_dict(),
-            "options": asdict(options),
-        }
-        save_checkpoint(out, step, state, options.keep_checkpoints)
-    context.barrier()
+def _held_out(loop: Loop, run: RunState, batches: list[Batch]) -> Optional[dict[str, float]]:
+    """Held-out statistics (logged), or ``None`` when nothing is held out."""
+    if not batches:
+        return None
+    stats = evaluate(loop.model, loop.objective, batches, context=loop.context, dtype=loop.dtype)
+    run.log.write({"step": run.step, "held_out": stats})
+    return stats
 
 
-def _restore(state: dict, model, optimizer, scheduler, scaler) -> int:
+def evaluate(model: torch.nn.Module, objective: Objective, batches: list[Batch], *, context: DistributedContext,
+             dtype: torch.dtype) -> dict[str, float]:
+    """Held-out statistics, each process taking every ``world_size``-th batch, summed over processes."""
+    totals: Stats = defaultdict(float)
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        for batch in batches[context.rank :: context.world_size]:
+            with _autocast(context.device, dtype):
+                loss, stats = objective.loss(model, _to(batch, context.device))
+            totals["loss_sum"] += float(loss.detach())
+            totals["loss_count"] += 1
+            for key, value in stats.items():
+                totals[key] += value
+    model.train(was_training)
+    return summarize(context.all_reduce_sums(dict(totals)))
+
+
+def _autocast(device: torch.device, dtype: torch.dtype):
+    if dtype == torch.float32:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=dtype)
+
+
+def _checkpoint(loop: Loop, run: RunState) -> None:
+    """Save model, optimisation state and step (main process), then wait for every process."""
+    if loop.context.is_main:
+        state = {"step": run.step, "fingerprint": loop.objective.fingerprint(), "model": loop.model.state_dict(),
+                 **run.optimisation.state_dict(), "options": asdict(loop.options)}
+        save_checkpoint(loop.out, run.step, state, loop.options.keep_checkpoints)
+    loop.context.barrier()
+
+
+def _restore(loop: Loop, run: RunState, checkpoint: Path) -> None:
+    """Continue from ``checkpoint``: its weights, optimisation state and step.
+
+    Raises
+    ------
+    ValueError
+        If the checkpoint belongs to another run (fingerprint) or its weights do not fit the model.
+    FileExistsError
+        If OUT holds checkpoints of later steps (:func:`~.run_files.check_no_newer_checkpoints`).
+    """
+    state = load_checkpoint(checkpoint, loop.objective.fingerprint())
     try:
-        model.load_state_dict(state["model"])
+        loop.model.load_state_dict(state["model"])
     except RuntimeError as error:
         raise ValueError(f"the checkpoint's weights do not fit this model: {error}") from None
-    optimizer.load_state_dict(state["optimizer"])
-    scheduler.load_state_dict(state["scheduler"])
-    scaler.load_state_dict(state["scaler"])
-    return int(state["step"])
+    run.optimisation.load_state_dict(state)
+    run.step = int(state["step"])
+    check_no_newer_checkpoints(loop.out, run.step, checkpoint)

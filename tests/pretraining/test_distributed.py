@@ -19,12 +19,12 @@ SCRIPT = textwrap.dedent(
     import torch
     import contextembed.pretraining.bilm as bilm
     import contextembed.pretraining.mlm as mlm
+    import contextembed.pretraining.outline as outline
     from contextembed.pretraining import BiLMConfig, MLMConfig, TrainingOptions
 
     objective, corpus, out, size, report = sys.argv[1:6]
-    module = mlm if objective == "mlm" else bilm
     captured = {}
-    original = module.train
+    original = outline.train  # the training loop every neural recipe runs
 
     def spy(model, *args, **kwargs):
         captured["before"] = [p.detach().clone() for p in model.parameters()]
@@ -32,7 +32,7 @@ SCRIPT = textwrap.dedent(
         captured["after"] = [p.detach().clone() for p in model.parameters()]
         return result
 
-    module.train = spy
+    outline.train = spy
     if objective == "mlm":
         config = MLMConfig(size=size, vocab_size=120, max_length=32, min_frequency=1, nsp=True)
     else:

@@ -9,8 +9,8 @@ import os
 import pytest
 import torch
 
-from contextembed.pretraining import training
-from contextembed.pretraining.training import latest_checkpoint, save_checkpoint, write_json
+from contextembed.pretraining import run_files, training
+from contextembed.pretraining.run_files import latest_checkpoint, save_checkpoint, write_json
 
 
 def test_interrupted_checkpoint_keeps_the_previous_ones_and_leaves_nothing(tmp_path, monkeypatch):
@@ -21,7 +21,7 @@ def test_interrupted_checkpoint_keeps_the_previous_ones_and_leaves_nothing(tmp_p
             handle.write(b"half a checkpoint")
         raise KeyboardInterrupt  # what SIGINT or (in the CLI) SIGTERM raises
 
-    monkeypatch.setattr(training.torch, "save", interrupted)
+    monkeypatch.setattr(run_files.torch, "save", interrupted)
     with pytest.raises(KeyboardInterrupt):
         save_checkpoint(tmp_path, 4, {"step": 4}, keep=2)
     assert sorted(os.listdir(tmp_path / "checkpoints")) == ["step-00000002.pt"]
@@ -79,7 +79,7 @@ def test_pruning_keeps_the_newest_and_never_the_one_just_written(tmp_path):
 
 
 def test_resuming_behind_later_checkpoints_is_refused(tmp_path):
-    from contextembed.pretraining.training import check_no_newer_checkpoints
+    from contextembed.pretraining.run_files import check_no_newer_checkpoints
 
     for step in (2, 4):
         save_checkpoint(tmp_path, step, {"step": step}, keep=3)

@@ -118,6 +118,15 @@ def test_gensim_reads_the_files_when_installed(tmp_path):
         assert len(vectors.index_to_key) == summary["vocab_size"]
 
 
+def test_every_architecture_has_a_learning_rate_and_examples():
+    from typing import get_args
+
+    from contextembed.pretraining.static import DEFAULT_LEARNING_RATES, EXAMPLES, Architecture
+
+    assert set(DEFAULT_LEARNING_RATES) == set(EXAMPLES) == set(get_args(Architecture))
+    assert StaticConfig(architecture="cbow").lr == 0.05 and StaticConfig(learning_rate=0.1).lr == 0.1
+
+
 def test_static_errors(tmp_path):
     corpus = write_corpus(tmp_path / "c.txt", make_documents(2, 3))
     with pytest.raises(ValueError, match="min_count=1000"):

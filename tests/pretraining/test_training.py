@@ -31,6 +31,15 @@ def test_training_option_errors():
         TrainingOptions(max_steps=10, warmup_steps=50)
 
 
+def test_every_precision_has_a_dtype():
+    from typing import get_args
+
+    from contextembed.devices import PRECISIONS
+    from contextembed.pretraining.training import Precision
+
+    assert set(get_args(Precision)) <= set(PRECISIONS)
+
+
 def test_bf16_autocast_and_gradient_accumulation(tmp_path, corpus_file, tiny_size):
     config = MLMConfig(size=tiny_size, vocab_size=120, max_length=32, min_frequency=1)
     single = pretrain_mlm(corpus_file, tmp_path / "a", config,
