@@ -34,7 +34,7 @@ import torch
 import torch.nn.functional as F
 
 from ..encoders.elmo.options import ElmoSize
-from .choices import check_choice
+from ..options import check_choice
 from .corpus import EncodingErrors, check_encoding_errors, split_words
 from .outline import NeuralRecipe, run_objective
 from .training import Objective, TrainingOptions

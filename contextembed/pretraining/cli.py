@@ -23,7 +23,7 @@ from .masking import MaskingOptions
 from .mlm import BERT_PRESETS, MLMConfig, MLMRecipe
 from .outline import Recipe, run_objective
 from .static import DEFAULT_LEARNING_RATES, Architecture, StaticConfig, StaticRecipe
-from .training import Precision, TrainingOptions
+from .training import TrainingPrecision, TrainingOptions
 
 
 def add_pretrain_parser(subparsers) -> None:
@@ -89,7 +89,7 @@ def _add_training_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--weight-decay", type=float, default=TRAINING["weight_decay"])
     group.add_argument("--max-grad-norm", type=float, default=TRAINING["max_grad_norm"],
                        help="gradient clipping (0: off)")
-    group.add_argument("--precision", choices=get_args(Precision), default=TRAINING["precision"], help="autocast dtype")
+    group.add_argument("--precision", choices=get_args(TrainingPrecision), default=TRAINING["precision"], help="autocast dtype")
     group.add_argument("--device", default=TRAINING["device"], help="auto (CUDA when present), cpu, cuda")
     group.add_argument("--log-every", type=_positive, default=TRAINING["log_every"],
                        help="steps between log.jsonl records")

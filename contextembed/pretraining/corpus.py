@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Literal, Union, get_args
 
-from .choices import check_choice
+from ..options import check_choice
 
 #: what to do with a line that is not UTF-8 (see the module docstring)
 EncodingErrors = Literal["skip", "fail"]

@@ -29,7 +29,7 @@ from tqdm.auto import tqdm
 
 from ..devices import resolve_device
 from ..encoders.static import write_word2vec
-from .choices import check_choice
+from ..options import check_choice
 from .corpus import EncodingErrors, check_encoding_errors, split_words
 from .distributed import DistributedContext
 from .outline import Recipe, Run, run_objective

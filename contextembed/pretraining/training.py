@@ -32,13 +32,14 @@ import torch
 from tqdm.auto import tqdm
 
 from ..devices import PRECISIONS
-from .choices import check_choice
+from ..options import check_choice
 from .distributed import DistributedContext, wrap_model
 from .run_files import RunLog, check_no_newer_checkpoints, load_checkpoint, save_checkpoint, write_json
 from .seeds import data_order_seed, dropout_seed, mask_seed
 
 #: autocast dtype of the forward pass (fp16 with a gradient scaler); ``devices.PRECISIONS`` maps them
-Precision = Literal["fp32", "bf16", "fp16"]
+#: autocast dtype of pretraining (inference precisions are contextembed.devices.Precision)
+TrainingPrecision = Literal["fp32", "bf16", "fp16"]
 
 Batch = dict[str, torch.Tensor]
 Stats = dict[str, float]
@@ -91,7 +92,7 @@ class TrainingOptions:
     warmup_steps: Optional[int] = None
     weight_decay: float = 0.01
     max_grad_norm: float = 1.0
-    precision: Precision = "fp32"
+    precision: TrainingPrecision = "fp32"
     device: str = "auto"
     seed: int = 0
     log_every: int = 10
@@ -107,7 +108,7 @@ class TrainingOptions:
         for name, value in positive.items():
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name}={value!r} must be a positive integer")
-        check_choice("precision", self.precision, Precision)
+        check_choice("precision", self.precision, TrainingPrecision)
         if not self.learning_rate > 0:
             raise ValueError(f"learning_rate={self.learning_rate} must be > 0")
         if self.warmup_steps is not None and not 0 <= self.warmup_steps <= self.max_steps:

@@ -35,9 +35,9 @@ def test_every_precision_has_a_dtype():
     from typing import get_args
 
     from contextembed.devices import PRECISIONS
-    from contextembed.pretraining.training import Precision
+    from contextembed.pretraining.training import TrainingPrecision
 
-    assert set(get_args(Precision)) <= set(PRECISIONS)
+    assert set(get_args(TrainingPrecision)) <= set(PRECISIONS)
 
 
 def test_bf16_autocast_and_gradient_accumulation(tmp_path, corpus_file, tiny_size):
