@@ -18,6 +18,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..alignment import PieceTokenizer, SentencePieces, Window, check_window, plan_windows
+from .. import forking
 from ..devices import compute_dtype, quantize_int8, resolve_device, resolve_precision
 from ..pooling.layers import LayerSpec
 from ..pooling.subword import SubwordPooling, check_subword_pooling, pool_subwords_numpy
@@ -108,6 +109,7 @@ class TransformerEncoder(Encoder):
         chunk_size: int = 4096,
         pad_multiple: Optional[int] = None,
     ) -> None:
+        forking.install()  # forked workers must not hang in torch's inherited thread pool
         self.spec = spec
         self.device = resolve_device(device)
         self.precision = resolve_precision(precision, self.device)

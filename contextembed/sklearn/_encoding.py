@@ -327,6 +327,9 @@ def _encode_missing(ref: EncoderRef, sentences: list[list[str]], n_jobs: Optiona
     else:
         import torch
 
+        from .. import forking
+
+        forking.install()  # the multiprocessing backend forks: see contextembed.forking
         threads = torch.get_num_threads()
         results = Parallel(n_jobs=n_jobs)(delayed(_encode_block)(ref, block, threads) for block in blocks)
     return [encoding for block in results for encoding in block]
