@@ -28,7 +28,8 @@ forks, nothing else happens (the single-process path is untouched).
 - After a fork, in the child: torch's intra-op threads are set to :func:`child_threads` (default
   1: a forked worker is one of several processes sharing the cores, as in PyTorch's
   ``DataLoader`` workers; :func:`set_child_threads` changes it) and ``TOKENIZERS_PARALLELISM``
-  is set to ``false``.
+  is set to ``false``. scikit-learn ``n_jobs`` workers still encode each block with the
+  caller's thread count (:mod:`contextembed.sklearn._encoding`), which the first step allows.
 
 Neither step changes a vector here: the encoders' CPU kernels split their work over independent
 outputs, and 1 and 2 intra-op threads gave bitwise-equal features (MiniLM-L6 and a tiny BERT, fp32
