@@ -2,7 +2,7 @@
 
 The scenario runs in a time-limited subprocess (``tests/_scenario.py``), so that a hang fails the
 test instead of blocking the suite. spaCy's ``n_process`` and joblib's backends are tested in
-``tests/spacy/test_multiprocessing.py`` and ``tests/sklearn/test_multiprocessing.py``.
+``tests/spacy/test_multiprocessing.py`` and ``tests/sklearn/test_joblib_workers.py``.
 """
 
 from __future__ import annotations
