@@ -47,15 +47,15 @@ def main() -> None:
     print(f"{args.model}, precision {nlp.get_pipe('contextembed').encoder.precision}, torch threads "
           f"{torch.get_num_threads()}, batch_size {args.batch_size}, best of {args.repeats}")
     print(f"{'texts':>6} {'n_process=1':>12} {'n_process=2':>12} {'ratio':>6} {'2, parent threads':>18} {'ratio':>6}")
-    for n in args.texts:
-        def run(n_process: int):
-            return lambda: sum(len(doc) for doc in nlp.pipe(texts[:n], n_process=n_process, batch_size=args.batch_size))
+    def run(n: int, n_process: int):
+        return lambda: sum(len(doc) for doc in nlp.pipe(texts[:n], n_process=n_process, batch_size=args.batch_size))
 
-        single, _ = timed(run(1), args.repeats)
+    for n in args.texts:
+        single, _ = timed(run(n, 1), args.repeats)
         forking.set_child_threads(1)
-        multi, _ = timed(run(2), args.repeats)
+        multi, _ = timed(run(n, 2), args.repeats)
         forking.set_child_threads(None)
-        multi_parent_threads, _ = timed(run(2), args.repeats)
+        multi_parent_threads, _ = timed(run(n, 2), args.repeats)
         forking.set_child_threads(1)
         print(f"{n:>6} {single:>11.2f}s {multi:>11.2f}s {single / multi:>5.2f}x {multi_parent_threads:>17.2f}s "
               f"{single / multi_parent_threads:>5.2f}x")

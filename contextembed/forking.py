@@ -34,11 +34,12 @@ forks, nothing else happens (the single-process path is untouched).
 Neither step changes a vector here: the encoders' CPU kernels split their work over independent
 outputs, and 1 and 2 intra-op threads gave bitwise-equal features (MiniLM-L6 and a tiny BERT, fp32
 and bf16; ``tests/spacy/test_multiprocessing.py`` compares forked workers with ``n_process=1``).
-A libgomp too old to release its pool (before GCC 9) keeps children at 1 thread, the one count
-that never enters the inherited pool. LLVM's and Intel's OpenMP
-runtimes (macOS, some conda builds) reinitialise themselves in a forked child; there the first
-step finds no libgomp and does nothing. Processes started by ``spawn``, ``forkserver`` or
-joblib's default ``loky`` backend inherit no thread state and need none of this.
+
+A libgomp without ``omp_pause_resource_all`` keeps children at 1 thread, the one count that never
+enters the inherited pool. LLVM's and Intel's OpenMP runtimes (macOS, some conda builds)
+reinitialise themselves in a forked child; there the first step finds no libgomp and does
+nothing. Processes started by ``spawn``, ``forkserver`` or joblib's default ``loky`` backend
+inherit no thread state and need none of this.
 """
 
 from __future__ import annotations
@@ -70,11 +71,6 @@ def install() -> None:
     _pause_functions.extend(_find_pause_functions(paths))
     _pool_stays = len(_pause_functions) < len(paths)
     os.register_at_fork(before=_release_openmp_pool, after_in_child=_reset_child)
-
-
-def installed() -> bool:
-    """Whether :func:`install` registered the hooks in this process."""
-    return _installed
 
 
 def set_child_threads(threads: Optional[int]) -> None:
@@ -114,7 +110,7 @@ def _find_pause_functions(paths: list[str]) -> list:
         try:
             library = ctypes.CDLL(path, mode=getattr(os, "RTLD_NOLOAD", 0))
             function = library.omp_pause_resource_all
-        except (OSError, AttributeError):  # unloadable, or a libgomp older than GCC 9
+        except (OSError, AttributeError):  # unloadable, or a libgomp before OpenMP 5.0
             continue
         function.argtypes, function.restype = [ctypes.c_int], ctypes.c_int
         functions.append(function)
