@@ -18,6 +18,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from .. import forking
 from ..alignment import PairTemplate, PieceTokenizer, SentencePieces, Window, check_window, pair_template, plan_windows
 from ..devices import compute_dtype, quantize_int8, resolve_device, resolve_precision
 from ..pooling.layers import LayerSpec
@@ -135,6 +136,7 @@ class TransformerEncoder(Encoder):
         chunk_size: int = 4096,
         pad_multiple: Optional[int] = None,
     ) -> None:
+        forking.install()  # forked workers must not hang in torch's inherited thread pool
         self.spec = spec
         self.device = resolve_device(device)
         self.precision = resolve_precision(precision, self.device)

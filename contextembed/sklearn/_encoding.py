@@ -361,6 +361,9 @@ def _encode_missing(ref: EncoderRef, items: list, n_jobs: Optional[int], kind: K
     else:
         import torch
 
+        from .. import forking
+
+        forking.install()  # the multiprocessing backend forks: see contextembed.forking
         threads = torch.get_num_threads()
         results = Parallel(n_jobs=n_jobs)(delayed(_encode_block)(ref, block, kind, threads) for block in blocks)
     return [encoding for block in results for encoding in block]

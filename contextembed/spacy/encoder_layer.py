@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from spacy.tokens import Doc
 from thinc.api import Model
 
+from .. import forking
 from ..encoders.base import Encoder
 from ..pooling.subword import SubwordPooling, check_subword_pooling, subword_output_width
 from .features import DocFeatures, TextFeatureCache
@@ -39,6 +40,9 @@ class ContextEncoder(Model):
         if cache_mb < 0:
             raise ValueError(f"cache_mb must be >= 0 megabytes (0 turns the cache off), got {cache_mb}")
         Model.__init__(self, self.name, forward, attrs={"subword_pooling": subword_pooling})
+        # before the encoder loads: a parent that ran other torch code must not pass its thread
+        # pool to nlp.pipe(n_process=...) workers either (see contextembed.forking)
+        forking.install()
         self.loader = loader
         self.cache = TextFeatureCache(cache_mb)
         #: absolute encoder layers to compute; ``None`` means all of them

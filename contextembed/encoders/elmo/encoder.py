@@ -17,6 +17,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from ... import forking
 from ...devices import compute_dtype, quantize_int8, resolve_device, resolve_precision
 from ...errors import ModelNotFoundError
 from ...pooling.layers import LayerSpec
@@ -103,6 +104,7 @@ class ElmoEncoder(Encoder):
         for name, value in (("batch_words", batch_words), ("max_batch_size", max_batch_size), ("chunk_size", chunk_size)):
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive int, got {value!r}")
+        forking.install()  # forked workers must not hang in torch's inherited thread pool
         self.spec = spec
         self.device = resolve_device(device)
         self.precision = resolve_precision(precision, self.device)
