@@ -14,7 +14,7 @@ from sklearn.model_selection import GridSearchCV, KFold
 from sklearn.pipeline import make_pipeline
 
 from contextembed.errors import ModelNotFoundError
-from contextembed.sklearn import SequenceTagger, TextEmbedder, TokenEmbedder, clear_cache, clear_encoders
+from contextembed.sklearn import SequenceTagger, TextEmbedder, TextPairEmbedder, TokenEmbedder, clear_cache, clear_encoders
 
 TEXTS = ["EU rejects German call", "Peter Blackburn", "BRUSSELS 1996-08-22", "The European Commission said"] * 3
 LABELS = [0, 1, 0, 1] * 3
@@ -168,6 +168,8 @@ def test_skops_round_trip_needs_only_the_documented_types(bert, sentences, tags,
         "text": (TextEmbedder(bert, max_epochs=2).fit(TEXTS, LABELS), TEXTS, "transform"),
         "tagger": (SequenceTagger(TokenEmbedder(bert, max_epochs=2)).fit(sentences, tags), sentences, "predict_proba_rows"),
         "pipeline": (make_pipeline(TextEmbedder(bert, layers=-1), LogisticRegression()).fit(TEXTS, LABELS), TEXTS, "predict_proba"),
+        "pairs": (TextPairEmbedder(bert, max_epochs=2).fit(list(zip(TEXTS, TEXTS[1:] + TEXTS[:1])), LABELS),
+                  list(zip(TEXTS, TEXTS[1:] + TEXTS[:1])), "transform"),
     }
     for name, (estimator, X, method) in fitted.items():
         before = _outputs(estimator, X, method)
