@@ -1,0 +1,97 @@
+"""The CRF against brute force: every tag sequence enumerated, scored with plain Python."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from contextembed.heads import CRF, allowed_transitions
+
+TAGS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
+
+
+def _score(crf, emissions, path) -> float:
+    n = crf.n_tags
+    if not crf.allowed[n, path[0]] or not crf.allowed[path[-1], n + 1]:
+        return -math.inf
+    total = float(crf.start[path[0]]) + float(crf.end[path[-1]])
+    for t, tag in enumerate(path):
+        total += float(emissions[t, tag])
+        if t:
+            if not crf.allowed[path[t - 1], tag]:
+                return -math.inf
+            total += float(crf.transitions[path[t - 1], tag])
+    return total
+
+
+def _brute_force(crf, emissions, length):
+    with torch.no_grad():
+        scores = {path: _score(crf, emissions, path) for path in itertools.product(range(crf.n_tags), repeat=length)}
+    finite = [s for s in scores.values() if s > -math.inf]
+    log_z = math.log(sum(math.exp(s) for s in finite))
+    return scores, log_z, max(scores, key=scores.get)
+
+
+@pytest.mark.parametrize("scheme", ["IOB1", "IOB2"])
+def test_likelihood_and_viterbi_match_brute_force(scheme):
+    torch.manual_seed(0)
+    crf = CRF(len(TAGS), allowed_transitions(TAGS, scheme))
+    with torch.no_grad():
+        for parameter in crf.parameters():
+            parameter.normal_()
+    lengths = [4, 2, 3]
+    emissions = torch.randn(len(lengths), max(lengths), len(TAGS))
+    mask = torch.arange(max(lengths))[None] < torch.tensor(lengths)[:, None]
+    decoded = crf.decode(emissions, mask)
+    for b, length in enumerate(lengths):
+        scores, log_z, best = _brute_force(crf, emissions[b], length)
+        assert decoded[b] == list(best)
+        gold = torch.tensor([list(best) + [0] * (max(lengths) - length)])
+        got = crf.log_likelihood(emissions[b : b + 1], gold, mask[b : b + 1])
+        assert float(got) == pytest.approx(scores[best] - log_z, abs=1e-4)
+
+
+def test_forbidden_moves_are_never_decoded_and_carry_no_gradient():
+    allowed = allowed_transitions(TAGS, "IOB2")
+    crf = CRF(len(TAGS), allowed)
+    emissions = torch.zeros(1, 3, len(TAGS))
+    emissions[0, :, TAGS.index("I-PER")] = 50.0  # everything pushes towards an invalid I-PER start
+    [path] = crf.decode(emissions, torch.ones(1, 3, dtype=torch.bool))
+    assert TAGS[path[0]] != "I-PER"
+    loss = -crf.log_likelihood(emissions, torch.tensor([[1, 2, 2]]), torch.ones(1, 3, dtype=torch.bool)).sum()
+    loss.backward()
+    o, i_per = TAGS.index("O"), TAGS.index("I-PER")
+    assert float(crf.transitions.grad[o, i_per]) == 0.0 and float(crf.start.grad[i_per]) == 0.0
+
+
+@pytest.mark.parametrize("scheme, tags, forbidden, permitted", [
+    ("IOB1", ["O", "I-PER", "B-PER", "I-LOC"], [("START", "B-PER"), ("O", "B-PER"), ("I-LOC", "B-PER")],
+     [("START", "I-PER"), ("I-PER", "B-PER"), ("I-LOC", "I-PER"), ("I-PER", "END")]),
+    ("IOB2", ["O", "B-PER", "I-PER", "I-LOC"], [("START", "I-PER"), ("O", "I-PER"), ("B-PER", "I-LOC")],
+     [("B-PER", "I-PER"), ("I-PER", "O"), ("I-PER", "END")]),
+    ("IOBES", ["O", "B-PER", "I-PER", "E-PER", "S-PER", "E-LOC"],
+     [("B-PER", "O"), ("B-PER", "END"), ("O", "E-PER"), ("I-PER", "E-LOC"), ("START", "I-PER")],
+     [("B-PER", "E-PER"), ("E-PER", "S-PER"), ("S-PER", "END"), ("I-PER", "I-PER")]),
+    ("BILOU", ["O", "B-PER", "L-PER", "U-PER"], [("B-PER", "O"), ("O", "L-PER")], [("B-PER", "L-PER"), ("U-PER", "B-PER")]),
+])
+def test_allowed_transitions_per_scheme(scheme, tags, forbidden, permitted):
+    allowed = allowed_transitions(tags, scheme)
+    n = len(tags)
+    index = {**{tag: i for i, tag in enumerate(tags)}, "START": n, "END": n + 1}
+    for a, b in forbidden:
+        assert not allowed[index[a], index[b]], (a, b)
+    for a, b in permitted:
+        assert allowed[index[a], index[b]], (a, b)
+
+
+def test_bad_schemes_and_tags():
+    with pytest.raises(ValueError, match="scheme='IO' is not one of"):
+        allowed_transitions(["O"], "IO")
+    with pytest.raises(ValueError, match="tag 'E-PER' is not an IOB2 tag"):
+        allowed_transitions(["O", "E-PER"], "IOB2")
+    with pytest.raises(ValueError, match=r"allowed must be \(4, 4\)"):
+        CRF(2, torch.ones(3, 3, dtype=torch.bool))
