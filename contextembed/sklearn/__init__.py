@@ -8,13 +8,15 @@
 from ._encoding import clear_cache, clear_encoders, set_cache_size
 from .pairs import TextPairEmbedder
 from .persistence import TRUSTED_TYPES
-from .features import SHAPE_NAMES, context_window, shape_features
+from .features import SHAPE_NAMES, context_window, shape_features, word_shape
+from .neural_tagger import BiLSTMCRFTagger
 from .scoring import detect_scheme, entity_f1, entity_f1_scorer
 from .tagger import SequenceTagger, is_cased
 from .text import TextEmbedder
 from .token import TokenEmbedder
 
 __all__ = [
+    "BiLSTMCRFTagger",
     "SHAPE_NAMES",
     "SequenceTagger",
     "TRUSTED_TYPES",
@@ -30,4 +32,5 @@ __all__ = [
     "is_cased",
     "set_cache_size",
     "shape_features",
+    "word_shape",
 ]

@@ -115,3 +115,15 @@ def window_names(names: Sequence[str], window: int) -> list[str]:
     if window == 0:
         return list(names)
     return [f"w{shift:+d}:{name}" if shift else f"w0:{name}" for shift in range(-window, window + 1) for name in names]
+
+
+def word_shape(word: str) -> str:
+    """A word's compact shape: letters as ``X``/``x``, digits as ``d``, other characters kept, runs
+    collapsed (``"Peter"`` -> ``"Xx"``, ``"EU"`` -> ``"X"``, ``"1996-08-22"`` -> ``"d-d-d"``,
+    ``"U.S."`` -> ``"X.X."``); at most 8 characters."""
+    shape = []
+    for char in word:
+        code = "X" if char.isupper() else "x" if char.islower() else "d" if char.isdigit() else char
+        if not shape or shape[-1] != code:
+            shape.append(code)
+    return "".join(shape)[:8]

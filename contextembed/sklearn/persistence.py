@@ -21,6 +21,7 @@ lists for review before loading.
 TRUSTED_TYPES: list[str] = [
     "contextembed.encoders.identity.ModelIdentity",
     "contextembed.sklearn._encoding.EncoderRef",
+    "contextembed.sklearn.neural_tagger.BiLSTMCRFTagger",
     "contextembed.sklearn.pairs.TextPairEmbedder",
     "contextembed.sklearn.tagger.SequenceTagger",
     "contextembed.sklearn.text.TextEmbedder",

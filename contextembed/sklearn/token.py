@@ -177,6 +177,19 @@ class TokenEmbedder(LayerFeaturesBase):
             return self._empty()
         return self._combine(self._selected_words(sentences))
 
+    def transform_layers(self, X) -> np.ndarray:
+        """The selected layers of every token, not combined: ``(selected_layers, total_tokens, width)``
+        float32, tokens in input order (for models that learn their own mix, e.g.
+        :class:`BiLSTMCRFTagger`)."""
+        self._check_fitted()
+        layers = self._selected_words(check_tokens(X))
+        if not np.isfinite(layers).all():
+            raise FloatingPointError(
+                f"the encoder {self.encoder!r} at precision={self.precision!r} produced NaN or inf features; "
+                "use precision='fp32'"
+            )
+        return layers
+
     def transform_sentences(self, X) -> list[np.ndarray]:
         """Like :meth:`transform`, split per sentence: a list of ``(tokens, n_features)`` arrays."""
         features = self.transform(X)

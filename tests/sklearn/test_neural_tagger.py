@@ -1,0 +1,101 @@
+"""BiLSTMCRFTagger: a BiLSTM-CRF on frozen features, with the scikit-learn contract."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+from sklearn.model_selection import GridSearchCV, KFold
+
+from contextembed.sklearn import BiLSTMCRFTagger, TokenEmbedder, clear_cache, clear_encoders
+
+FAST = {"hidden_size": 32, "max_epochs": 60, "patience": 60, "learning_rate": 1e-2, "dropout": 0.1,
+        "word_dropout": 0.0, "validation_fraction": 0.0}
+
+
+def _tagger(bert, **options):
+    embedder = TokenEmbedder(bert, layers="all", combine="scalar_mix", device="cpu", precision="fp32")
+    return BiLSTMCRFTagger(embedder, **{**FAST, **options})
+
+
+def test_fits_its_training_data_and_learns_the_mix(bert, sentences, tags):
+    tagger = _tagger(bert, char_dim=8).fit(sentences, tags)
+    assert tagger.score(sentences, tags) == 1.0
+    assert [len(p) for p in tagger.predict(sentences)] == [len(s) for s in sentences]
+    assert all(isinstance(t, str) for p in tagger.predict(sentences) for t in p)
+    [weights] = tagger.mix_weights_
+    assert weights.shape == (3,) and abs(weights.sum() - 1) < 1e-5 and not np.allclose(weights, 1 / 3)
+    assert tagger.best_epoch_ <= tagger.n_epochs_ and tagger.validation_f1_ == 1.0
+
+
+def test_predictions_are_valid_sequences_of_training_tags(bert, sentences, tags):
+    tagger = _tagger(bert, max_epochs=2).fit(sentences, tags)  # barely trained: the CRF still forbids
+    known = set(t for s in tags for t in s)
+    for path in tagger.predict(sentences + [["completely", "new", "words", "here"]]):
+        assert set(path) <= known
+        for previous, tag in zip(["O"] + path, path):  # IOB2: I-X only after B-X or I-X
+            if tag.startswith("I-"):
+                assert previous[2:] == tag[2:] and previous != "O"
+
+
+def test_deterministic_with_random_state(bert, sentences, tags):
+    first = _tagger(bert, max_epochs=5, validation_fraction=0.2).fit(sentences, tags)
+    second = _tagger(bert, max_epochs=5, validation_fraction=0.2).fit(sentences, tags)
+    for name, value in first.model_state_.items():
+        np.testing.assert_array_equal(value, second.model_state_[name], err_msg=name)
+
+
+def test_stacked_encoders_and_softmax_head(bert, static_path, sentences, tags):
+    stacked = [TokenEmbedder(bert, layers=[-2, -1], combine="concat", device="cpu", precision="fp32"),
+               TokenEmbedder(static_path)]
+    tagger = BiLSTMCRFTagger(stacked, crf=False, **FAST).fit(sentences, tags)
+    assert tagger.score(sentences, tags) == 1.0 and tagger.mix_weights_ == [None, None]
+    assert len(tagger.embedders_) == 2
+
+
+def test_persistence_round_trips(bert, sentences, tags):
+    skops_io = pytest.importorskip("skops.io")
+    from contextembed.sklearn import TRUSTED_TYPES
+
+    tagger = _tagger(bert, max_epochs=3).fit(sentences, tags)
+    before = tagger.predict(sentences)
+    restored = pickle.loads(pickle.dumps(tagger))
+    clear_cache(), clear_encoders()
+    assert restored.predict(sentences) == before
+    data = skops_io.dumps(tagger)
+    assert set(skops_io.get_untrusted_types(data=data)) <= set(TRUSTED_TYPES)
+    assert skops_io.loads(data, trusted=TRUSTED_TYPES).predict(sentences) == before
+
+
+def test_sklearn_contract(bert, sentences, tags):
+    tagger = _tagger(bert, max_epochs=2)
+    assert clone(tagger).get_params().keys() == tagger.get_params().keys()
+    search = GridSearchCV(tagger, {"hidden_size": [16, 32]}, cv=KFold(2)).fit(sentences, tags)
+    assert len(search.cv_results_["params"]) == 2
+    assert 0.0 <= search.score(sentences, tags) <= 1.0
+
+
+@pytest.mark.parametrize("X, y, error, message", [
+    ([], [], ValueError, "X is empty"),
+    ([["a", "b"]], None, ValueError, "requires y"),
+    ([["a", "b"]], [["O", "O"]], ValueError, "a single tag 'O'; a tagger needs at least two"),
+    ([["a", "b"]], [["O"]], ValueError, "sentence 0 has 2 tokens but 1 tags"),
+    ([["a", "b"]], [["O", None]], TypeError, "sentence 0, token 1: the label is NoneType"),
+    ([["a", "b"], ["c"]], [["B-PER", "O"], ["S-LOC"]], ValueError, "sentence 0, token 1: 'O' cannot follow 'B-PER' in IOBES"),
+    ([["a"], ["c"]], [["S-LOC"], ["B-PER"]], ValueError, "sentence 1, token 1: the end cannot follow 'B-PER' in IOBES"),
+])
+def test_bad_training_data(bert, X, y, error, message):
+    with pytest.raises(error, match=message):
+        _tagger(bert).fit(X, y)
+
+
+def test_bad_parameters(bert, sentences, tags):
+    for options, message in [({"hidden_size": 0}, "hidden_size must be a positive int"),
+                             ({"dropout": 1.0}, r"dropout must be in \[0, 1\)"),
+                             ({"char_dim": -1}, "char_dim must be an int >= 0")]:
+        with pytest.raises(ValueError, match=message):
+            _tagger(bert, **options).fit(sentences, tags)
+    with pytest.raises(TypeError, match="embedder must be a TokenEmbedder or a list of them"):
+        BiLSTMCRFTagger(embedder="minilm-l6").fit(sentences, tags)
