@@ -37,7 +37,8 @@ from .batch import FEATURES, BatchEmbedder
 LOCAL_ENVIRONMENT = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
 
 
-def _ray():
+def import_ray():
+    """``ray`` (with ``ray.data``), or the error that gives the install line."""
     try:
         import ray
         import ray.data
@@ -57,7 +58,7 @@ def init(address: Optional[str] = None, **options):
         for name, value in LOCAL_ENVIRONMENT.items():
             os.environ.setdefault(name, value)
         options.setdefault("include_dashboard", False)
-    ray = _ray()
+    ray = import_ray()
     return ray.init(address=address, **options)
 
 
@@ -122,7 +123,7 @@ def embed_dataset(
         Word level: ``features`` holds a ``(tokens, dim)`` float32 matrix per row; text level a
         ``(dim,)`` vector (Arrow layout in :mod:`contextembed.engines.arrow`).
     """
-    ray = _ray()
+    ray = import_ray()
     embedder = _embedder(source, options)
     _check_positive(batch_size=batch_size, concurrency=concurrency)
     mapped = dataset.map_batches(
@@ -209,7 +210,7 @@ def _carrying(function):
 
 def _remote_dim(embedder: BatchEmbedder) -> int:
     """The feature width, computed where the model is (a worker), not on the driver."""
-    ray = _ray()
+    ray = import_ray()
 
     @ray.remote(num_cpus=0)
     def dim(embedder):
@@ -234,16 +235,24 @@ class FileActor:
     def __call__(self, batch: dict) -> dict:
         import json
 
-        from ..io import embed_file
-
         summaries = []
         for job in batch["job"]:
-            job = json.loads(job)
             with carried_errors():
-                summary = embed_file(job.pop("spec"), job.pop("input"), job.pop("output"), encoder=self.encoder,
-                                     show_progress=False, **job)
-            summaries.append(json.dumps(summary))
+                summaries.append(json.dumps(self._embed(json.loads(job))))
         return {"summary": np.array(summaries, dtype=object)}
+
+
+    def _embed(self, job: dict) -> dict:
+        from ..corpus import Job, check_complete
+        from ..io import embed_file
+
+        spec, target = job.pop("spec"), Job(job.pop("input"), job.pop("output"))
+        if os.path.exists(target.output) and not job.get("overwrite"):
+            # a retry after the rename, or another run of the same job: complete by construction
+            check_complete(target, input_format=job.get("input_format"), tokenizer=job.get("tokenizer", "whitespace"),
+                           level=job.get("level", "word"))
+            return {"output": target.output, "skipped": True}
+        return embed_file(spec, target.input, target.output, encoder=self.encoder, show_progress=False, **job)
 
 
 def embed_files(jobs: list[dict], *, concurrency: int = 1, num_cpus: float = 1, num_gpus: Optional[float] = None) -> list[dict]:
@@ -256,7 +265,7 @@ def embed_files(jobs: list[dict], *, concurrency: int = 1, num_cpus: float = 1, 
     """
     import json
 
-    ray = _ray()
+    ray = import_ray()
     if not jobs:
         return []
     _check_positive(concurrency=concurrency)
