@@ -171,6 +171,12 @@ def embed_corpus(
         raise FileNotFoundError(f"cannot write outputs into {output_dir}: its parent directory {parent} does not exist")
     if os.path.exists(output_dir) and not os.path.isdir(output_dir):
         raise FileExistsError(f"output {output_dir} is a file; with a directory or glob of inputs, OUTPUT is a directory")
+    if not os.path.exists(output_dir) and os.fspath(output_dir).endswith((".npy", ".npz")):
+        what = "is a directory" if os.path.isdir(pattern) else "is a glob"
+        raise ValueError(
+            f"input {pattern} {what}, so OUTPUT is a directory that gets one output per input file; {output_dir} "
+            "looks like a file name: pass a directory (or a single input file)"
+        )
     jobs = plan(pattern, output_dir, output_format)
     todo = _pending(jobs, overwrite, options)
     for job in todo:
