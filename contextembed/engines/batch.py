@@ -175,11 +175,9 @@ class BatchEmbedder:
             return list(self._extractor.iter_words(sentences))
         return list(self._extractor.iter_texts(sentences))
 
-    def count_rows(self, rows: Sequence) -> int:
-        """Output rows ``rows`` give: tokens (word level) or rows (text level); no encoder needed."""
-        if self.level == "text":
-            return len(rows)
-        return sum(len(self._tokens(row, f"row {i}")) for i, row in enumerate(rows))
+    def row_lengths(self, rows: Sequence) -> list[int]:
+        """Tokens per row, as the embedder splits and checks them (no encoder needed)."""
+        return [len(self._tokens(row, f"row {i}")) for i, row in enumerate(rows)]
 
     # -- helpers ------------------------------------------------------------------------------
 

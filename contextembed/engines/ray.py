@@ -156,9 +156,10 @@ def write_array(dataset, path, source, *, dtype: str = "float32", overwrite: boo
     """Embed ``dataset`` into one ``.npy`` / ``.npz`` file laid out as ``contextembed embed`` writes it.
 
     Features stream from the workers to this process in input order and into
-    :class:`contextembed.io.ArrayWriter` (temporary name, renamed when complete). Word level needs
-    the number of tokens first: one cheap pass over ``dataset`` counts them (no encoder).
-    ``options`` are those of :func:`embed_dataset`.
+    :class:`contextembed.io.ArrayWriter` (temporary name, renamed when complete). The tokens per
+    row come first, from one cheap pass over ``dataset`` (no encoder): the row count of the header
+    and the ``lengths`` of a ``.npz`` (omitted at text level for an estimator source, which
+    tokenizes texts its own way). ``options`` are those of :func:`embed_dataset`.
 
     Returns
     -------
@@ -170,34 +171,36 @@ def write_array(dataset, path, source, *, dtype: str = "float32", overwrite: boo
     check_output(path, overwrite=overwrite)
     engine = {k: options.pop(k) for k in ("batch_size", "concurrency", "num_cpus", "num_gpus") if k in options}
     embedder = _embedder(source, options)
-    npz_lengths = os.fspath(path).endswith(".npz") and embedder.level == "word"
     with worker_errors(), ExitStack() as stack:
-        n_rows, lengths, writer = _count_rows(dataset, embedder), [], None
+        lengths = _row_lengths(dataset, embedder)
+        n_rows = int(lengths.sum()) if embedder.level == "word" else len(lengths)
+        writer = None
         for batch in embed_dataset(dataset, embedder, **engine).iter_batches(batch_format="pyarrow", batch_size=None):
             column = batch.column(FEATURES)
             if writer is None:
                 writer = stack.enter_context(ArrayWriter(path, n_rows, feature_width(column.type), dtype,
                                                          overwrite=overwrite))
-            block, counts = column_arrays(column)
+            block, _ = column_arrays(column)
             if len(block):
                 writer.write(block)
-            lengths.append(counts)
         if writer is None:  # an empty dataset: the width comes from a worker, where the model is
             writer = stack.enter_context(ArrayWriter(path, 0, _remote_dim(embedder), dtype, overwrite=overwrite))
-        writer.close(**({"lengths": np.concatenate(lengths or [np.zeros(0, np.int64)])} if npz_lengths else {}))
+        keep_lengths = os.fspath(path).endswith(".npz") and (embedder.level == "word" or embedder.estimator is None)
+        writer.close(**({"lengths": lengths} if keep_lengths else {}))
     return {"rows": n_rows, "dim": writer.shape[1], "output": os.fspath(path)}
 
 
-def _count_rows(dataset, embedder: BatchEmbedder) -> int:
-    if embedder.level == "text":
-        return int(dataset.count())
+def _row_lengths(dataset, embedder: BatchEmbedder) -> np.ndarray:
+    """Tokens per row of ``dataset``, in order (the rows are read and tokenized, not encoded)."""
 
-    def count(batch):
+    def lengths(batch):
         column = embedder.input_column(batch.column_names)
-        return {"n": np.array([embedder.count_rows(batch.column(column).to_pylist())])}
+        return {"n": np.array(embedder.row_lengths(batch.column(column).to_pylist()), dtype=np.int64)}
 
-    counted = dataset.map_batches(_carrying(count), batch_format="pyarrow", batch_size=4096)
-    return int(sum(int(row["n"]) for row in counted.take_all()))
+    counted = dataset.map_batches(_carrying(lengths), batch_format="pyarrow", batch_size=4096)
+    counted.context.execution_options.preserve_order = True
+    parts = [batch["n"] for batch in counted.iter_batches(batch_format="numpy", batch_size=None)]
+    return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
 
 def _carrying(function):

@@ -50,8 +50,9 @@ def test_parquet_and_npz_equal_the_single_process_path_row_for_row(dataset, tiny
     assert ids == list(range(len(SENTENCES)))
 
 
-def test_a_fitted_text_embedder_is_shipped_with_its_mix(ray_cluster, tiny_vectors):
-    from contextembed.engines.ray import embed_dataset
+def test_a_fitted_text_embedder_is_shipped_with_its_mix(ray_cluster, tiny_vectors, tmp_path):
+    from contextembed.engines.ray import embed_dataset, write_array
+    from contextembed.io import embed_file
     from contextembed.sklearn import TextEmbedder
 
     texts = [" ".join(s) for s in SENTENCES]
@@ -60,6 +61,14 @@ def test_a_fitted_text_embedder_is_shipped_with_its_mix(ray_cluster, tiny_vector
     rows = embed_dataset(dataset, estimator, concurrency=2, batch_size=4).take_all()
     np.testing.assert_array_equal(np.stack([r["features"] for r in rows]), estimator.transform(texts))
     assert [r["text"] for r in rows] == texts
+
+    (tmp_path / "texts.txt").write_text("\n".join(texts) + "\n", encoding="utf-8")
+    embed_file(tiny_vectors, tmp_path / "texts.txt", tmp_path / "cli.npz", level="text", show_progress=False)
+    write_array(dataset, tmp_path / "ray.npz", tiny_vectors, level="text", concurrency=2, batch_size=4)
+    cli, mine = np.load(tmp_path / "cli.npz"), np.load(tmp_path / "ray.npz")
+    assert sorted(mine.files) == sorted(cli.files) == ["features", "lengths"]  # the layout of contextembed embed
+    for key in cli.files:
+        np.testing.assert_array_equal(mine[key], cli[key])
 
 
 def test_a_worker_killed_mid_job_is_retried_and_the_output_is_complete(dataset, tiny_vectors, tmp_path):
