@@ -223,18 +223,11 @@ def _run_ray(spec: str, jobs: list[Job], *, overwrite: bool, show_progress: bool
     from .engines import ray as ray_engine
 
     spec = os.path.abspath(spec) if os.path.exists(spec) else spec  # workers may start elsewhere
-    ray = ray_engine.import_ray()
-    started = not ray.is_initialized()
-    if started:
-        ray_engine.init(address)
-    try:
+    with ray_engine.connected(address) as ray:
         workers = concurrency or max(1, int(ray.cluster_resources().get("CPU", 1)))
         payload = [{"spec": spec, "input": os.path.abspath(job.input), "output": os.path.abspath(job.output),
                     "overwrite": overwrite, **options} for job in jobs]
         ray_engine.embed_files(payload, concurrency=workers, num_gpus=num_gpus)
-    finally:
-        if started:
-            ray.shutdown()
 
 
 __all__ = ["ENGINES", "OUTPUT_FORMATS", "Job", "check_complete", "embed_corpus", "expected_rows", "find_inputs",

@@ -21,6 +21,7 @@ dataset yourself, wrap the call in :func:`worker_errors` for the same.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Optional
@@ -60,6 +61,22 @@ def init(address: Optional[str] = None, **options):
         options.setdefault("include_dashboard", False)
     ray = import_ray()
     return ray.init(address=address, **options)
+
+
+@contextmanager
+def connected(address: Optional[str] = None) -> Iterator[object]:
+    """The ``ray`` module, connected: to the instance this process already uses, else to
+    ``address`` (or a new local instance, see :func:`init`) for the block, shut down after it."""
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        yield ray
+        return
+    init(address)  # before Ray is imported here: a local instance gets LOCAL_ENVIRONMENT
+    ray = import_ray()
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
 
 
 @contextmanager
@@ -303,5 +320,5 @@ def _check_positive(**values) -> None:
             raise ValueError(f"{name}={value!r} must be a positive integer")
 
 
-__all__ = ["EmbedActor", "FileActor", "LOCAL_ENVIRONMENT", "embed_dataset", "embed_files", "init", "worker_errors",
+__all__ = ["EmbedActor", "FileActor", "LOCAL_ENVIRONMENT", "connected", "embed_dataset", "embed_files", "init", "worker_errors",
            "write_array", "write_parquet"]
