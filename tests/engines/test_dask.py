@@ -11,6 +11,7 @@ import pytest
 
 from conftest import SENTENCES
 from contextembed import load_encoder
+from contextembed.errors import ModelNotFoundError
 from contextembed.features import FeatureExtractor
 
 pytest.importorskip("dask.bag")
@@ -89,6 +90,8 @@ def test_dataframes_keep_their_columns_and_name_bad_rows_globally(dask_client, t
         embed_dataframe(frame, tiny_vectors).compute()
     with pytest.raises(TypeError, match=r"^partition 2, row 7, token 1 is NoneType"):
         embed_bag(db.from_sequence(broken, npartitions=4), tiny_vectors).compute()  # 11 rows a partition
+    with pytest.raises(ModelNotFoundError, match="no-such-model"):  # the loader's error, raised by the worker
+        embed_bag(db.from_sequence(SENTENCES, npartitions=2), "/nonexistent/no-such-model").compute()
     converted = dd.from_pandas(pd.DataFrame({"tokens": SENTENCES}), npartitions=2)
     if converted._meta["tokens"].dtype != object:  # dask turned the lists into their text
         with pytest.raises(TypeError, match="Dask converted its token lists to text"):
