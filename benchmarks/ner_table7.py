@@ -1,13 +1,22 @@
-"""BERT Table 7 on CoNLL-2003 with frozen features: SequenceTagger train -> dev entity F1.
+"""BERT Table 7 on CoNLL-2003 with frozen features: tagger train -> dev entity F1.
 
-Runs every Table 7 layer strategy for MiniLM-L6 and the GloVe row, plus ablations that measure
-what the practitioner features add (context window, word-shape flags, the default classifier's
+Two taggers on the same frozen features: ``lr`` (SequenceTagger, window logistic regression) and
+``bilstm_crf`` (BiLSTMCRFTagger, the BERT paper's feature-based setup). For ``lr`` it runs every
+Table 7 layer strategy for MiniLM-L6 and the GloVe row, plus ablations that measure what the
+practitioner features add (context window, word-shape flags, the default classifier's
 regularisation) and the calibration probe of ../shared/REFERENCE.md (one token vector, no window,
-no shape, plain logistic regression). Rows print as they finish and
-are appended to ``--out`` as JSON lines, so a long run can be read while it goes.
+no shape, plain logistic regression); for ``bilstm_crf`` every Table 7 row, the GloVe row, MiniLM
+stacked with GloVe, and the no-shape ablation. Rows print as they finish and are appended to
+``--out`` as JSON lines, so a long run can be read while it goes.
 
-    python benchmarks/ner_table7.py                       # full train -> dev
-    python benchmarks/ner_table7.py --train-limit 4000    # the reference probe's training size
+``--curve`` instead trains on the first 400 / 4,000 / all training sentences: both taggers on
+concat-last-four, and spaCy NER with the configs of ``examples/spacy_ner`` (listener ones and
+spaCy's own HashEmbedCNN), all scored on the same dev set.
+
+    python benchmarks/ner_table7.py                            # full train -> dev, both taggers
+    python benchmarks/ner_table7.py --taggers bilstm_crf       # the neural tagger's column only
+    python benchmarks/ner_table7.py --train-limit 4000         # the reference probe's training size
+    python benchmarks/ner_table7.py --curve --sizes 400 4000   # the training-size curve
 """
 
 from __future__ import annotations
@@ -23,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from sklearn.linear_model import LogisticRegression  # noqa: E402
 
-from contextembed.sklearn import set_cache_size  # noqa: E402
+from contextembed.sklearn import TokenEmbedder, set_cache_size  # noqa: E402
 from contextembed.sklearn.datasets import read_conll  # noqa: E402
 from contextembed.sklearn.experiments import LAST_FOUR, TABLE7_ROWS, format_row, run_rows  # noqa: E402
 
@@ -50,6 +59,89 @@ PLAN = [
 ]
 
 
+#: (encoder, rows, shape_features, embedder options) for the BiLSTM-CRF column
+NEURAL_PLAN = [
+    ("minilm-l6", {"concat last four hidden": TABLE7_ROWS["concat last four hidden"]}, "auto", None),
+    ("glove-6b-50d", {"vectors": {"layers": 0, "combine": "concat"}}, "auto", None),
+    ("minilm-l6", {k: v for k, v in TABLE7_ROWS.items() if k != "concat last four hidden"}, "auto", None),
+    ("minilm-l6", {"concat last four, no shape": TABLE7_ROWS["concat last four hidden"]}, False, None),
+]
+CONCAT_LAST_FOUR = {"concat last four hidden": TABLE7_ROWS["concat last four hidden"]}
+SPACY_CONFIGS = ("contextual_concat", "contextual_scalar_mix", "hashembed_cnn")
+
+
+def run_table(args, train, dev) -> None:
+    for tagger in args.taggers:
+        plan = PLAN if tagger == "lr" else [(e, r, 1, shape, None) for e, r, shape, _ in NEURAL_PLAN]
+        for encoder, rows, window, shape, classifier in plan:
+            if encoder in args.encoders:
+                report(args, run_rows(encoder, rows, train, dev, window=window, shape_features=shape,
+                                      classifier=classifier, tagger=tagger, tagger_options=_options(args, tagger)),
+                       len(train[0]))
+        if tagger == "bilstm_crf" and {"minilm-l6", "glove-6b-50d"} <= set(args.encoders):
+            report(args, [stacked(args, train, dev)], len(train[0]))
+
+
+def stacked(args, train, dev):
+    """MiniLM concat-last-four stacked with GloVe (flair's StackedEmbeddings) in one BiLSTM-CRF."""
+    import time
+
+    from contextembed.sklearn import BiLSTMCRFTagger
+    from contextembed.sklearn.experiments import Row
+
+    start = time.perf_counter()
+    embedders = [TokenEmbedder("minilm-l6", layers=LAST_FOUR, combine="concat"), TokenEmbedder("glove-6b-50d")]
+    tagger = BiLSTMCRFTagger(embedders, **_options(args, "bilstm_crf")).fit(*train)
+    return Row("minilm+glove", "concat last four + vectors", "bilstm_crf", 0, "auto", tagger.score(*dev),
+               time.perf_counter() - start)
+
+
+def run_curve(args, dev) -> None:
+    """Both taggers and the spaCy configs at each training size, on the same dev set."""
+    for size in args.sizes:
+        train = read_conll(DATA / "train.txt", limit=size or None)
+        for tagger in args.taggers:
+            report(args, run_rows("minilm-l6", CONCAT_LAST_FOUR, train, dev, tagger=tagger,
+                                  tagger_options=_options(args, tagger)), len(train[0]))
+        for row in spacy_rows(args, size):
+            report(args, [row], len(train[0]))
+
+
+def spacy_rows(args, size: int):
+    """``spacy train`` each config of examples/spacy_ner on the first ``size`` sentences."""
+    import tempfile
+    import time
+
+    from contextembed.sklearn.experiments import Row
+
+    sys.path.insert(0, str(ROOT / "examples" / "spacy_ner"))
+    import run as spacy_ner  # noqa: E402
+
+    settings = spacy_ner.RunSettings(train_sentences=size, max_epochs=args.spacy_epochs, max_steps=0,
+                                     eval_frequency=args.spacy_eval_frequency)
+    with tempfile.TemporaryDirectory(prefix="ner_curve_") as folder:
+        data = Path(folder) / "data"
+        spacy_ner.convert(DATA / "train.txt", data / "train.spacy", size)
+        spacy_ner.convert(DATA / "dev.txt", data / "dev.spacy", args.dev_limit or 0)
+        for config in args.spacy_configs:
+            start = time.perf_counter()
+            scores = spacy_ner.train_and_evaluate(config, Path(folder), data, settings)
+            yield Row("minilm-l6" if config.startswith("contextual") else "-", f"spaCy {config}", "spacy", 0,
+                      "shape" if config != "hashembed_cnn" else "-", scores["ents_f"], time.perf_counter() - start)
+
+
+def report(args, rows, n_train: int) -> None:
+    for row in rows:
+        print(format_row(row), f"[{n_train} train sentences]", flush=True)
+        if args.out:
+            with open(args.out, "a", encoding="utf-8") as handle:
+                handle.write(json.dumps({**asdict(row), "train_sentences": n_train}) + "\n")
+
+
+def _options(args, tagger: str) -> dict:
+    return {"show_progress": args.progress} if tagger == "bilstm_crf" else {}
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--train-limit", type=int, default=None, help="training sentences (default: all)")
@@ -57,23 +149,26 @@ def main(argv=None) -> int:
     parser.add_argument("--encoders", nargs="+", default=["minilm-l6", "glove-6b-50d"])
     parser.add_argument("--out", type=Path, default=None, help="append rows here as JSON lines")
     parser.add_argument("--cache-gb", type=float, default=6.0, help="in-memory encoding cache size")
+    parser.add_argument("--taggers", nargs="*", choices=["lr", "bilstm_crf"], default=["lr", "bilstm_crf"])
+    parser.add_argument("--curve", action="store_true", help="the training-size curve instead of the table")
+    parser.add_argument("--sizes", nargs="+", type=int, default=[400, 4000, 0], help="curve sizes (0: all)")
+    parser.add_argument("--spacy-configs", nargs="*", choices=SPACY_CONFIGS, default=list(SPACY_CONFIGS))
+    parser.add_argument("--spacy-epochs", type=int, default=6, help="spacy train epochs in the curve")
+    parser.add_argument("--spacy-eval-frequency", type=int, default=50)
+    parser.add_argument("--progress", action="store_true", help="a progress bar per BiLSTM-CRF epoch")
     args = parser.parse_args(argv)
     if not (DATA / "train.txt").exists():
         print(f"skipped: {DATA} is not present")
         return 0
     set_cache_size(int(args.cache_gb * (1 << 30)))
-    train = read_conll(DATA / "train.txt", limit=args.train_limit)
     dev = read_conll(DATA / "dev.txt", limit=args.dev_limit)
+    if args.curve:
+        run_curve(args, dev)
+        return 0
+    train = read_conll(DATA / "train.txt", limit=args.train_limit)
     print(f"CoNLL-2003: {len(train[0])} train sentences ({sum(map(len, train[0]))} tokens), "
           f"{len(dev[0])} dev sentences", flush=True)
-    for encoder, rows, window, shape, classifier in PLAN:
-        if encoder not in args.encoders:
-            continue
-        for row in run_rows(encoder, rows, train, dev, window=window, shape_features=shape, classifier=classifier):
-            print(format_row(row), flush=True)
-            if args.out:
-                with open(args.out, "a", encoding="utf-8") as handle:
-                    handle.write(json.dumps({**asdict(row), "train_sentences": len(train[0])}) + "\n")
+    run_table(args, train, dev)
     return 0
 
 

@@ -32,7 +32,7 @@ class FeatureExtractor:
         How to combine layers; ``scalar_mix`` here has its initial (equal) weights and gamma 1.
         ``None``: the encoder's ``default_combine``.
     subword_pooling : {"first", "last", "mean", "first_last", "max"}
-    text_pooling : {"mean", "max", "cls"}
+    text_pooling : {"mean", "piece_mean", "max", "cls"}
         Used by :meth:`iter_texts`.
     """
 
@@ -70,12 +70,16 @@ class FeatureExtractor:
 
     def iter_texts(self, sentences: Sentences, *, show_progress: bool = False) -> Iterator[np.ndarray]:
         """Yield one ``(dim,)`` float32 vector per text, in input order."""
-        if self.text_pooling != "cls":
+        if self.text_pooling in ("mean", "max"):
             for words in self.iter_words(sentences, show_progress=show_progress):
                 yield pool_text_numpy(words, self.text_pooling)
             return
         layers = self.pooling.layer_indexes
         for encoding in self.encoder.iter_encode_pieces(sentences, layers, show_progress=show_progress):
+            if self.text_pooling == "piece_mean":  # layer pooling is linear: pool the words' layers first
+                pieces = np.diff(encoding.word_offsets)
+                yield pool_text_numpy(self._pool_layers(encoding.words("mean")), "piece_mean", pieces=pieces)
+                continue
             cls = encoding.cls if encoding.n_words else np.zeros_like(encoding.cls)  # an empty text: zeros
             yield self._pool_layers(cls[:, None, :])[0]
 

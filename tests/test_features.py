@@ -48,6 +48,20 @@ def test_texts(bert, pooling):
         assert np.array_equal(texts[1], np.zeros(32))
 
 
+def test_piece_mean_texts_average_every_piece(bert):
+    """Layers mixed, then the text's pieces averaged: the same as averaging each layer's pieces."""
+    extractor = FeatureExtractor(bert, layers=[-2, -1], combine="concat", subword_pooling="mean",
+                                 text_pooling="piece_mean")
+    texts = extractor.texts(SENTENCES)
+    for text, encoding in zip(texts, bert.iter_encode_pieces(SENTENCES, [-2, -1])):
+        if encoding.n_words == 0:
+            assert np.array_equal(text, np.zeros(64))
+            continue
+        assert np.abs(text - np.concatenate(list(encoding.hidden.mean(axis=1)))).max() < 1e-5
+    with pytest.raises(ValueError, match="needs subword_pooling='mean', got 'first'"):
+        FeatureExtractor(bert, layers=-1, text_pooling="piece_mean")
+
+
 def test_cls_needs_a_transformer(tmp_path):
     from contextembed.encoders.static import write_word2vec
 

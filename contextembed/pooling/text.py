@@ -1,6 +1,10 @@
 """Text pooling: the word vectors of one text become one vector.
 
 ``mean`` (default)  mean over the text's words, padding masked
+``piece_mean``      mean over the text's pieces: a word of three pieces counts three times (the mean
+                    of a transformer's piece vectors, as sentence-transformers pools; equal to
+                    ``mean`` for static vectors and ELMo, one piece per word). Words must be pooled
+                    from their pieces by ``subword_pooling="mean"``.
 ``max``             element-wise maximum over the text's words, padding masked
 ``cls``             the sequence's first piece (``[CLS]``/``<s>``); transformers only
 
@@ -17,7 +21,7 @@ import torch
 
 from ..options import check_choice
 
-TextPooling = Literal["mean", "max", "cls"]
+TextPooling = Literal["mean", "piece_mean", "max", "cls"]
 TEXT_POOLINGS: tuple[str, ...] = get_args(TextPooling)
 
 
@@ -34,9 +38,17 @@ def check_text_options(text_pooling: str, subword_pooling: str, has_cls: bool, e
     ValueError
         An unknown ``text_pooling``; ``"cls"`` for an encoder without a leading special piece; or
         ``"cls"`` with ``subword_pooling="first_last"``, which would announce a doubled width that
-        the [CLS] vector (one piece, not pooled from words) does not have.
+        the [CLS] vector (one piece, not pooled from words) does not have; ``"piece_mean"`` with a
+        ``subword_pooling`` other than ``"mean"`` (the mean of every piece is not a mean of first
+        or last pieces).
     """
     check_text_pooling(text_pooling)
+    if text_pooling == "piece_mean" and subword_pooling != "mean":
+        raise ValueError(
+            f"text_pooling='piece_mean' averages every piece of the text, which is a mean of the words' "
+            f"piece means weighted by their piece counts: it needs subword_pooling='mean', got "
+            f"{subword_pooling!r} (use text_pooling='mean' to average {subword_pooling!r} word vectors)"
+        )
     if text_pooling != "cls":
         return
     if not has_cls:
@@ -57,6 +69,7 @@ def pool_text(
     mask: torch.Tensor,
     method: TextPooling = "mean",
     cls: Optional[torch.Tensor] = None,
+    pieces: Optional[torch.Tensor] = None,
 ) -> torch.Tensor:
     """Pool padded word vectors to one vector per text.
 
@@ -66,9 +79,12 @@ def pool_text(
         ``(batch, seq, width)`` word vectors, padded.
     mask : torch.Tensor
         ``(batch, seq)`` bool, true at real words.
-    method : {"mean", "max", "cls"}
+    method : {"mean", "piece_mean", "max", "cls"}
     cls : torch.Tensor, optional
         ``(batch, width)``: the first-piece vectors, required for ``"cls"``.
+    pieces : torch.Tensor, optional
+        ``(batch, seq)``: each word's number of pieces, required for ``"piece_mean"`` (with word
+        vectors pooled by ``subword_pooling="mean"``).
 
     Returns
     -------
@@ -83,6 +99,11 @@ def pool_text(
     if words.shape[1] == 0:  # no text has a word
         return words.new_zeros(words.shape[0], words.shape[2])
     m = mask.unsqueeze(-1)
+    if method == "piece_mean":
+        if pieces is None:
+            raise ValueError("text_pooling='piece_mean' needs each word's number of pieces")
+        weights = (pieces * mask).unsqueeze(-1).to(words.dtype)
+        return (words * weights).sum(dim=1) / weights.sum(dim=1).clamp_min(1)
     if method == "mean":
         counts = m.sum(dim=1).clamp_min(1).to(words.dtype)
         return (words * m).sum(dim=1) / counts
@@ -90,9 +111,10 @@ def pool_text(
     return torch.where(m.any(dim=1), pooled, torch.zeros_like(pooled))
 
 
-def pool_text_numpy(words: np.ndarray, method: TextPooling = "mean", cls: Optional[np.ndarray] = None) -> np.ndarray:
+def pool_text_numpy(words: np.ndarray, method: TextPooling = "mean", cls: Optional[np.ndarray] = None,
+                    pieces: Optional[np.ndarray] = None) -> np.ndarray:
     """NumPy front of :func:`pool_text` for one text: ``(words, width)`` -> ``(width,)``; ``cls`` is
-    ``(width,)``. A text without words pools to zeros, whatever the method."""
+    ``(width,)``, ``pieces`` ``(words,)``. A text without words pools to zeros, whatever the method."""
     check_text_pooling(method)
     if method == "cls" and cls is None:
         raise ValueError("text_pooling='cls' needs the [CLS] vectors; this encoder has none")
@@ -100,4 +122,5 @@ def pool_text_numpy(words: np.ndarray, method: TextPooling = "mean", cls: Option
     batch = torch.from_numpy(np.ascontiguousarray(words))[None]
     mask = torch.ones(batch.shape[:2], dtype=torch.bool)
     first = None if cls is None else torch.from_numpy(np.ascontiguousarray(cls))[None]
-    return pool_text(batch, mask, method, first)[0].numpy()
+    counts = None if pieces is None else torch.from_numpy(np.asarray(pieces))[None]
+    return pool_text(batch, mask, method, first, counts)[0].numpy()

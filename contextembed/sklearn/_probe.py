@@ -50,8 +50,9 @@ class _MixProbe(nn.Module):
     """
 
     def __init__(self, n_layers: int, width: int, n_extra: int, n_window: int, n_classes: int,
-                 interactions: bool = False) -> None:
+                 interactions: bool = False, normalize: bool = False) -> None:
         super().__init__()
+        self.normalize = normalize
         if interactions and n_window != 2:
             raise ValueError(f"interactions join a pair of rows, got windows of {n_window}")
         self.mix = ScalarMix(n_layers)
@@ -63,6 +64,8 @@ class _MixProbe(nn.Module):
         ``present (batch * n_window,)`` -> logits ``(batch, classes)``."""
         # (batch * n_window, width)
         mixed = self.mix(hidden)
+        if self.normalize:
+            mixed = nn.functional.normalize(mixed, dim=-1)
         if extra is not None:
             mixed = torch.cat([mixed, extra], dim=-1)
         mixed = mixed * present.unsqueeze(-1)
@@ -83,6 +86,7 @@ def learn_mix(
     extra: Optional[np.ndarray] = None,
     window: Optional[np.ndarray] = None,
     interactions: bool = False,
+    normalize: bool = False,
     settings: ProbeSettings = ProbeSettings(),
 ) -> MixResult:
     """Train mix + linear probe on frozen features; return the mix of the best validation epoch.
@@ -103,6 +107,8 @@ def learn_mix(
         pair's two sides); ``labels`` and ``groups`` are then per example. Default: each row alone.
     interactions : bool
         Join a two-row window as ``[u; v; |u - v|; u * v]`` (sentence pairs) instead of side by side.
+    normalize : bool
+        Scale each mixed row to unit length before the linear layer, as the features will be.
     settings : ProbeSettings
     """
     n_layers, n_rows, width = hidden.shape
@@ -112,7 +118,7 @@ def learn_mix(
     n_classes = int(labels.max()) + 1
     generator = torch.Generator().manual_seed(settings.random_state)
     torch.manual_seed(settings.random_state)
-    probe = _MixProbe(n_layers, width, 0 if extra is None else extra.shape[1], window.shape[1], n_classes, interactions)
+    probe = _MixProbe(n_layers, width, 0 if extra is None else extra.shape[1], window.shape[1], n_classes, interactions, normalize)
     optimizer = torch.optim.Adam(
         [
             {"params": probe.mix.parameters(), "lr": settings.mix_lr},
@@ -136,6 +142,12 @@ def learn_mix(
             if stale >= settings.patience:
                 break
     return MixResult(best[1].numpy().astype(np.float32), float(best[2]), best[3], float(best[0]))
+
+
+def unit_rows(features: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit L2 norm; all-zero rows (empty texts) stay zero."""
+    norms = np.linalg.norm(features, axis=1, keepdims=True)
+    return np.divide(features, norms, out=np.zeros_like(features), where=norms > 0)
 
 
 @dataclass

@@ -10,10 +10,15 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Literal, Optional
 
+from ..options import check_choice
+from .neural_tagger import BiLSTMCRFTagger
 from .tagger import SequenceTagger
 from .token import TokenEmbedder
+
+#: the two sequence labellers on frozen features: window logistic regression, BiLSTM-CRF
+Tagger = Literal["lr", "bilstm_crf"]
 
 LAST_FOUR = [-4, -3, -2, -1]
 
@@ -36,6 +41,7 @@ class Row:
 
     encoder: str
     name: str
+    tagger: str
     window: int
     shape_features: object
     f1: float
@@ -61,19 +67,33 @@ def run_rows(
     window: int = 1,
     shape_features="auto",
     classifier=None,
+    tagger: Tagger = "lr",
+    tagger_options: Optional[dict] = None,
     embedder_options: Optional[dict] = None,
     report: Callable[[Row], None] = lambda row: None,
 ) -> Iterator[Row]:
-    """Fit a :class:`SequenceTagger` per row on ``train`` and yield its dev entity F1."""
+    """Fit a tagger per row on ``train`` and yield its dev entity F1.
+
+    ``tagger="lr"`` is :class:`SequenceTagger` (``window``, ``classifier``); ``"bilstm_crf"`` is
+    :class:`BiLSTMCRFTagger` with ``tagger_options`` (``window`` and ``classifier`` do not apply).
+    Both get ``shape_features``.
+    """
+    check_choice("tagger", tagger, Tagger)
     for name, params in rows.items():
         start = time.perf_counter()
         embedder = TokenEmbedder(encoder, **params, **(embedder_options or {}))
-        tagger = SequenceTagger(embedder, classifier=classifier, window=window, shape_features=shape_features)
-        tagger.fit(*train)
-        f1 = tagger.score(*dev)
-        weights = getattr(tagger, "mix_weights_", None)
-        row = Row(encoder, name, window, shape_features, f1, time.perf_counter() - start,
-                  None if weights is None else [round(float(w), 4) for w in weights])
+        if tagger == "lr":
+            model = SequenceTagger(embedder, classifier=classifier, window=window, shape_features=shape_features,
+                                   **(tagger_options or {}))
+        else:
+            model = BiLSTMCRFTagger(embedder, shape_features=shape_features, **(tagger_options or {}))
+        model.fit(*train)
+        f1 = model.score(*dev)
+        weights = getattr(model, "mix_weights_", None)
+        if tagger == "bilstm_crf":
+            weights = weights[0]
+        row = Row(encoder, name, tagger, window if tagger == "lr" else 0, shape_features, f1,
+                  time.perf_counter() - start, None if weights is None else [round(float(w), 4) for w in weights])
         report(row)
         yield row
 
@@ -81,6 +101,6 @@ def run_rows(
 def format_row(row: Row) -> str:
     weights = "" if row.mix_weights is None else " weights " + " ".join(f"{w:.2f}" for w in row.mix_weights)
     return (
-        f"{row.encoder:<14} {row.name:<26} window={row.window} shape={str(row.shape_features):<5} "
+        f"{row.encoder:<14} {row.name:<26} {row.tagger:<10} window={row.window} shape={str(row.shape_features):<5} "
         f"dev F1 {100 * row.f1:5.1f}  ({row.seconds:5.0f} s){weights}"
     )

@@ -8,6 +8,7 @@ from typing import Optional, Union
 import numpy as np
 
 from ..pooling import LayerSpec, check_text_options, check_text_pooling, pool_text_numpy
+from ._probe import unit_rows
 from ._base import LayerFeaturesBase, reject_sparse
 from ..tokenizers import get_tokenizer, tokenize_item
 from ._encoding import CacheOption
@@ -32,11 +33,18 @@ class TextEmbedder(LayerFeaturesBase):
     combine : {"scalar_mix", "concat", "sum", "mean"}
         ``"scalar_mix"`` learns its weights in ``fit(X, y)`` with class labels ``y`` (jointly with
         a linear softmax probe, early-stopped on a held-out split); equal weights without ``y``.
-    subword_pooling : {"first", "last", "mean", "first_last", "max"}
+    subword_pooling : {"mean", "first", "last", "first_last", "max"}
         How a word's pieces become one vector.
-    text_pooling : {"mean", "max", "cls"}
-        How a text's words become one vector; ``"cls"`` (transformers only) takes the first
-        special piece.
+    text_pooling : {"piece_mean", "mean", "max", "cls"}
+        How a text's words become one vector: ``"piece_mean"`` averages every piece of the text (a
+        word of three pieces counts three times; needs ``subword_pooling="mean"``), ``"mean"``
+        every word; ``"cls"`` (transformers only) takes the first special piece.
+    normalize : bool
+        Scale each text vector to unit length (an empty text stays all zeros), as
+        sentence-transformers does. A classifier's regularisation (``C``) then means the same
+        whatever the layers, combine or encoder; the scalar mix is learned on normalised vectors
+        too. ``docs/sklearn.md`` has the SST-2 measurements behind this default and
+        ``subword_pooling="mean"``.
     tokenizer : {"auto", "regex", "whitespace"} or callable
         Splits raw strings into words (token lists in ``X`` are used as given). ``"auto"``: words
         and punctuation marks, which suits static vectors and subword encoders alike.
@@ -57,8 +65,9 @@ class TextEmbedder(LayerFeaturesBase):
         encoder: str = "minilm-l6",
         layers: LayerSpec = "all",
         combine: str = "scalar_mix",
-        subword_pooling: str = "first",
-        text_pooling: str = "mean",
+        subword_pooling: str = "mean",
+        text_pooling: str = "piece_mean",
+        normalize: bool = True,
         tokenizer: Union[str, Callable[[str], list]] = "auto",
         device: str = "auto",
         precision: str = "auto",
@@ -75,6 +84,7 @@ class TextEmbedder(LayerFeaturesBase):
         self.combine = combine
         self.subword_pooling = subword_pooling
         self.text_pooling = text_pooling
+        self.normalize = normalize
         self.tokenizer = tokenizer
         self.device = device
         self.precision = precision
@@ -101,12 +111,14 @@ class TextEmbedder(LayerFeaturesBase):
         if not texts:
             raise ValueError("fit needs at least one text; X is empty")
         check_text_pooling(self.text_pooling)
+        if not isinstance(self.normalize, (bool, np.bool_)):
+            raise TypeError(f"normalize must be True or False, got {self.normalize!r}")
         encoder = self._setup()
         check_text_options(self.text_pooling, self.subword_pooling, encoder.has_cls, f"the encoder {self.encoder!r}")
         if y is not None and self.combine == "scalar_mix":
             labels = _class_labels(y, len(texts))
             _, codes = np.unique(labels, return_inverse=True)
-            self._learn_mix(self._layer_vectors(texts), codes, np.arange(len(texts)))
+            self._learn_mix(self._layer_vectors(texts), codes, np.arange(len(texts)), normalize=bool(self.normalize))
         return self
 
     def transform(self, X) -> np.ndarray:
@@ -121,7 +133,8 @@ class TextEmbedder(LayerFeaturesBase):
         texts = self._tokenize(X)
         if not texts:
             return self._empty()
-        return self._combine(self._layer_vectors(texts))
+        features = self._combine(self._layer_vectors(texts))
+        return unit_rows(features) if self.normalize else features
 
     def fit_transform(self, X, y=None, **fit_params):
         return self.fit(X, y).transform(X)
@@ -140,8 +153,9 @@ class TextEmbedder(LayerFeaturesBase):
                     out[:, i] = encoding.cls[index] if encoding.n_words else 0.0  # an empty text: zeros
                     continue
                 words = encoding.words(self.subword_pooling)
+                pieces = np.diff(encoding.word_offsets) if self.text_pooling == "piece_mean" else None
                 for row, layer in enumerate(index):
-                    out[row, i] = pool_text_numpy(words[layer], self.text_pooling)
+                    out[row, i] = pool_text_numpy(words[layer], self.text_pooling, pieces=pieces)
         return out
 
     def _tokenize(self, X) -> list[list[str]]:

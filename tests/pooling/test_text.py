@@ -26,3 +26,17 @@ def test_cls_and_errors():
         pool_text_numpy(np.zeros((2, 4)), "cls")
     with pytest.raises(ValueError, match="text_pooling='sum' is not one of"):
         pool_text_numpy(np.zeros((2, 4)), "sum")
+
+
+def test_piece_mean_weighs_each_word_by_its_pieces():
+    rng = np.random.default_rng(1)
+    words = rng.normal(size=(2, 4, 3)).astype(np.float32)
+    mask = torch.tensor([[True, True, True, False], [False, False, False, False]])
+    pieces = torch.tensor([[1, 3, 2, 7], [1, 1, 1, 1]])
+    got = pool_text(torch.from_numpy(words), mask, "piece_mean", pieces=pieces).numpy()
+    want = (words[0, :3] * np.array([1, 3, 2])[:, None]).sum(0) / 6
+    np.testing.assert_allclose(got[0], want, rtol=1e-6)
+    assert np.array_equal(got[1], np.zeros(3))  # no word: zeros
+    np.testing.assert_allclose(pool_text_numpy(words[0, :3], "piece_mean", pieces=np.array([1, 3, 2])), want, rtol=1e-6)
+    with pytest.raises(ValueError, match="needs each word's number of pieces"):
+        pool_text_numpy(words[0], "piece_mean")

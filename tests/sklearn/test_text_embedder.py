@@ -16,26 +16,64 @@ TEXTS = [
 ]
 
 
-def _per_layer_reference(path, texts, layers, text_pooling):
+def _per_layer_reference(path, texts, layers, text_pooling, subword_pooling):
     encoder = load_encoder(path, device="cpu", precision="fp32")
     tokens = [regex_tokenize(t) for t in texts]
     if text_pooling == "cls":
         return np.transpose(encoder.encode_cls(tokens, layers=layers), (1, 0, 2))
+    if text_pooling == "piece_mean":  # straight from the pieces, not through words
+        return np.stack([e.hidden.mean(axis=1) for e in encoder.iter_encode_pieces(tokens, layers)], axis=1)
     pool = {"mean": lambda w: w.mean(axis=1), "max": lambda w: w.max(axis=1)}[text_pooling]
     # (layers, texts, width)
-    return np.stack([pool(words) for words in encoder.encode(tokens, layers=layers)], axis=1)
+    words = encoder.encode(tokens, layers=layers, subword_pooling=subword_pooling)
+    return np.stack([pool(w) for w in words], axis=1)
 
 
-@pytest.mark.parametrize("text_pooling", ["mean", "max", "cls"])
+POOLINGS = [("mean", "first"), ("mean", "mean"), ("max", "first"), ("cls", "first"), ("piece_mean", "mean")]
+
+
+@pytest.mark.parametrize("text_pooling, subword_pooling", POOLINGS)
 @pytest.mark.parametrize("combine", ["concat", "mean"])
-def test_matches_numpy_reference(bert, text_pooling, combine):
+@pytest.mark.parametrize("normalize", [False, True])
+def test_matches_numpy_reference(bert, text_pooling, subword_pooling, combine, normalize):
     layers = [0, 1, 2]
-    embedder = TextEmbedder(bert, layers=layers, combine=combine, text_pooling=text_pooling, precision="fp32")
+    embedder = TextEmbedder(bert, layers=layers, combine=combine, text_pooling=text_pooling,
+                            subword_pooling=subword_pooling, normalize=normalize, precision="fp32")
     got = embedder.fit(TEXTS).transform(TEXTS)
-    per_layer = _per_layer_reference(bert, TEXTS, layers, text_pooling)
+    per_layer = _per_layer_reference(bert, TEXTS, layers, text_pooling, subword_pooling)
     expected = np.concatenate(list(per_layer), axis=-1) if combine == "concat" else per_layer.mean(axis=0)
+    if normalize:
+        expected = expected / np.sqrt((expected**2).sum(axis=1, keepdims=True))
+        np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1.0, rtol=1e-5)
     assert got.dtype == np.float32 and got.shape == expected.shape
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_piece_mean_weighs_words_by_their_pieces(bert):
+    """A word of k pieces counts k times: the text vector differs from the plain word mean exactly
+    when some word has more than one piece."""
+    encoder = load_encoder(bert, device="cpu", precision="fp32")
+    words = regex_tokenize(TEXTS[2])
+    (encoding,) = encoder.iter_encode_pieces([words], [2])
+    counts = np.diff(encoding.word_offsets)
+    assert counts.max() > 1  # the test needs a word split into pieces
+    options = {"layers": 2, "combine": "concat", "normalize": False, "precision": "fp32"}
+    by_pieces = TextEmbedder(bert, text_pooling="piece_mean", **options).fit(TEXTS).transform([words])[0]
+    by_words = TextEmbedder(bert, text_pooling="mean", **options).fit(TEXTS).transform([words])[0]
+    word_vectors = encoding.words("mean")[0]
+    np.testing.assert_allclose(by_pieces, (word_vectors * counts[:, None]).sum(0) / counts.sum(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(by_words, word_vectors.mean(0), rtol=1e-5, atol=1e-6)
+    assert np.abs(by_pieces - by_words).max() > 1e-3
+
+
+def test_piece_mean_needs_mean_subword_pooling(bert):
+    with pytest.raises(ValueError, match="text_pooling='piece_mean' .* needs subword_pooling='mean', got 'first'"):
+        TextEmbedder(bert, text_pooling="piece_mean", subword_pooling="first").fit(TEXTS)
+
+
+def test_normalize_must_be_a_bool(bert):
+    with pytest.raises(TypeError, match="normalize must be True or False, got 'yes'"):
+        TextEmbedder(bert, normalize="yes").fit(TEXTS)
 
 
 def test_raw_text_token_lists_and_columns_agree(bert):
