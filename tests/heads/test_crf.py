@@ -68,8 +68,9 @@ def test_forbidden_moves_are_never_decoded_and_carry_no_gradient():
 
 
 @pytest.mark.parametrize("scheme, tags, forbidden, permitted", [
-    ("IOB1", ["O", "I-PER", "B-PER", "I-LOC"], [("START", "B-PER"), ("O", "B-PER"), ("I-LOC", "B-PER")],
-     [("START", "I-PER"), ("I-PER", "B-PER"), ("I-LOC", "I-PER"), ("I-PER", "END")]),
+    ("IOB1", ["O", "I-PER", "B-PER", "I-LOC"], [],  # B- after O still starts a chunk (CoNLL-2003 has it)
+     [("START", "I-PER"), ("I-PER", "B-PER"), ("I-LOC", "I-PER"), ("I-PER", "END"), ("O", "B-PER"),
+      ("START", "B-PER"), ("I-LOC", "B-PER")]),
     ("IOB2", ["O", "B-PER", "I-PER", "I-LOC"], [("START", "I-PER"), ("O", "I-PER"), ("B-PER", "I-LOC")],
      [("B-PER", "I-PER"), ("I-PER", "O"), ("I-PER", "END")]),
     ("IOBES", ["O", "B-PER", "I-PER", "E-PER", "S-PER", "E-LOC"],

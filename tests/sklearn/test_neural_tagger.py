@@ -40,6 +40,15 @@ def test_predictions_are_valid_sequences_of_training_tags(bert, sentences, tags)
                 assert previous[2:] == tag[2:] and previous != "O"
 
 
+def test_iob1_b_after_o_is_a_chunk_start_it_can_learn(bert):
+    """CoNLL-2003's training file has B-MISC after O; an IOB1 tagger trains on it, not refuses it."""
+    sentences = [["EU", "rejects", "German", "call"], ["Peter", "met", "the", "British", "team"]] * 3
+    tags = [["I-ORG", "O", "B-MISC", "O"], ["I-PER", "O", "O", "I-MISC", "O"]] * 3
+    tagger = _tagger(bert, max_epochs=3).fit(sentences, tags)
+    assert tagger.tag_scheme_ == "IOB1"
+    assert [len(p) for p in tagger.predict(sentences)] == [4, 5] * 3
+
+
 def test_deterministic_with_random_state(bert, sentences, tags):
     first = _tagger(bert, max_epochs=5, validation_fraction=0.2).fit(sentences, tags)
     second = _tagger(bert, max_epochs=5, validation_fraction=0.2).fit(sentences, tags)
