@@ -24,8 +24,8 @@ from ..heads.bilstm_crf import BiLSTMCRF, TaggerBatch, TaggerSettings, TaggerSha
 from ..heads.crf import allowed_transitions
 from .features import SHAPE_NAMES, shape_features, word_shape
 from .scoring import detect_scheme, entity_f1
-from .tagger import _resolve_shape
-from .token import TokenEmbedder, _check_nonempty, check_tokens, token_labels
+from .tagger import _resolve_shape, check_tagged
+from .token import TokenEmbedder, check_tokens
 
 #: characters of a word the character CNN reads
 MAX_CHARS = 20
@@ -148,11 +148,7 @@ class BiLSTMCRFTagger(BaseEstimator):
     def _training_data(self, X, y) -> tuple[list, list[np.ndarray]]:
         if y is None:
             raise ValueError("BiLSTMCRFTagger requires y: one tag list per sentence")
-        sentences = _check_nonempty(check_tokens(X))
-        y = list(y)
-        if len(y) != len(sentences):
-            raise ValueError(f"X has {len(sentences)} sentences but y has {len(y)} tag lists")
-        tags = token_labels(sentences, y, strings=True)
+        sentences, y, tags = check_tagged(X, y)
         self._check_params()
         self.classes_ = np.unique(tags)
         if len(self.classes_) < 2:

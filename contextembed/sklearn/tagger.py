@@ -81,11 +81,7 @@ class SequenceTagger(BaseEstimator):
                 "SequenceTagger requires y to be passed, but the target y is None; pass one tag list "
                 "per sentence"
             )
-        sentences = _check_nonempty(check_tokens(X))
-        y = list(y)
-        if len(y) != len(sentences):
-            raise ValueError(f"X has {len(sentences)} sentences but y has {len(y)} tag lists")
-        tags = token_labels(sentences, y, strings=True)
+        sentences, y, tags = check_tagged(X, y)
         self._check_params()
         self.tag_scheme_ = detect_scheme([[str(t) for t in tags_i] for tags_i in y])
         self.classes_, codes = np.unique(tags, return_inverse=True)
@@ -189,3 +185,12 @@ def is_cased(encoder: Encoder) -> bool:
         normalizer = backend.normalizer
         return normalizer is None or normalizer.normalize_str("Paris NATO") == "Paris NATO"
     return not getattr(tokenizer, "do_lower_case", False)
+
+
+def check_tagged(X, y) -> tuple[list, list, np.ndarray]:
+    """Training sentences and their tag lists, checked: ``(sentences, tag lists, flat tags)``."""
+    sentences = _check_nonempty(check_tokens(X))
+    y = list(y)
+    if len(y) != len(sentences):
+        raise ValueError(f"X has {len(sentences)} sentences but y has {len(y)} tag lists")
+    return sentences, y, token_labels(sentences, y, strings=True)
