@@ -144,12 +144,6 @@ def learn_mix(
     return MixResult(best[1].numpy().astype(np.float32), float(best[2]), best[3], float(best[0]))
 
 
-def unit_rows(features: np.ndarray) -> np.ndarray:
-    """Rows scaled to unit L2 norm; all-zero rows (empty texts) stay zero."""
-    norms = np.linalg.norm(features, axis=1, keepdims=True)
-    return np.divide(features, norms, out=np.zeros_like(features), where=norms > 0)
-
-
 @dataclass
 class _Data:
     hidden: torch.Tensor

@@ -97,6 +97,8 @@ class TextPairEmbedder(LayerFeaturesBase):
         if check_text_pooling(self.text_pooling) == "cls":
             raise ValueError("text_pooling='cls' does not apply to one side of a pair; use pair_features='cls' "
                              "for the pair's first piece, and text_pooling='mean' or 'max' for the sides")
+        if self.text_pooling == "piece_mean":
+            raise ValueError("text_pooling='piece_mean' is not available for the sides of a pair; use 'mean' or 'max'")
         encoder = self._setup()
         if self.pair_features == "cls" and not encoder.has_cls:
             raise ValueError(f"pair_features='cls' needs an encoder with a leading special piece; the {encoder.family} "

@@ -6,9 +6,9 @@ from collections.abc import Callable
 from typing import Optional, Union
 
 import numpy as np
+from sklearn.preprocessing import normalize as unit_rows
 
 from ..pooling import LayerSpec, check_text_options, check_text_pooling, pool_text_numpy
-from ._probe import unit_rows
 from ._base import LayerFeaturesBase, reject_sparse
 from ..tokenizers import get_tokenizer, tokenize_item
 from ._encoding import CacheOption

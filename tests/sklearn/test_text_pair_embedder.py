@@ -132,3 +132,8 @@ def test_each_pair_is_encoded_once_across_a_grid_search(bert, monkeypatch):
     pipeline = make_pipeline(TextPairEmbedder(bert, device="cpu", precision="fp32"), LogisticRegression(max_iter=500))
     GridSearchCV(pipeline, grid, cv=KFold(2)).fit(PAIRS, LABELS)
     assert len(seen) == len(set(PAIRS))
+
+
+def test_piece_mean_is_refused_for_pair_sides(bert):
+    with pytest.raises(ValueError, match="text_pooling='piece_mean' is not available for the sides of a pair"):
+        TextPairEmbedder(bert, text_pooling="piece_mean").fit([("a b", "c")])
