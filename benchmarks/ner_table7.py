@@ -62,8 +62,8 @@ PLAN = [
 #: (encoder, rows, shape_features, embedder options) for the BiLSTM-CRF column
 NEURAL_PLAN = [
     ("minilm-l6", {"concat last four hidden": TABLE7_ROWS["concat last four hidden"]}, "auto", None),
-    ("glove-6b-50d", {"vectors": {"layers": 0, "combine": "concat"}}, "auto", None),
     ("minilm-l6", {k: v for k, v in TABLE7_ROWS.items() if k != "concat last four hidden"}, "auto", None),
+    ("glove-6b-50d", {"vectors": {"layers": 0, "combine": "concat"}}, "auto", None),
     ("minilm-l6", {"concat last four, no shape": TABLE7_ROWS["concat last four hidden"]}, False, None),
 ]
 CONCAT_LAST_FOUR = {"concat last four hidden": TABLE7_ROWS["concat last four hidden"]}

@@ -207,9 +207,7 @@ class BiLSTMCRFTagger(BaseEstimator):
         progress = tqdm(range(1, self.max_epochs + 1), disable=not self.show_progress, unit="epoch", desc="BiLSTM-CRF")
         for epoch in progress:
             model.train()
-            order = train[rng.permutation(len(train))]
-            for begin in range(0, len(order), self.batch_size):
-                batch = order[begin : begin + self.batch_size]
+            for batch in _length_batches(train, data.lengths, self.batch_size, rng):
                 optimizer.zero_grad()
                 loss = model.loss(data.batch(batch, self.device_), _padded_tags(codes, batch, self.device_))
                 loss.backward()
@@ -338,6 +336,24 @@ def _padded_tags(codes: list[np.ndarray], rows: np.ndarray, device: str) -> torc
     for i, r in enumerate(rows):
         tags[i, : len(codes[r])] = codes[r]
     return torch.from_numpy(tags).to(device)
+
+
+#: batches per pool of sentences sorted by length (see :func:`_length_batches`)
+POOL_BATCHES = 20
+
+
+def _length_batches(rows: np.ndarray, lengths: np.ndarray, batch_size: int, rng: np.random.Generator) -> list[np.ndarray]:
+    """One epoch's batches: shuffled, then sorted by length within pools of :data:`POOL_BATCHES`
+    batches, so a batch holds sentences of similar length (little padding) while batch contents and
+    order still change every epoch."""
+    order = rows[rng.permutation(len(rows))]
+    pool = POOL_BATCHES * batch_size
+    batches = []
+    for begin in range(0, len(order), pool):
+        chunk = order[begin : begin + pool]
+        chunk = chunk[np.argsort(lengths[chunk], kind="stable")]
+        batches.extend(chunk[i : i + batch_size] for i in range(0, len(chunk), batch_size))
+    return [batches[i] for i in rng.permutation(len(batches))]
 
 
 def _vocabulary(items, limit: int = 1000) -> dict[str, int]:

@@ -108,3 +108,22 @@ def test_bad_parameters(bert, sentences, tags):
             _tagger(bert, **options).fit(sentences, tags)
     with pytest.raises(TypeError, match="embedder must be a TokenEmbedder or a list of them"):
         BiLSTMCRFTagger(embedder="minilm-l6").fit(sentences, tags)
+
+
+def test_length_batches_cover_every_row_once_with_little_padding():
+    from contextembed.sklearn.neural_tagger import POOL_BATCHES, _length_batches
+
+    lengths = np.random.default_rng(1).integers(1, 60, size=1000)
+    rows = np.arange(0, 1000, 2)  # a training subset
+    batches = _length_batches(rows, lengths, 8, np.random.default_rng(0))
+    assert sorted(np.concatenate(batches).tolist()) == rows.tolist()
+    assert all(1 <= len(b) <= 8 for b in batches)
+    # sorted within pools: padding far below random batches'
+    padded = sum(len(b) * lengths[b].max() for b in batches)
+    random_padded = sum(len(b) * lengths[b].max() for b in np.array_split(rows, len(batches)))
+    assert padded < 0.7 * random_padded
+    again = _length_batches(rows, lengths, 8, np.random.default_rng(0))
+    assert all(np.array_equal(a, b) for a, b in zip(batches, again))
+    other = _length_batches(rows, lengths, 8, np.random.default_rng(1))
+    assert not all(np.array_equal(a, b) for a, b in zip(batches, other))
+    assert POOL_BATCHES * 8 < len(rows)  # more than one pool was exercised
