@@ -1,5 +1,6 @@
 """contextembed: frozen pretrained encoders as layer-pooled features for scikit-learn and spaCy."""
 
+from .distillation import distill
 from .encoders import ElmoEncoder, Encoder, PieceEncoding, StaticVectors, load_encoder
 from .errors import MissingDependencyError, ModelNotFoundError
 from .pooling import LayerPooling, ScalarMix, resolve_layers
@@ -16,6 +17,7 @@ __all__ = [
     "ScalarMix",
     "StaticVectors",
     "__version__",
+    "distill",
     "load_encoder",
     "resolve_layers",
 ]

@@ -237,6 +237,57 @@ def _run_embed(args: argparse.Namespace) -> int:
     return 0
 
 
+def add_distill_parser(subparsers) -> None:
+    from .io import INPUT_FORMATS, TOKENIZERS
+
+    parser = subparsers.add_parser(
+        "distill",
+        help="distil an encoder into static word vectors that load_encoder(OUT) reads",
+        description=(
+            "With --corpus, each word's vector is the mean of its contextual vectors over its occurrences "
+            "in the corpus; without, each whole word of the tokenizer's vocabulary is encoded alone. OUT is "
+            "written under a temporary name and renamed when complete."
+        ),
+    )
+    add_encoder_arguments(parser)
+    parser.add_argument("output", help="output directory (refused if it exists and is not empty, unless --overwrite)")
+    parser.add_argument("--corpus", default=None, help="text (one sentence per line), CoNLL, CoNLL-U or JSONL file")
+    parser.add_argument("--format", choices=INPUT_FORMATS, help="corpus format (default: from extension)")
+    parser.add_argument("--tokenizer", choices=list(TOKENIZERS), default="auto",
+                        help="how plain text lines are split into words")
+    parser.add_argument("--layers", type=parse_layers, default=None,
+                        help="teacher layers: all | hidden | an int | comma-separated ints, written --layers=-4,-3,-2,-1 "
+                        "(default: the encoder's, the last four for transformers)")
+    parser.add_argument("--combine", choices=COMBINES, default="mean", help="how the layers are combined")
+    parser.add_argument("--dim", type=_positive_int, default=None, help="reduce to this many columns by PCA")
+    parser.add_argument("--min-count", type=_positive_int, default=1, help="corpus words seen fewer times are left out")
+    parser.add_argument("--oov", choices=["zeros", "mean"], default="mean", help="vector of a word outside the table")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing output directory")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.set_defaults(handler=_run_distill)
+
+
+def _run_distill(args: argparse.Namespace) -> int:
+    from ._files import check_writable
+    from .distillation import distill
+    from .encoders import load_encoder
+    from .io import read_sentences
+    from .tokenizers import get_tokenizer
+
+    check_writable(args.output, args.overwrite, what="distilled encoder directory", flag="--overwrite")
+    corpus = None
+    if args.corpus is not None:
+        corpus = read_sentences(args.corpus, args.format, get_tokenizer(args.tokenizer))
+    elif args.format is not None:
+        raise ValueError("--format applies to --corpus only")
+    encoder = load_encoder(args.spec, device=args.device, precision=args.precision)
+    student = distill(encoder, args.output, corpus=corpus, layers=args.layers, combine=args.combine, dim=args.dim,
+                      min_count=args.min_count, oov=args.oov, overwrite=args.overwrite, show_progress=not args.quiet,
+                      corpus_name=args.corpus or "")
+    print(json.dumps({"output": args.output, "words": student.vocab_size, "dim": student.width}), file=sys.stderr)
+    return 0
+
+
 def _pretrain_parser(subparsers) -> None:
     from .pretraining.cli import add_pretrain_parser
 
@@ -244,7 +295,7 @@ def _pretrain_parser(subparsers) -> None:
 
 
 #: sub-command builders, in the order ``--help`` lists them
-COMMANDS = [add_info_parser, add_embed_parser, _pretrain_parser]
+COMMANDS = [add_info_parser, add_embed_parser, add_distill_parser, _pretrain_parser]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -5,12 +5,14 @@ import pytest
 import torch
 
 from contextembed import load_encoder
+from contextembed import devices
 from contextembed.devices import BatchDependentWarning, cpu_has_fast_bf16, resolve_device, resolve_precision
 
 
 def test_auto_precision_per_device():
     cpu = torch.device("cpu")
-    assert resolve_precision("auto", cpu) == ("bf16" if cpu_has_fast_bf16() else "fp32")
+    fast = cpu_has_fast_bf16() and devices.cpu_bf16_speedup() >= devices.BF16_MIN_SPEEDUP
+    assert resolve_precision("auto", cpu) == ("bf16" if fast else "fp32")
     assert resolve_precision("fp16", cpu) == "fp16"
     with pytest.raises(ValueError, match="int8' runs on the CPU only"):
         resolve_precision("int8", torch.device("cuda"))
@@ -40,3 +42,38 @@ def test_cuda_matches_cpu(tiny_bert_dir):
     gpu = load_encoder(str(tiny_bert_dir), device="cuda", precision="fp32").encode(sentences)
     for a, b in zip(cpu, gpu):
         assert a.shape == b.shape and np.abs(a - b).max(initial=0) < 1e-4
+
+
+@pytest.mark.parametrize(("native", "speedup", "expected"), [(True, 3.0, "bf16"), (True, 0.7, "fp32"),
+                                                             (True, 1.1, "fp32"), (False, 3.0, "fp32")])
+def test_auto_cpu_precision_follows_the_measured_speed(monkeypatch, native, speedup, expected):
+    monkeypatch.delenv(devices.AUTO_CPU_PRECISION_ENV, raising=False)
+    monkeypatch.setattr(devices, "cpu_has_fast_bf16", lambda: native)
+    monkeypatch.setattr(devices, "cpu_bf16_speedup", lambda: speedup)
+    assert resolve_precision("auto", torch.device("cpu")) == expected
+
+
+def test_auto_cpu_precision_can_be_fixed(monkeypatch):
+    monkeypatch.setattr(devices, "cpu_bf16_speedup", lambda: pytest.fail("measured despite the override"))
+    for value in ("bf16", "fp32"):
+        monkeypatch.setenv(devices.AUTO_CPU_PRECISION_ENV, value)
+        assert resolve_precision("auto", torch.device("cpu")) == value
+    monkeypatch.setenv(devices.AUTO_CPU_PRECISION_ENV, "int8")
+    with pytest.raises(ValueError, match="CONTEXTEMBED_AUTO_CPU_PRECISION='int8'"):
+        resolve_precision("auto", torch.device("cpu"))
+
+
+def test_bf16_speedup_is_measured_once():
+    first = devices.cpu_bf16_speedup()
+    assert first > 0 and devices.cpu_bf16_speedup() == first
+
+
+def test_int8_refuses_a_model_without_linear_layers():
+    from contextembed.devices import quantize_int8
+
+    model = torch.nn.Sequential(torch.nn.Conv1d(4, 4, 3), torch.nn.ReLU())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(ValueError, match="the 'conv' model has none; use one of 'auto', 'fp32', 'bf16', 'fp16'"):
+            quantize_int8(model, "'conv'")
+    assert not [w for w in caught if issubclass(w.category, BatchDependentWarning)]  # no warning before the error

@@ -236,6 +236,22 @@ class Encoder(ABC):
         """List form of :meth:`iter_encode_pieces`."""
         return list(self.iter_encode_pieces(sentences, layers))
 
+    def encode_piece_means(self, sentences: Sentences, layers: LayerSpec = "all") -> np.ndarray:
+        """The mean of every piece of each sentence (``text_pooling="piece_mean"``), per layer.
+
+        Returns
+        -------
+        np.ndarray
+            ``(sentences, layers, width)`` float32; zeros for a sentence without words. Transformers
+            sum on the device, so that only these vectors leave it.
+        """
+        sentences = check_sentences(sentences)
+        out = np.zeros((len(sentences), len(self.layer_indexes(layers)), self.width), dtype=np.float32)
+        for i, encoding in enumerate(self.iter_encode_pieces(sentences, layers)):
+            if encoding.hidden.shape[1]:
+                out[i] = encoding.hidden.mean(axis=1, dtype=np.float64)
+        return out
+
     def iter_encode(
         self,
         sentences: Sentences,
@@ -285,3 +301,17 @@ def check_savable(precision: str) -> None:
             "an encoder loaded with precision='int8' holds quantized weights and cannot be saved; load it "
             "with precision='fp32' (or 'bf16') to save it, and pass precision='int8' when loading the copy"
         )
+
+
+def is_cased(encoder: Encoder) -> bool:
+    """Whether the encoder tells "Paris" from "paris" (uncased transformers and lowercase vectors don't)."""
+    if encoder.family == "static":
+        return not encoder.lowercase
+    tokenizer = getattr(encoder, "tokenizer", None)
+    if tokenizer is None:
+        return True  # character-level encoders (ELMo) see case
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None:
+        normalizer = backend.normalizer
+        return normalizer is None or normalizer.normalize_str("Paris NATO") == "Paris NATO"
+    return not getattr(tokenizer, "do_lower_case", False)

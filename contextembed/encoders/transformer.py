@@ -50,6 +50,8 @@ class _Pending:
 
     pieces: SentencePieces
     positions: list[np.ndarray]
+    #: per selector, whether its pieces are summed per window on the device instead of gathered
+    sums: tuple[bool, ...] = ()
     #: per selector, ``(own_start, (layers, units, width))`` blocks in the order they were computed
     blocks: list[list[tuple[int, np.ndarray]]] = field(default_factory=list)
     cls: Optional[np.ndarray] = None
@@ -144,7 +146,7 @@ class TransformerEncoder(Encoder):
         if getattr(model.config, "is_encoder_decoder", False):
             model = model.get_encoder()
         model = model.to(device=self.device, dtype=self.dtype).eval().requires_grad_(False)
-        self.model = quantize_int8(model) if self.precision == "int8" else model
+        self.model = quantize_int8(model, f"{model.config.model_type!r}") if self.precision == "int8" else model
         self.tokenizer = tokenizer
         self.pieces = PieceTokenizer(tokenizer)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
@@ -272,6 +274,16 @@ class TransformerEncoder(Encoder):
             parts = [pending.joined(k) for k in range(len(selectors))]
             yield parts[0] if len(parts) == 1 else np.concatenate(parts, axis=-1)
 
+    def encode_piece_means(self, sentences: Sentences, layers: LayerSpec = "all") -> np.ndarray:
+        """The mean over each sentence's pieces, summed on the device per window (every piece once,
+        from the window that owns it): only ``(layers, width)`` per sentence leaves the device."""
+        sentences = check_sentences(sentences)
+        out = np.zeros((len(sentences), len(self.layer_indexes(layers)), self.width), dtype=np.float32)
+        for i, pending in enumerate(self._iter_pending(sentences, layers, ("sum",), False)):
+            if pending.pieces.n_pieces:
+                out[i] = pending.joined(0).sum(axis=1, dtype=np.float64) / pending.pieces.n_pieces
+        return out
+
     def encode_cls(self, sentences: Sentences, layers: LayerSpec = "all") -> np.ndarray:
         """The first piece ([CLS]/<s>) of each sentence: ``(sentences, layers, width)`` float32."""
         if not self.has_cls:
@@ -331,9 +343,12 @@ class TransformerEncoder(Encoder):
                 yield from pending
 
     def _pending(self, pieces: SentencePieces, selectors: Sequence[str]) -> _Pending:
+        """``selectors``: ``"all"`` pieces, word ``"starts"`` or ``"ends"``, or the ``"sum"`` of all."""
         offsets = pieces.offsets
-        choices = {"all": np.arange(pieces.n_pieces), "starts": offsets[:-1], "ends": offsets[1:] - 1}
-        return _Pending(pieces, [choices[name] for name in selectors], [[] for _ in selectors])
+        every = np.arange(pieces.n_pieces)
+        choices = {"all": every, "sum": every, "starts": offsets[:-1], "ends": offsets[1:] - 1}
+        return _Pending(pieces, [choices[name] for name in selectors], tuple(name == "sum" for name in selectors),
+                        [[] for _ in selectors])
 
     def _single_rows(self, item: _Pending) -> Iterator[_Row]:
         """One row per window of a sentence: ``prefix + window + suffix``."""
@@ -420,6 +435,8 @@ class TransformerEncoder(Encoder):
             self._gather_selector(batch, flat, length, k)
 
     def _gather_selector(self, batch: list[_Row], flat: list[torch.Tensor], length: int, k: int) -> None:
+        """Selector ``k``'s owned pieces of every row: gathered to the host, or (a ``"sum"``
+        selector) summed per window on the device."""
         index, targets = [], []
         for r, row in enumerate(batch):
             for part in row.parts:
@@ -431,7 +448,17 @@ class TransformerEncoder(Encoder):
                 targets.append((part, hi - lo))
         index_t = torch.from_numpy(np.concatenate(index)).to(self.device)
         # (layers, units, width)
-        gathered = torch.stack([layer.index_select(0, index_t) for layer in flat]).float().cpu().numpy()
+        gathered = torch.stack([layer.index_select(0, index_t) for layer in flat]).float()
+        if batch[0].parts[0].item.sums[k]:
+            counts = torch.tensor([count for _, count in targets], device=self.device)
+            owner = torch.repeat_interleave(torch.arange(len(targets), device=self.device), counts)
+            # (layers, windows, width): one sum per owned window
+            sums = gathered.new_zeros(len(flat), len(targets), gathered.shape[-1]).index_add_(1, owner, gathered)
+            sums = sums.cpu().numpy()
+            for j, (part, _) in enumerate(targets):
+                part.item.blocks[k].append((part.window.own_start, sums[:, j : j + 1]))
+            return
+        gathered = gathered.cpu().numpy()
         start = 0
         for part, count in targets:
             part.item.blocks[k].append((part.window.own_start, gathered[:, start : start + count]))

@@ -114,13 +114,18 @@ def pool_text(
 def pool_text_numpy(words: np.ndarray, method: TextPooling = "mean", cls: Optional[np.ndarray] = None,
                     pieces: Optional[np.ndarray] = None) -> np.ndarray:
     """NumPy front of :func:`pool_text` for one text: ``(words, width)`` -> ``(width,)``; ``cls`` is
-    ``(width,)``, ``pieces`` ``(words,)``. A text without words pools to zeros, whatever the method."""
+    ``(width,)``, ``pieces`` ``(words,)``. ``words`` may also be ``(rows, words, width)`` (e.g. one
+    row per layer, pooled in one call) -> ``(rows, width)``, with ``cls`` ``(rows, width)``. A text
+    without words pools to zeros, whatever the method."""
     check_text_pooling(method)
     if method == "cls" and cls is None:
         raise ValueError("text_pooling='cls' needs the [CLS] vectors; this encoder has none")
-    # (1, words, width), all words real
-    batch = torch.from_numpy(np.ascontiguousarray(words))[None]
+    single = np.ndim(words) == 2
+    # (rows, words, width), all words real
+    batch = torch.from_numpy(np.ascontiguousarray(words))
+    batch = batch[None] if single else batch
     mask = torch.ones(batch.shape[:2], dtype=torch.bool)
-    first = None if cls is None else torch.from_numpy(np.ascontiguousarray(cls))[None]
-    counts = None if pieces is None else torch.from_numpy(np.asarray(pieces))[None]
-    return pool_text(batch, mask, method, first, counts)[0].numpy()
+    first = None if cls is None else torch.from_numpy(np.ascontiguousarray(cls)).reshape(len(batch), -1)
+    counts = None if pieces is None else torch.from_numpy(np.asarray(pieces))[None].expand(len(batch), -1)
+    pooled = pool_text(batch, mask, method, first, counts).numpy()
+    return pooled[0] if single else pooled

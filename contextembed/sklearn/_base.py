@@ -20,12 +20,12 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._files import atomic_file
 from ..devices import check_cacheable_precision
-from ..encoders.base import Encoder, PieceEncoding, check_sentences
+from ..encoders.base import Encoder, check_sentences
 from ..encoders.identity import ModelIdentity, fingerprint, locate
 from ..encoders.loading import NAMED_MODELS
 from ..errors import ModelFormatError, ModelNotFoundError
 from ..pooling import LayerPooling, check_combine, check_subword_pooling, subword_output_width
-from ._encoding import EncoderRef, disk_cache, encode_all, get_encoder
+from ._encoding import EncoderRef, Kind, disk_cache, encode_all, get_encoder
 from ._probe import MixResult, ProbeSettings, learn_mix
 
 #: word rows pooled per torch call in transform (bounds the temporary (layers, rows, width) array)
@@ -86,8 +86,10 @@ class LayerFeaturesBase(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
 
     # -- encoding and pooling -----------------------------------------------------------------
 
-    def _encodings(self, sentences: Sequence[Sequence[str]]) -> list[PieceEncoding]:
-        return encode_all(self.encoder_ref_, sentences, cache=self.cache, n_jobs=self.n_jobs)
+    def _encodings(self, sentences: Sequence[Sequence[str]], kind: Kind = "sentence") -> list:
+        """Every sentence's cached encoding: pieces (:class:`PieceEncoding`), or ``kind="piece_mean"``
+        its ``(layers, width)`` piece means."""
+        return encode_all(self.encoder_ref_, sentences, cache=self.cache, n_jobs=self.n_jobs, kind=kind)
 
     def _combine(self, hidden: np.ndarray) -> np.ndarray:
         """``(layers, rows, width)`` selected layers -> ``(rows, n_features)`` float32, finite."""

@@ -167,6 +167,8 @@ class EncodingCache:
 
 
 def _nbytes(encoding) -> int:
+    if isinstance(encoding, np.ndarray):  # a text's piece means
+        return encoding.nbytes
     if isinstance(encoding, PairPieces):
         return _nbytes(encoding.first) + _nbytes(encoding.second)
     cls = 0 if encoding.cls is None else encoding.cls.nbytes
@@ -269,6 +271,11 @@ def _hash_tokens(digest, tokens: Sequence[str]) -> None:
         digest.update(data)
 
 
+def piece_mean_key(encoder_key: str, tokens: Sequence[str]) -> str:
+    """Hash naming a text's piece means (never equal to its sentence key)."""
+    return sentence_key(encoder_key + "\x1epiece_mean", tokens)
+
+
 def _encode_sentences(encoder: Encoder, sentences: list) -> list[PieceEncoding]:
     return encoder.encode_pieces(sentences, layers="all")
 
@@ -277,9 +284,14 @@ def _encode_pairs(encoder: Encoder, pairs: list) -> list[PairPieces]:
     return list(encoder.iter_encode_pair_pieces(pairs, layers="all"))
 
 
+def _encode_piece_means(encoder: Encoder, sentences: list) -> list[np.ndarray]:
+    return list(encoder.encode_piece_means(sentences, layers="all"))
+
+
 #: what can be encoded and cached: how to key one item, and how to encode a block of them
-KINDS = {"sentence": (sentence_key, _encode_sentences), "pair": (pair_key, _encode_pairs)}
-Kind = Literal["sentence", "pair"]
+KINDS = {"sentence": (sentence_key, _encode_sentences), "pair": (pair_key, _encode_pairs),
+         "piece_mean": (piece_mean_key, _encode_piece_means)}
+Kind = Literal["sentence", "pair", "piece_mean"]
 
 
 def _encode_block(ref: EncoderRef, items: list, kind: Kind = "sentence", threads: Optional[int] = None) -> list:
@@ -315,7 +327,8 @@ def encode_all(
 
     Returns
     -------
-    list of PieceEncoding, or of PairPieces for ``kind="pair"``
+    list of PieceEncoding; of PairPieces for ``kind="pair"``; of ``(layers, width)`` piece means
+    for ``kind="piece_mean"`` (from the sentence's cached pieces where those are cached)
     """
     encoder_key = ref.cache_key()
     key_of = KINDS[kind][0]
@@ -328,6 +341,9 @@ def encode_all(
         if key in found or key in missing:
             continue
         hit = _lookup(key, memory, disk)
+        if hit is None and kind == "piece_mean":  # the text's pieces may be cached already
+            pieces = _lookup(sentence_key(encoder_key, item), memory, disk)
+            hit = None if pieces is None else _piece_means(pieces)
         if hit is None:
             missing[key] = item
         else:
@@ -341,6 +357,13 @@ def encode_all(
             if disk is not None:
                 disk.put(key, encoding)
     return [found[key] for key in keys]
+
+
+def _piece_means(encoding: PieceEncoding) -> np.ndarray:
+    """``(layers, width)``: what :meth:`Encoder.encode_piece_means` gives for a cached encoding."""
+    if not encoding.hidden.shape[1]:
+        return np.zeros((encoding.hidden.shape[0], encoding.hidden.shape[2]), dtype=np.float32)
+    return encoding.hidden.mean(axis=1, dtype=np.float64).astype(np.float32)
 
 
 def _lookup(key: str, memory: Optional[EncodingCache], disk: Optional[DiskCache]):

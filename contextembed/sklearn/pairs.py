@@ -8,7 +8,7 @@ from typing import Literal, Optional, Union, get_args
 import numpy as np
 
 from ..options import check_choice
-from ..pooling import LayerSpec, check_text_pooling, pool_text_numpy
+from ..pooling import LayerSpec, check_text_pooling, pool_subwords_numpy, pool_text_numpy
 from ..tokenizers import get_tokenizer, tokenize_item
 from ._base import LayerFeaturesBase, reject_sparse
 from ._encoding import CacheOption, encode_all
@@ -149,9 +149,8 @@ class TextPairEmbedder(LayerFeaturesBase):
                     out[0][:, i] = pair.cls[index]
                     continue
                 for side, encoding in enumerate((pair.first, pair.second)):
-                    words = encoding.words(self.subword_pooling)
-                    for row, layer in enumerate(index):
-                        out[side][row, i] = pool_text_numpy(words[layer], self.text_pooling)
+                    words = pool_subwords_numpy(encoding.hidden[index], encoding.word_offsets, self.subword_pooling)
+                    out[side][:, i] = pool_text_numpy(words, self.text_pooling)
         return out
 
     def _pairs(self, X) -> list[tuple[list[str], list[str]]]:

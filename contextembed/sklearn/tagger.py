@@ -9,7 +9,7 @@ from sklearn.base import BaseEstimator, clone
 from sklearn.linear_model import LogisticRegression
 from sklearn.utils.validation import check_is_fitted
 
-from ..encoders.base import Encoder
+from ..encoders.base import Encoder, is_cased
 from .features import SHAPE_NAMES, context_window, shape_features, window_index
 from .scoring import detect_scheme, entity_f1
 from .token import TokenEmbedder, _check_nonempty, check_tokens, token_labels
@@ -171,20 +171,6 @@ def _default_classifier():
 
 def _resolve_shape(option, encoder: Encoder) -> bool:
     return (not is_cased(encoder)) if option == "auto" else bool(option)
-
-
-def is_cased(encoder: Encoder) -> bool:
-    """Whether the encoder tells "Paris" from "paris" (uncased transformers and lowercase vectors don't)."""
-    if encoder.family == "static":
-        return not encoder.lowercase
-    tokenizer = getattr(encoder, "tokenizer", None)
-    if tokenizer is None:
-        return True  # character-level encoders (ELMo) see case
-    backend = getattr(tokenizer, "backend_tokenizer", None)
-    if backend is not None:
-        normalizer = backend.normalizer
-        return normalizer is None or normalizer.normalize_str("Paris NATO") == "Paris NATO"
-    return not getattr(tokenizer, "do_lower_case", False)
 
 
 def check_tagged(X, y) -> tuple[list, list, np.ndarray]:

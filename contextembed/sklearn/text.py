@@ -8,7 +8,7 @@ from typing import Optional, Union
 import numpy as np
 from sklearn.preprocessing import normalize as unit_rows
 
-from ..pooling import LayerSpec, check_text_options, check_text_pooling, pool_text_numpy
+from ..pooling import LayerSpec, check_text_options, check_text_pooling, pool_subwords_numpy, pool_text_numpy
 from ._base import LayerFeaturesBase, reject_sparse
 from ..tokenizers import get_tokenizer, tokenize_item
 from ._encoding import CacheOption
@@ -148,14 +148,17 @@ class TextEmbedder(LayerFeaturesBase):
         out = np.empty((len(self.layer_indexes_), len(texts), self.width_), dtype=np.float32)
         index = list(self.layer_indexes_)
         for begin in range(0, len(texts), STREAM_TEXTS):
-            for i, encoding in enumerate(self._encodings(texts[begin : begin + STREAM_TEXTS]), start=begin):
+            block = texts[begin : begin + STREAM_TEXTS]
+            if self.text_pooling == "piece_mean":  # with subword mean: the mean of every piece
+                means = self._encodings(block, kind="piece_mean")
+                out[:, begin : begin + len(block)] = np.stack(means, axis=1)[index]
+                continue
+            for i, encoding in enumerate(self._encodings(block), start=begin):
                 if self.text_pooling == "cls":
                     out[:, i] = encoding.cls[index] if encoding.n_words else 0.0  # an empty text: zeros
                     continue
-                words = encoding.words(self.subword_pooling)
-                pieces = np.diff(encoding.word_offsets) if self.text_pooling == "piece_mean" else None
-                for row, layer in enumerate(index):
-                    out[row, i] = pool_text_numpy(words[layer], self.text_pooling, pieces=pieces)
+                words = pool_subwords_numpy(encoding.hidden[index], encoding.word_offsets, self.subword_pooling)
+                out[:, i] = pool_text_numpy(words, self.text_pooling)
         return out
 
     def _tokenize(self, X) -> list[list[str]]:

@@ -180,3 +180,26 @@ def test_minilm_3000_words(minilm):
     long = (words * (3000 // len(words) + 1))[:3000]
     out = minilm.encode([long], layers=[-4, -3, -2, -1])[0]
     assert out.shape == (4, 3000, 384) and np.isfinite(out).all()
+
+
+@settings(max_examples=15, deadline=None)
+@given(sentences=SENTENCES)
+def test_piece_means_are_the_mean_of_the_pieces(tiny, sentences):
+    """Summed on the device per window; long sentences (several windows) included."""
+    sentences = sentences + [["unaffable"] * 30, []]  # 30 words, far over the 40 positions: windows
+    means = tiny.encode_piece_means(sentences, layers=[0, -1])
+    assert means.shape == (len(sentences), 2, tiny.width) and means.dtype == np.float32
+    for mean, encoding in zip(means, tiny.encode_pieces(sentences, layers=[0, -1])):
+        expected = encoding.hidden.mean(axis=1) if encoding.hidden.shape[1] else np.zeros_like(mean)
+        np.testing.assert_allclose(mean, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_piece_means_of_static_and_elmo_encoders(tiny_elmo_dir):
+    from contextembed import StaticVectors
+
+    static = StaticVectors(["a", "b"], np.array([[1.0, 2.0], [3.0, 6.0]]))
+    np.testing.assert_allclose(static.encode_piece_means([["a", "b", "c"], []]),
+                               [[[4 / 3, 8 / 3]], [[0.0, 0.0]]], rtol=1e-6)
+    elmo = load_encoder(str(tiny_elmo_dir), device="cpu", precision="fp32")
+    (words,) = elmo.encode([["the", "fox"]])
+    np.testing.assert_allclose(elmo.encode_piece_means([["the", "fox"]])[0], words.mean(axis=1), rtol=1e-5, atol=1e-6)

@@ -40,3 +40,18 @@ def test_piece_mean_weighs_each_word_by_its_pieces():
     np.testing.assert_allclose(pool_text_numpy(words[0, :3], "piece_mean", pieces=np.array([1, 3, 2])), want, rtol=1e-6)
     with pytest.raises(ValueError, match="needs each word's number of pieces"):
         pool_text_numpy(words[0], "piece_mean")
+
+
+@pytest.mark.parametrize("method", ["mean", "max", "piece_mean", "cls"])
+def test_numpy_pools_several_rows_in_one_call_as_one_by_one(method):
+    rng = np.random.default_rng(0)
+    layers = rng.normal(size=(3, 5, 4)).astype(np.float32)
+    cls = rng.normal(size=(3, 4)).astype(np.float32)
+    pieces = np.array([1, 2, 1, 3, 1])
+    together = pool_text_numpy(layers, method, cls=cls, pieces=pieces)
+    assert together.shape == (3, 4)
+    for row in range(3):
+        np.testing.assert_allclose(together[row], pool_text_numpy(layers[row], method, cls=cls[row], pieces=pieces),
+                                   rtol=1e-6)
+    np.testing.assert_array_equal(pool_text_numpy(np.zeros((3, 0, 4), np.float32), method, cls=cls,
+                                                  pieces=np.zeros(0, np.int64)), np.zeros((3, 4)))

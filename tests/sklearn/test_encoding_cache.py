@@ -77,14 +77,16 @@ class CountingEncoder:
         self.calls = 0
         self.sentences = 0
         encoder = get_encoder(ref)
-        original = encoder.encode_pieces
+        for name in ("encode_pieces", "encode_piece_means"):  # pieces, or text-level piece means
+            monkeypatch.setattr(encoder, name, self._counted(getattr(encoder, name)))
 
+    def _counted(self, original):
         def counted(sentences, layers="all"):
             self.calls += 1
             self.sentences += len(sentences)
             return original(sentences, layers)
 
-        monkeypatch.setattr(encoder, "encode_pieces", counted)
+        return counted
 
 
 def test_grid_search_encodes_each_sentence_once(bert, sentences, monkeypatch):
@@ -156,3 +158,14 @@ def test_n_jobs_gives_identical_results(bert, sentences, monkeypatch, backend):
     with parallel_backend(backend):
         parallel = TokenEmbedder(bert, cache=None, n_jobs=2).fit(X).transform(X)
     np.testing.assert_array_equal(serial, parallel)
+
+
+def test_text_piece_means_reuse_cached_pieces(bert, sentences, monkeypatch):
+    clear_cache()
+    TokenEmbedder(bert).fit(sentences).transform(sentences)  # caches every sentence's pieces
+    counter = CountingEncoder(monkeypatch, _fitted_ref(bert))
+    from_pieces = TextEmbedder(bert, text_pooling="piece_mean").fit(sentences).transform(sentences)
+    assert counter.sentences == 0
+    fresh = TextEmbedder(bert, text_pooling="piece_mean", cache=None).fit(sentences).transform(sentences)
+    np.testing.assert_allclose(from_pieces, fresh, rtol=1e-5, atol=1e-6)
+    assert counter.sentences == len(sentences)  # no cache: the device sums, once per text

@@ -1,0 +1,156 @@
+"""Static vectors distilled from MiniLM vs the teacher and GloVe-50d: speed, SST-2, NER probe.
+
+The teacher's layers are distilled once (``contextembed.distill``, every layer concatenated) from a
+corpus of CoNLL-2003 train sentences and the SST-2 training lines outside the held-out set, and
+once from the tokenizer's vocabulary alone (model2vec-style); variants (which layers, how
+combined, PCA width) are cut from those tables, since averaging over occurrences commutes with
+the linear layer combinations. Every encoder is scored the same way:
+
+- words/s of word features on CoNLL-2003 dev (teacher: last four layers concatenated);
+- SST-2: ``TextEmbedder`` (mean of word vectors, unit length) + ``LogisticRegression`` on the
+  first 3,000 lines, scored on lines 15,001-20,000 (benchmarks/text_quality.py's fold 0);
+- NER probe: ``SequenceTagger`` with plain ``LogisticRegression`` on one token vector (no window,
+  no shape flags; the probe rows of benchmarks/ner_table7.py), first 4,000 CoNLL-2003 training
+  sentences -> all of dev.
+
+    python benchmarks/distill.py [--precision fp32]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import numpy as np  # noqa: E402
+from sklearn.linear_model import LogisticRegression  # noqa: E402
+
+from common import SHARED, conll_sentences  # noqa: E402
+from contextembed import StaticVectors, distill, load_encoder  # noqa: E402
+from contextembed.features import FeatureExtractor  # noqa: E402
+from contextembed.sklearn import SequenceTagger, TextEmbedder, TokenEmbedder, set_cache_size  # noqa: E402
+from contextembed.sklearn.datasets import read_conll, read_labelled_text  # noqa: E402
+from contextembed.tokenizers import get_tokenizer  # noqa: E402
+
+SST2 = SHARED / "sst2" / "train.tsv"
+CONLL = SHARED / "conll2003"
+HELD_OUT, SST_TRAIN, NER_TRAIN = (15000, 20000), 3000, 4000
+WIDTH, N_LAYERS = 384, 7
+
+
+def variants(table: StaticVectors, name: str) -> dict[str, StaticVectors]:
+    """Layer choices cut from an all-layers-concatenated table (layer k: columns k*384..)."""
+    layers = table.table[:-1].reshape(len(table.words), N_LAYERS, WIDTH)
+    chosen = {
+        f"{name}, mean of all layers": layers.mean(axis=1),
+        f"{name}, mean of last four": layers[:, -4:].mean(axis=1),
+        f"{name}, embedding layer": layers[:, 0],
+        f"{name}, last layer": layers[:, -1],
+        f"{name}, concat of last four": layers[:, -4:].reshape(len(table.words), -1),
+    }
+    return {key: StaticVectors(table.words, value, lowercase=True, oov="mean") for key, value in chosen.items()}
+
+
+def pca(encoder: StaticVectors, dim: int) -> StaticVectors:
+    from sklearn.decomposition import PCA
+
+    reduced = PCA(n_components=dim, random_state=0).fit_transform(encoder.table[:-1])
+    return StaticVectors(encoder.words, reduced, lowercase=encoder.lowercase, oov="mean")
+
+
+def words_per_s(encoder, layers, combine, sentences) -> float:
+    extractor = FeatureExtractor(encoder, layers=layers, combine=combine, subword_pooling="first")
+    extractor.words(sentences[:64])
+    start = time.perf_counter()
+    extractor.words(sentences)
+    return sum(map(len, sentences)) / (time.perf_counter() - start)
+
+
+def scores(spec, sst, ner, **embedder) -> tuple[float, float]:
+    texts, labels = sst
+    train, test = slice(0, SST_TRAIN), slice(*HELD_OUT)
+    text_embedder = TextEmbedder(spec, **embedder.get("text", {}))
+    classifier = LogisticRegression(max_iter=2000).fit(text_embedder.fit_transform(texts[train]), labels[train])
+    accuracy = float(classifier.score(text_embedder.transform(texts[test]), labels[test]))
+    (train_x, train_y), dev = ner
+    tagger = SequenceTagger(TokenEmbedder(spec, **embedder.get("token", {})), window=0, shape_features=False,
+                            classifier=LogisticRegression(max_iter=1000)).fit(train_x, train_y)
+    return accuracy, 100 * tagger.score(*dev)
+
+
+def coverage(encoder: StaticVectors, sentences) -> float:
+    words = [w for s in sentences for w in s]
+    return 1 - sum(map(encoder.is_oov, words)) / len(words)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--precision", default="auto", help="the teacher's precision")
+    parser.add_argument("--dims", nargs="*", type=int, default=[256], help="PCA widths of the concat variant")
+    args = parser.parse_args(argv)
+    if not SST2.exists() or not (CONLL / "train.txt").exists():
+        print(f"skipped: {SST2} or {CONLL} is not present")
+        return 0
+    set_cache_size(8 << 30)
+    texts, labels = read_labelled_text(SST2)
+    labels = np.asarray(labels)
+    sst = (texts[: HELD_OUT[1]], labels[: HELD_OUT[1]])
+    train_sentences = read_conll(CONLL / "train.txt")
+    ner = ((train_sentences[0][:NER_TRAIN], train_sentences[1][:NER_TRAIN]), read_conll(CONLL / "dev.txt"))
+    split = get_tokenizer("auto")
+    held_out = set(range(*HELD_OUT))
+    corpus = list(train_sentences[0]) + [split(t) for i, t in enumerate(texts) if i not in held_out]
+    print(f"corpus: {len(corpus)} sentences, {sum(map(len, corpus))} words (CoNLL train + SST-2 train outside "
+          f"lines {HELD_OUT[0] + 1}-{HELD_OUT[1]}); teacher minilm-l6 precision={args.precision}", flush=True)
+
+    teacher = load_encoder("minilm-l6", precision=args.precision)
+    dev_sentences = conll_sentences("dev")
+    start = time.perf_counter()
+    from_corpus = distill(teacher, corpus=corpus, layers="all", combine="concat")
+    print(f"distilled from the corpus in {time.perf_counter() - start:.0f} s: {from_corpus.vocab_size} words",
+          flush=True)
+    start = time.perf_counter()
+    from_vocabulary = distill(teacher, layers="all", combine="concat")
+    print(f"distilled from the vocabulary in {time.perf_counter() - start:.0f} s: {from_vocabulary.vocab_size} words",
+          flush=True)
+    students = {**variants(from_corpus, "corpus"), **variants(from_vocabulary, "vocabulary")}
+    for dim in args.dims:
+        students[f"corpus, concat of last four, PCA {dim}"] = pca(students["corpus, concat of last four"], dim)
+
+    teacher_speed = words_per_s(teacher, [-4, -3, -2, -1], "concat", dev_sentences)
+    rows = []
+    accuracy, f1 = scores("minilm-l6", sst, ner, token={"layers": [-4, -3, -2, -1], "combine": "concat"})
+    rows.append(("teacher MiniLM-L6 (TextEmbedder default; concat last four)", teacher_speed, accuracy, f1, None))
+    print(rows[-1], flush=True)
+    glove = load_encoder("glove-6b-50d")
+    accuracy, f1 = scores("glove-6b-50d", sst, ner)
+    rows.append(("GloVe 6B 50d", words_per_s(glove, "all", "concat", dev_sentences), accuracy, f1,
+                 coverage(glove, dev_sentences)))
+    print(rows[-1], flush=True)
+    with tempfile.TemporaryDirectory(prefix="distilled_") as folder:
+        for name, student in students.items():
+            path = Path(folder) / f"student{len(rows)}"
+            student.save(path)
+            accuracy, f1 = scores(str(path), sst, ner)
+            rows.append((name, words_per_s(student, "all", "concat", dev_sentences), accuracy, f1,
+                         coverage(student, dev_sentences)))
+            print(rows[-1], flush=True)
+
+    base_acc, base_f1 = rows[0][2], rows[0][3]
+    print("\n| encoder | width | words/s | x teacher | SST-2 acc | % teacher | NER probe F1 | % teacher | dev coverage |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name, speed, accuracy, f1, cover in rows:
+        cover_text = "-" if cover is None else f"{100 * cover:.1f}%"
+        print(f"| {name} | | {speed:,.0f} | {speed / teacher_speed:,.0f}x | {accuracy:.4f} | {100 * accuracy / base_acc:.0f}% "
+              f"| {f1:.1f} | {100 * f1 / base_f1:.0f}% | {cover_text} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
