@@ -7,7 +7,8 @@ practitioner features add (context window, word-shape flags, the default classif
 regularisation) and the calibration probe of ../shared/REFERENCE.md (one token vector, no window,
 no shape, plain logistic regression); for ``bilstm_crf`` every Table 7 row, the GloVe row, MiniLM
 stacked with GloVe, and the no-shape ablation. Rows print as they finish and are appended to
-``--out`` as JSON lines, so a long run can be read while it goes.
+``--out`` as JSON lines, so a long run can be read while it goes; rows already in ``--out`` are
+not measured again, so a run that stopped can be started again.
 
 ``--curve`` instead trains on the first 400 / 4,000 / all training sentences: both taggers on
 concat-last-four, and spaCy NER with the configs of ``examples/spacy_ner`` (listener ones and
@@ -71,15 +72,28 @@ SPACY_CONFIGS = ("contextual_concat", "contextual_scalar_mix", "hashembed_cnn")
 
 
 def run_table(args, train, dev) -> None:
+    done = measured(args.out)
     for tagger in args.taggers:
         plan = PLAN if tagger == "lr" else [(e, r, 1, shape, None) for e, r, shape, _ in NEURAL_PLAN]
         for encoder, rows, window, shape, classifier in plan:
-            if encoder in args.encoders:
+            rows = {name: row for name, row in rows.items() if (encoder, name, tagger, len(train[0])) not in done}
+            if encoder in args.encoders and rows:
                 report(args, run_rows(encoder, rows, train, dev, window=window, shape_features=shape,
                                       classifier=classifier, tagger=tagger, tagger_options=_options(args, tagger)),
                        len(train[0]))
-        if tagger == "bilstm_crf" and {"minilm-l6", "glove-6b-50d"} <= set(args.encoders):
+        stacked_row = ("minilm+glove", "concat last four + vectors", tagger, len(train[0]))
+        if tagger == "bilstm_crf" and {"minilm-l6", "glove-6b-50d"} <= set(args.encoders) and stacked_row not in done:
             report(args, [stacked(args, train, dev)], len(train[0]))
+
+
+def measured(out) -> set:
+    """``(encoder, name, tagger, train sentences)`` of the rows already in ``out``: a run that
+    stopped can be started again and measures only the rest."""
+    if out is None or not out.exists():
+        return set()
+    with open(out, encoding="utf-8") as handle:
+        rows = [json.loads(line) for line in handle if line.strip()]
+    return {(r["encoder"], r["name"], r["tagger"], r["train_sentences"]) for r in rows}
 
 
 def stacked(args, train, dev):

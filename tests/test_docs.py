@@ -105,8 +105,12 @@ def _prepare_scale(folder: Path, models: dict) -> None:
     pd.DataFrame({"id": range(len(lines)), "text": lines}).to_parquet(folder / "corpus.parquet")
 
 
+def _prepare_speed(folder: Path, models: dict) -> None:
+    shutil.copy(ROOT / "examples" / "data" / "sample.txt", folder / "corpus.txt")
+
+
 PREPARE = {"README.md": _prepare_readme, "elmo.md": _prepare_elmo, "pretraining.md": _prepare_pretraining,
-           "scale.md": _prepare_scale}
+           "scale.md": _prepare_scale, "speed.md": _prepare_speed}
 #: the names a document treats as the reader's own data
 READERS_DATA = {
     "scale.md": {"train_texts": ["a gripping , funny film", "dull and far too long", "a joy", "a mess"] * 5,
