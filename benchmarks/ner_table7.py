@@ -72,18 +72,26 @@ SPACY_CONFIGS = ("contextual_concat", "contextual_scalar_mix", "hashembed_cnn")
 
 
 def run_table(args, train, dev) -> None:
-    done = measured(args.out)
+    n_train = len(train[0])
     for tagger in args.taggers:
         plan = PLAN if tagger == "lr" else [(e, r, 1, shape, None) for e, r, shape, _ in NEURAL_PLAN]
         for encoder, rows, window, shape, classifier in plan:
-            rows = {name: row for name, row in rows.items() if (encoder, name, tagger, len(train[0])) not in done}
-            if encoder in args.encoders and rows:
-                report(args, run_rows(encoder, rows, train, dev, window=window, shape_features=shape,
+            for name, row in rows.items():
+                # read again before each row: several runs may share one --out
+                if encoder not in args.encoders or not wanted(args, name, (encoder, name, tagger, n_train)):
+                    continue
+                report(args, run_rows(encoder, {name: row}, train, dev, window=window, shape_features=shape,
                                       classifier=classifier, tagger=tagger, tagger_options=_options(args, tagger)),
-                       len(train[0]))
-        stacked_row = ("minilm+glove", "concat last four + vectors", tagger, len(train[0]))
-        if tagger == "bilstm_crf" and {"minilm-l6", "glove-6b-50d"} <= set(args.encoders) and stacked_row not in done:
-            report(args, [stacked(args, train, dev)], len(train[0]))
+                       n_train)
+        name = "concat last four + vectors"
+        if (tagger == "bilstm_crf" and {"minilm-l6", "glove-6b-50d"} <= set(args.encoders)
+                and wanted(args, name, ("minilm+glove", name, tagger, n_train))):
+            report(args, [stacked(args, train, dev)], n_train)
+
+
+def wanted(args, name: str, key: tuple) -> bool:
+    """A row is run when ``--rows`` names it (or is not given) and ``--out`` does not hold it yet."""
+    return (not args.rows or name in args.rows) and (*key, args.seed) not in measured(args.out)
 
 
 def measured(out) -> set:
@@ -93,7 +101,7 @@ def measured(out) -> set:
         return set()
     with open(out, encoding="utf-8") as handle:
         rows = [json.loads(line) for line in handle if line.strip()]
-    return {(r["encoder"], r["name"], r["tagger"], r["train_sentences"]) for r in rows}
+    return {(r["encoder"], r["name"], r["tagger"], r["train_sentences"], r.get("seed", 0)) for r in rows}
 
 
 def stacked(args, train, dev):
@@ -146,14 +154,14 @@ def spacy_rows(args, size: int):
 
 def report(args, rows, n_train: int) -> None:
     for row in rows:
-        print(format_row(row), f"[{n_train} train sentences]", flush=True)
+        print(format_row(row), f"[{n_train} train sentences, seed {args.seed}]", flush=True)
         if args.out:
             with open(args.out, "a", encoding="utf-8") as handle:
-                handle.write(json.dumps({**asdict(row), "train_sentences": n_train}) + "\n")
+                handle.write(json.dumps({**asdict(row), "train_sentences": n_train, "seed": args.seed}) + "\n")
 
 
 def _options(args, tagger: str) -> dict:
-    return {"show_progress": args.progress} if tagger == "bilstm_crf" else {}
+    return {"show_progress": args.progress, "random_state": args.seed} if tagger == "bilstm_crf" else {}
 
 
 def main(argv=None) -> int:
@@ -170,6 +178,9 @@ def main(argv=None) -> int:
     parser.add_argument("--spacy-epochs", type=int, default=6, help="spacy train epochs in the curve")
     parser.add_argument("--spacy-eval-frequency", type=int, default=50)
     parser.add_argument("--progress", action="store_true", help="a progress bar per BiLSTM-CRF epoch")
+    parser.add_argument("--rows", nargs="*", default=None, help="only the rows of these names (default: all)")
+    parser.add_argument("--seed", type=int, default=0, help="the BiLSTM-CRF's random_state (rows of other seeds "
+                        "are measured again)")
     args = parser.parse_args(argv)
     if not (DATA / "train.txt").exists():
         print(f"skipped: {DATA} is not present")

@@ -281,7 +281,7 @@ class TransformerEncoder(Encoder):
         out = np.zeros((len(sentences), len(self.layer_indexes(layers)), self.width), dtype=np.float32)
         for i, pending in enumerate(self._iter_pending(sentences, layers, ("sum",), False)):
             if pending.pieces.n_pieces:
-                out[i] = pending.joined(0).sum(axis=1, dtype=np.float64) / pending.pieces.n_pieces
+                out[i] = pending.joined(0).sum(axis=1) / pending.pieces.n_pieces  # float64 sums
         return out
 
     def encode_cls(self, sentences: Sentences, layers: LayerSpec = "all") -> np.ndarray:
@@ -452,8 +452,11 @@ class TransformerEncoder(Encoder):
         if batch[0].parts[0].item.sums[k]:
             counts = torch.tensor([count for _, count in targets], device=self.device)
             owner = torch.repeat_interleave(torch.arange(len(targets), device=self.device), counts)
-            # (layers, windows, width): one sum per owned window
-            sums = gathered.new_zeros(len(flat), len(targets), gathered.shape[-1]).index_add_(1, owner, gathered)
+            # (layers, windows, width): one sum per owned window, in float64 like every other piece mean
+            # (a sum of float32 values in float64 is exact in practice, so the result does not depend on
+            # the order, the windows, or whether it was taken from cached pieces)
+            sums = gathered.new_zeros(len(flat), len(targets), gathered.shape[-1], dtype=torch.float64)
+            sums = sums.index_add_(1, owner, gathered.double())
             sums = sums.cpu().numpy()
             for j, (part, _) in enumerate(targets):
                 part.item.blocks[k].append((part.window.own_start, sums[:, j : j + 1]))

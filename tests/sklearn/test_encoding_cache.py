@@ -167,5 +167,5 @@ def test_text_piece_means_reuse_cached_pieces(bert, sentences, monkeypatch):
     from_pieces = TextEmbedder(bert, text_pooling="piece_mean").fit(sentences).transform(sentences)
     assert counter.sentences == 0
     fresh = TextEmbedder(bert, text_pooling="piece_mean", cache=None).fit(sentences).transform(sentences)
-    np.testing.assert_allclose(from_pieces, fresh, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(from_pieces, fresh)  # the same float64 sums either way
     assert counter.sentences == len(sentences)  # no cache: the device sums, once per text
