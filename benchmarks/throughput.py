@@ -150,17 +150,23 @@ def text_worker(args) -> None:
     print(json.dumps({"texts_per_s": len(texts) / elapsed, "peak_rss_mb": peak_rss_mb()}))
 
 
+def measured_rows(results: dict, rate: str, base_path: str, width: int):
+    """``(path, result, rate / the base path's rate)`` of each path that ran; the others are
+    reported as unavailable."""
+    base = results.get(base_path, {}).get(rate)
+    for path, result in results.items():
+        if "error" in result:
+            print(f"{path:{width}s} unavailable: {result['error']}")
+            continue
+        yield path, result, result[rate] / base if base else float("nan")
+
+
 def compare_text_paths(args) -> None:
     texts, source = text_inputs(args.sentences)
     print(f"\ntext path: {len(texts)} texts ({source}), one vector each")
     results = {path: run_worker(path, args, Path(os.devnull), sys.executable) for path in args.text_paths}
-    base = results.get("st", {}).get("texts_per_s")
     print(f"{'path':10s} {'texts/s':>9s} {'x ST fp32':>10s} {'peak RSS':>9s}")
-    for path, result in results.items():
-        if "error" in result:
-            print(f"{path:10s} unavailable: {result['error']}")
-            continue
-        ratio = result["texts_per_s"] / base if base else float("nan")
+    for path, result, ratio in measured_rows(results, "texts_per_s", "st", 10):
         print(f"{path:10s} {result['texts_per_s']:9.0f} {ratio:10.2f} {result['peak_rss_mb']:8.0f}M")
     print("targets: text-fp32 >= 1.0x sentence-transformers encode() fp32; text-auto >= 3x")
 
@@ -246,13 +252,8 @@ def main() -> None:
             results[path] = run_worker(path, args, out, args.flair_python if path == "flair" else sys.executable)
             if out.exists():
                 features[path] = np.load(out)
-    base = results.get("raw", {}).get("words_per_s")
     print(f"{'path':8s} {'words/s':>9s} {'x raw fp32':>10s} {'peak RSS':>9s} {'cos(fp32)':>9s} {'probe F1':>8s} {'dF1':>6s}")
-    for path, result in results.items():
-        if "error" in result:
-            print(f"{path:8s} unavailable: {result['error']}")
-            continue
-        ratio = result["words_per_s"] / base if base else float("nan")
+    for path, result, ratio in measured_rows(results, "words_per_s", "raw", 8):
         cos = cosine(features[path], features["fp32"]) if "fp32" in features and path in features else float("nan")
         f1, f1_ref = result.get("probe_f1"), results.get("fp32", {}).get("probe_f1")
         delta = f"{f1 - f1_ref:+6.2f}" if f1 is not None and f1_ref is not None else "     -"
