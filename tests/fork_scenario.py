@@ -52,7 +52,9 @@ class SentencePairs(Dataset):
 
 def main(encoder_dir: str, out: str) -> None:
     global ENCODER
-    ENCODER = load_encoder(encoder_dir, device="cpu")
+    # bf16 (not "auto", which differs across machines): padded to 16 positions, a sentence's vectors do not
+    # depend on the batch it is in, so workers encoding two sentences match the parent encoding eight exactly
+    ENCODER = load_encoder(encoder_dir, device="cpu", precision="bf16")
     results = {"parent": ENCODER.encode(SENTENCES)}
     loader = DataLoader(SentencePairs(), batch_size=None, num_workers=2, multiprocessing_context="fork")
     results["dataloader"] = [(first.numpy(), second.numpy(), threads) for first, second, threads in loader]
