@@ -93,6 +93,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--precision", default="auto", help="the teacher's precision")
     parser.add_argument("--dims", nargs="*", type=int, default=[256], help="PCA widths of the concat variant")
+    parser.add_argument("--only", nargs="*", default=None,
+                        help="score only the students whose name holds one of these (e.g. 'mean of all')")
     args = parser.parse_args(argv)
     if not SST2.exists() or not (CONLL / "train.txt").exists():
         print(f"skipped: {SST2} or {CONLL} is not present")
@@ -123,6 +125,8 @@ def main(argv=None) -> int:
     for dim in args.dims:
         students[f"corpus, concat of last four, PCA {dim}"] = pca(students["corpus, concat of last four"], dim)
 
+    if args.only:
+        students = {name: student for name, student in students.items() if any(k in name for k in args.only)}
     teacher_speed = words_per_s(teacher, [-4, -3, -2, -1], "concat", dev_sentences)
     rows = []
     accuracy, f1 = scores("minilm-l6", sst, ner, token={"layers": [-4, -3, -2, -1], "combine": "concat"})
