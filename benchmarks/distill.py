@@ -147,11 +147,11 @@ def main(argv=None) -> int:
             print(rows[-1], flush=True)
 
     base_acc, base_f1 = rows[0][2], rows[0][3]
-    print("\n| encoder | width | words/s | x teacher | SST-2 acc | % teacher | NER probe F1 | % teacher | dev coverage |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("\n| encoder | words/s | x teacher | SST-2 acc | % teacher | NER probe F1 | % teacher | dev coverage |")
+    print("|---|---|---|---|---|---|---|---|")
     for name, speed, accuracy, f1, cover in rows:
         cover_text = "-" if cover is None else f"{100 * cover:.1f}%"
-        print(f"| {name} | | {speed:,.0f} | {speed / teacher_speed:,.0f}x | {accuracy:.4f} | {100 * accuracy / base_acc:.0f}% "
+        print(f"| {name} | {speed:,.0f} | {speed / teacher_speed:,.0f}x | {accuracy:.4f} | {100 * accuracy / base_acc:.0f}% "
               f"| {f1:.1f} | {100 * f1 / base_f1:.0f}% | {cover_text} |")
     return 0
 
