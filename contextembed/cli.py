@@ -238,6 +238,9 @@ def _run_embed(args: argparse.Namespace) -> int:
 
 
 def add_distill_parser(subparsers) -> None:
+    from typing import get_args
+
+    from .encoders.static import OovVector
     from .io import INPUT_FORMATS, TOKENIZERS
 
     parser = subparsers.add_parser(
@@ -261,7 +264,7 @@ def add_distill_parser(subparsers) -> None:
     parser.add_argument("--combine", choices=COMBINES, default="mean", help="how the layers are combined")
     parser.add_argument("--dim", type=_positive_int, default=None, help="reduce to this many columns by PCA")
     parser.add_argument("--min-count", type=_positive_int, default=1, help="corpus words seen fewer times are left out")
-    parser.add_argument("--oov", choices=["zeros", "mean"], default="mean", help="vector of a word outside the table")
+    parser.add_argument("--oov", choices=get_args(OovVector), default="mean", help="vector of a word outside the table")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing output directory")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.set_defaults(handler=_run_distill)

@@ -20,23 +20,23 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Literal, Optional, Union, get_args
+from typing import Optional, Union
 
 import numpy as np
 import torch
 
 from ._files import atomic_directory
 from .encoders.base import Encoder, is_cased
-from .encoders.static import StaticVectors
+from .encoders.static import OovVector, StaticVectors
 from .features import FeatureExtractor
+from .options import check_choice
 from .pooling import LayerSpec
+from .sentences import _check_tokens
 
 #: provenance of a distilled directory, beside the static encoder's own files
 DISTILLATION_FILE = "distillation.json"
 #: sentences encoded at once while the sums are taken
 CHUNK_SENTENCES = 1024
-
-OovVector = Literal["zeros", "mean"]
 
 
 def distill(
@@ -123,8 +123,7 @@ def _check_options(dim: Optional[int], min_count: int, oov: str) -> None:
         raise ValueError(f"dim must be a positive int or None, got {dim!r}")
     if isinstance(min_count, bool) or not isinstance(min_count, (int, np.integer)) or min_count < 1:
         raise ValueError(f"min_count must be a positive int, got {min_count!r}")
-    if oov not in get_args(OovVector):
-        raise ValueError(f"oov={oov!r} is not one of {', '.join(map(repr, get_args(OovVector)))}")
+    check_choice("oov", oov, OovVector)
 
 
 def _corpus_vectors(teacher: Encoder, extractor: FeatureExtractor, corpus: Iterable[Sequence[str]], min_count: int,
@@ -165,6 +164,7 @@ def _chunks(corpus: Iterable[Sequence[str]], size: int) -> Iterator[list[Sequenc
     for i, sentence in enumerate(corpus):
         if isinstance(sentence, str):
             raise TypeError(f"corpus sentence {i} is a str; pass token lists (e.g. text.split())")
+        _check_tokens(sentence, f"corpus sentence {i}")  # named by its place in the corpus, not the chunk
         chunk.append(sentence)
         if len(chunk) == size:
             yield chunk

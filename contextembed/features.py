@@ -76,9 +76,8 @@ class FeatureExtractor:
             return
         layers = self.pooling.layer_indexes
         for encoding in self.encoder.iter_encode_pieces(sentences, layers, show_progress=show_progress):
-            if self.text_pooling == "piece_mean":  # layer pooling is linear: pool the words' layers first
-                pieces = np.diff(encoding.word_offsets)
-                yield pool_text_numpy(self._pool_layers(encoding.words("mean")), "piece_mean", pieces=pieces)
+            if self.text_pooling == "piece_mean":  # layer pooling is linear: average each layer's pieces first
+                yield self._pool_layers(encoding.piece_means()[:, None, :])[0]
                 continue
             cls = encoding.cls if encoding.n_words else np.zeros_like(encoding.cls)  # an empty text: zeros
             yield self._pool_layers(cls[:, None, :])[0]

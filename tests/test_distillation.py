@@ -101,6 +101,7 @@ def test_pca_reduces_to_dim(bert):
         ({"corpus": CORPUS, "min_count": 0}, ValueError, "min_count"),
         ({"corpus": CORPUS, "oov": "random"}, ValueError, "oov='random'"),
         ({"corpus": ["the cat sat"]}, TypeError, "corpus sentence 0 is a str"),
+        ({"corpus": [["a"]] * 1500 + [["b", None]]}, TypeError, "corpus sentence 1500, word 1 is NoneType"),
         ({"corpus": CORPUS, "combine": "average"}, ValueError, "average"),
     ],
 )

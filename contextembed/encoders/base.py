@@ -53,6 +53,13 @@ class PieceEncoding:
         """Pool pieces to words: ``(layers, words, width)`` (``2 * width`` for ``first_last``)."""
         return pool_subwords_numpy(self.hidden, self.word_offsets, subword_pooling)
 
+    def piece_means(self) -> np.ndarray:
+        """``(layers, width)`` float32: the mean of every piece, summed in float64; zeros without
+        pieces (``text_pooling="piece_mean"``)."""
+        if not self.hidden.shape[1]:
+            return np.zeros((self.hidden.shape[0], self.hidden.shape[2]), dtype=np.float32)
+        return self.hidden.mean(axis=1, dtype=np.float64).astype(np.float32)
+
 
 @dataclass
 class PairPieces:
@@ -248,8 +255,7 @@ class Encoder(ABC):
         sentences = check_sentences(sentences)
         out = np.zeros((len(sentences), len(self.layer_indexes(layers)), self.width), dtype=np.float32)
         for i, encoding in enumerate(self.iter_encode_pieces(sentences, layers)):
-            if encoding.hidden.shape[1]:
-                out[i] = encoding.hidden.mean(axis=1, dtype=np.float64)
+            out[i] = encoding.piece_means()
         return out
 
     def iter_encode(

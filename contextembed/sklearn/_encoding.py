@@ -343,7 +343,7 @@ def encode_all(
         hit = _lookup(key, memory, disk)
         if hit is None and kind == "piece_mean":  # the text's pieces may be cached already
             pieces = _lookup(sentence_key(encoder_key, item), memory, disk)
-            hit = None if pieces is None else _piece_means(pieces)
+            hit = None if pieces is None else pieces.piece_means()
         if hit is None:
             missing[key] = item
         else:
@@ -357,13 +357,6 @@ def encode_all(
             if disk is not None:
                 disk.put(key, encoding)
     return [found[key] for key in keys]
-
-
-def _piece_means(encoding: PieceEncoding) -> np.ndarray:
-    """``(layers, width)``: what :meth:`Encoder.encode_piece_means` gives for a cached encoding."""
-    if not encoding.hidden.shape[1]:
-        return np.zeros((encoding.hidden.shape[0], encoding.hidden.shape[2]), dtype=np.float32)
-    return encoding.hidden.mean(axis=1, dtype=np.float64).astype(np.float32)
 
 
 def _lookup(key: str, memory: Optional[EncodingCache], disk: Optional[DiskCache]):
