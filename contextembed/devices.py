@@ -107,8 +107,8 @@ def resolve_precision(precision: str, device: torch.device) -> str:
     """Resolve ``"auto"`` to a concrete precision name for ``device`` and validate the others.
 
     ``"auto"``: on CUDA bf16 where supported (else fp16); on a CPU :func:`auto_cpu_precision` (bf16
-    where the CPU has native bf16 units and they measurably beat fp32, else fp32). ``"int8"`` (dynamic int8 quantization of the linear layers)
-    runs on the CPU only.
+    where the CPU has native bf16 units and they measurably beat fp32, else fp32). ``"int8"`` (int8
+    linear layers with a scale per token, :mod:`contextembed.quantization`) runs on the CPU only.
     """
     if precision == "auto":
         if device.type == "cuda":
@@ -123,51 +123,3 @@ def resolve_precision(precision: str, device: torch.device) -> str:
 def compute_dtype(precision: str) -> torch.dtype:
     """The dtype weights and activations are held in (int8 keeps fp32 activations)."""
     return PRECISIONS.get(precision, torch.float32)
-
-
-class BatchDependentWarning(UserWarning):
-    """The chosen precision makes a sentence's vectors depend on the other sentences in its batch."""
-
-
-#: measured on MiniLM-L6, CoNLL-2003 dev: the largest change of one feature between a sentence
-#: encoded alone and in a batch (bf16 and fp32: 0.0 and below 1e-5, see docs/reliability.md)
-INT8_BATCH_EFFECT = 2.1
-
-
-def check_cacheable_precision(precision: str, where: str) -> None:
-    """Refuse ``precision="int8"`` in adapters that cache features (history would matter)."""
-    if precision == "int8":
-        raise ValueError(
-            f"{where}: precision='int8' quantizes activations with one scale per forward pass, so a "
-            "sentence's vectors depend on the other sentences in its batch, and with the adapter's cache "
-            "on what was encoded before. Use precision='auto', 'bf16' or 'fp32' (all batch-independent)"
-        )
-
-
-def quantize_int8(model: torch.nn.Module, model_type: str = "") -> torch.nn.Module:
-    """Dynamic int8 quantization of every ``nn.Linear``: per-channel int8 weights, activations
-    quantized per batch (fbgemm; uses VNNI where the CPU has it).
-
-    The activation scale is computed per forward pass over the whole batch, so outputs depend on
-    the batch's other sentences: this warns with :class:`BatchDependentWarning`.
-    """
-    import warnings
-
-    from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
-
-    if not any(isinstance(module, torch.nn.Linear) for module in model.modules()):
-        raise ValueError(
-            f"precision='int8' quantizes linear layers and the {model_type or type(model).__name__} model has none; "
-            f"use one of {', '.join(repr(p) for p in PRECISION_NAMES if p != 'int8')} for it"
-        )
-    warnings.warn(
-        "precision='int8' quantizes activations with one scale per forward pass: a sentence's vectors "
-        f"depend on the other sentences in its batch (by up to {INT8_BATCH_EFFECT} on MiniLM-L6). Use "
-        "'bf16' or 'fp32' where features must be reproducible",
-        BatchDependentWarning,
-        stacklevel=3,
-    )
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return quantize_dynamic(model, {torch.nn.Linear: per_channel_dynamic_qconfig}, dtype=torch.qint8)

@@ -20,7 +20,8 @@ from tqdm.auto import tqdm
 
 from .. import forking
 from ..alignment import PairTemplate, PieceTokenizer, SentencePieces, Window, check_window, pair_template, plan_windows
-from ..devices import compute_dtype, quantize_int8, resolve_device, resolve_precision
+from ..devices import compute_dtype, resolve_device, resolve_precision
+from ..quantization import quantize_int8
 from ..pooling.layers import LayerSpec
 from ..pooling.subword import SubwordPooling, check_subword_pooling
 from .base import Encoder, PairPieces, Pairs, PieceEncoding, Sentences, check_pairs, check_savable, check_sentences, warn_long_pairs
@@ -101,7 +102,8 @@ class TransformerEncoder(Encoder):
         ``"auto"`` picks CUDA when present.
     precision : {"auto", "fp32", "bf16", "fp16", "int8"}
         Compute precision; outputs are always float32. ``"auto"``: bf16 on CUDA and on CPUs with
-        native bf16 units, fp32 elsewhere; ``"int8"``: dynamic int8 quantization (CPU only).
+        native bf16 units, fp32 elsewhere; ``"int8"``: int8 linear layers with a
+        scale per token (CPU only, :mod:`contextembed.quantization`).
     window, stride : int, optional
         Pieces per window and distance between window starts for long inputs; defaults: the
         model's maximum length without special tokens, and half of it.
@@ -113,9 +115,10 @@ class TransformerEncoder(Encoder):
         Sentences tokenized, sorted and held at once; bounds memory on large corpora.
     pad_multiple : int, optional
         Every forward pass pads its sequences to a multiple of this many positions (capped at the
-        model's maximum). ``None`` (default): 16 in bf16 and fp16, where attention kernels process
-        keys in blocks of 16 and sum a partial last block in another order, so that without it a
-        sentence's vectors change with the other sentences of its batch (by up to 0.08 on MiniLM);
+        model's maximum). ``None`` (default): 16 in bf16, fp16 and int8, where attention kernels
+        process keys in blocks of 16 and sum a partial last block in another order, so that without
+        it a sentence's vectors change with the other sentences of its batch (by up to 0.08 on
+        MiniLM in bf16; in int8 a rounding flip downstream makes it up to 0.17);
         1 (pad to the longest sequence only) in fp32, where that effect stays below 1e-5 anyway and
         the padding would cost about 16% of the speed (``benchmarks/batch_invariance.py``).
     """
@@ -164,7 +167,7 @@ class TransformerEncoder(Encoder):
         self.max_batch_size = max_batch_size
         self.chunk_size = chunk_size
         if pad_multiple is None:
-            pad_multiple = 16 if self.precision in ("bf16", "fp16") else 1
+            pad_multiple = 16 if self.precision in ("bf16", "fp16", "int8") else 1
         if isinstance(pad_multiple, bool) or not isinstance(pad_multiple, int) or pad_multiple < 1:
             raise ValueError(f"pad_multiple must be a positive int or None, got {pad_multiple!r}")
         self.pad_multiple = pad_multiple

@@ -19,7 +19,6 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from .._files import atomic_file
-from ..devices import check_cacheable_precision
 from ..encoders.base import Encoder, check_sentences
 from ..encoders.identity import ModelIdentity, fingerprint, locate
 from ..encoders.loading import NAMED_MODELS
@@ -47,7 +46,6 @@ class LayerFeaturesBase(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
                 "'minilm-l6' or a model directory, so the estimator can be cloned and pickled"
             )
         _check_fraction(self.validation_fraction)
-        check_cacheable_precision(self.precision, type(self).__name__)
         disk_cache(self.cache)  # validates the option
         self.encoder_ref_ = EncoderRef.fitted(self.encoder, self.device, self.precision, self.batch_tokens)
         encoder = get_encoder(self.encoder_ref_)

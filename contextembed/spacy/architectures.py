@@ -20,7 +20,7 @@ from typing import Optional, Union
 from spacy.util import registry
 from thinc.api import Linear, Model
 
-from ..devices import Precision, check_cacheable_precision
+from ..devices import Precision
 from ..pooling.layers import check_mix_options
 from .combine_layers import CombineLayers
 from .listener import ContextListener
@@ -55,7 +55,6 @@ def encoder_v1(
     batch_tokens : int
         Padded pieces per forward pass.
     """
-    check_cacheable_precision(precision, "contextembed.Encoder.v1")
     options: dict = {"device": device, "precision": precision, "batch_tokens": batch_tokens}
     if window is not None:
         options["window"] = window

@@ -10,7 +10,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from contextembed.devices import BatchDependentWarning
 import torch
 
 h5py = pytest.importorskip("h5py")
@@ -493,9 +492,10 @@ def test_bf16_precision_is_close_and_float32(elmo_dir, elmo):
 
 
 def test_int8_precision_quantizes_the_character_cnn(elmo_dir, elmo, tmp_path):
-    with pytest.warns(BatchDependentWarning):
-        quantized = ElmoEncoder.load(elmo_dir, device="cpu", precision="int8")
+    quantized = ElmoEncoder.load(elmo_dir, device="cpu", precision="int8")
     assert quantized.precision == "int8" and quantized.dtype == torch.float32
+    assert {type(m).__name__ for m in quantized.module.token_embedder.modules()} >= {"Int8Linear"}
+    assert not any(isinstance(m, torch.nn.Linear) for m in quantized.module.token_embedder.modules())
     out, exact = quantized.encode(SENTENCES[:2]), elmo.encode(SENTENCES[:2])
     for a, b in zip(out, exact):
         assert a.shape == b.shape and not np.array_equal(a, b)

@@ -18,7 +18,8 @@ import torch
 from tqdm.auto import tqdm
 
 from ... import forking
-from ...devices import compute_dtype, quantize_int8, resolve_device, resolve_precision
+from ...devices import compute_dtype, resolve_device, resolve_precision
+from ...quantization import quantize_int8
 from ...errors import ModelNotFoundError
 from ...pooling.layers import LayerSpec
 from ..base import Encoder, PieceEncoding, Sentences, check_savable, check_sentences
@@ -75,7 +76,7 @@ class ElmoEncoder(Encoder):
         ``"auto"`` picks CUDA when present.
     precision : {"auto", "fp32", "bf16", "fp16", "int8"}
         Compute precision; outputs are always float32. ``"auto"``: bf16 on CUDA and on CPUs with
-        native bf16 units, else fp32. ``"int8"`` (CPU): dynamic int8 highway and projection
+        native bf16 units, else fp32. ``"int8"`` (CPU): int8 highway and projection
         layers of the character CNN, fp32 elsewhere.
     batch_words : int
         Budget of padded tokens (markers included) per forward pass; batches are length-sorted.
