@@ -5,7 +5,11 @@ features = last four layers concatenated, first piece per word:
 
 - raw transformers fp32: AutoModel with ``output_hidden_states=True``, length-sorted batches of 64,
   fast tokenizer with ``is_split_into_words`` (what a user writes by hand);
-- contextembed fp32, bf16, int8 (dynamic quantization), and ``precision="auto"``;
+- contextembed fp32, bf16, int8 (a scale per token, ``contextembed.quantization``) and
+  ``precision="auto"``, each at the device's default ``batch_tokens`` or at ``PATH@N`` (``fp32@8192``:
+  ``batch_tokens=8192``, the default before it depended on the device);
+- ``distilled``: the static encoder ``contextembed distill`` made (``--distilled DIR``), its own
+  vectors as features (no cosine to fp32: another feature space; the probe F1 compares);
 - flair's TransformerWordEmbeddings (first subtoken, layers -1..-4 concatenated) when flair is
   importable (e.g. run with a side environment's python: ``--flair-python /path/to/python``).
 
@@ -17,7 +21,7 @@ Each path runs in its own process (so its peak RSS is its own). Reduced-precisio
 the mean cosine similarity of their features to contextembed fp32 and the change of NER dev F1 of a
 small probe (logistic regression on the token features; ``--probe-train`` sentences).
 
-    python benchmarks/throughput.py [--sentences 2000] [--paths raw fp32 bf16 int8 auto]
+    python benchmarks/throughput.py [--sentences 2000] [--paths raw fp32 bf16 int8 auto fp32@8192]
     python benchmarks/throughput.py --paths --text-paths st text-fp32 text-auto   # the text path only
 """
 
@@ -83,11 +87,19 @@ def raw_transformers(batch_size=64):
     return run
 
 
-def contextembed_path(precision):
+def contextembed_path(path: str, distilled: str | None = None):
+    """``fp32``, ``bf16``, ``int8``, ``auto``, optionally ``@N`` for ``batch_tokens=N`` (``int8@8192``);
+    ``distilled``: the static encoder at ``--distilled``."""
     from contextembed import load_encoder
     from contextembed.features import FeatureExtractor
 
-    encoder = load_encoder("minilm-l6", device="cpu", precision=precision)
+    if path == "distilled":
+        if not distilled:
+            raise SystemExit("the distilled path needs --distilled DIR (made by `contextembed distill`)")
+        return FeatureExtractor(load_encoder(distilled)).words
+    precision, _, batch_tokens = path.partition("@")
+    options = {"batch_tokens": int(batch_tokens)} if batch_tokens else {}
+    encoder = load_encoder("minilm-l6", device="cpu", precision=precision, **options)
     extractor = FeatureExtractor(encoder, layers=LAYERS, combine="concat", subword_pooling="first")
     return extractor.words
 
@@ -177,7 +189,7 @@ def worker(args) -> None:
     sentences, _ = inputs(args.sentences)
     path = args.worker
     run = {"raw": raw_transformers, "flair": flair_path}.get(path)
-    run = run() if run else contextembed_path(path)
+    run = run() if run else contextembed_path(path, args.distilled)
     run(sentences[:64])  # warm-up
     start = time.perf_counter()
     features = run(sentences)
@@ -213,6 +225,8 @@ def probe_f1(run, n_train: int):
 def run_worker(path: str, args, out: Path, python: str) -> dict:
     command = [python, str(Path(__file__).resolve()), "--worker", path, "--sentences", str(args.sentences),
                "--out", str(out), "--probe-train", str(args.probe_train)]
+    if args.distilled:
+        command += ["--distilled", args.distilled]
     result = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
     if result.returncode:
         return {"error": result.stderr.strip().splitlines()[-1] if result.stderr.strip() else "failed"}
@@ -234,6 +248,7 @@ def main() -> None:
     parser.add_argument("--flair-python", default=sys.executable, help="python of an environment with flair")
     parser.add_argument("--text-paths", nargs="*", default=list(TEXT_PATHS), choices=TEXT_PATHS,
                         help="text paths compared on SST-2 sentences (none: skip)")
+    parser.add_argument("--distilled", help="a static encoder made by `contextembed distill` (path 'distilled')")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -252,13 +267,14 @@ def main() -> None:
             results[path] = run_worker(path, args, out, args.flair_python if path == "flair" else sys.executable)
             if out.exists():
                 features[path] = np.load(out)
-    print(f"{'path':8s} {'words/s':>9s} {'x raw fp32':>10s} {'peak RSS':>9s} {'cos(fp32)':>9s} {'probe F1':>8s} {'dF1':>6s}")
-    for path, result, ratio in measured_rows(results, "words_per_s", "raw", 8):
-        cos = cosine(features[path], features["fp32"]) if "fp32" in features and path in features else float("nan")
+    print(f"{'path':12s} {'words/s':>9s} {'x raw fp32':>10s} {'peak RSS':>9s} {'cos(fp32)':>9s} {'probe F1':>8s} {'dF1':>6s}")
+    for path, result, ratio in measured_rows(results, "words_per_s", "raw", 12):
+        comparable = "fp32" in features and path in features and features[path].shape == features["fp32"].shape
+        cos = cosine(features[path], features["fp32"]) if comparable else float("nan")
         f1, f1_ref = result.get("probe_f1"), results.get("fp32", {}).get("probe_f1")
         delta = f"{f1 - f1_ref:+6.2f}" if f1 is not None and f1_ref is not None else "     -"
         f1_text = f"{f1:8.2f}" if f1 is not None else "       -"
-        print(f"{path:8s} {result['words_per_s']:9.0f} {ratio:10.2f} {result['peak_rss_mb']:8.0f}M {cos:9.5f} {f1_text} {delta}")
+        print(f"{path:12s} {result['words_per_s']:9.0f} {ratio:10.2f} {result['peak_rss_mb']:8.0f}M {cos:9.5f} {f1_text} {delta}")
     print("targets: fp32 >= 0.95x raw; best reduced precision >= 2.5x raw with cos >= 0.99 and F1 loss <= 0.5")
     if args.text_paths:
         compare_text_paths(args)

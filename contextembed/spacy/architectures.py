@@ -35,7 +35,7 @@ def encoder_v1(
     precision: Precision = "auto",
     window: Optional[int] = None,
     stride: Optional[int] = None,
-    batch_tokens: int = 8192,
+    batch_tokens: Optional[int] = None,
 ) -> EncoderLoader:
     """An encoder for the ``contextembed`` component, loaded on first use (never downloaded).
 
@@ -52,10 +52,12 @@ def encoder_v1(
     window, stride : int, optional
         Pieces per window and between window starts for docs longer than the model takes;
         ``null``: the model's maximum and half of it.
-    batch_tokens : int
-        Padded pieces per forward pass.
+    batch_tokens : int, optional
+        Padded pieces per forward pass; ``null``: the encoder's default for the device.
     """
-    options: dict = {"device": device, "precision": precision, "batch_tokens": batch_tokens}
+    options: dict = {"device": device, "precision": precision}
+    if batch_tokens is not None:
+        options["batch_tokens"] = batch_tokens
     if window is not None:
         options["window"] = window
     if stride is not None:

@@ -47,7 +47,7 @@ DEFAULT_CONFIG = {
         "precision": "auto",
         "window": None,
         "stride": None,
-        "batch_tokens": 8192,
+        "batch_tokens": None,
     },
     "subword_pooling": "first",
     "tensor_layers": -1,

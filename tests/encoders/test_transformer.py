@@ -203,3 +203,13 @@ def test_piece_means_of_static_and_elmo_encoders(tiny_elmo_dir):
     elmo = load_encoder(str(tiny_elmo_dir), device="cpu", precision="fp32")
     (words,) = elmo.encode([["the", "fox"]])
     np.testing.assert_allclose(elmo.encode_piece_means([["the", "fox"]])[0], words.mean(axis=1), rtol=1e-5, atol=1e-6)
+
+
+def test_batch_tokens_default_depends_on_the_device(tiny_bert_dir):
+    from contextembed.encoders.transformer import CPU_BATCH_TOKENS
+
+    assert load_encoder(tiny_bert_dir, device="cpu").batch_tokens == CPU_BATCH_TOKENS
+    assert load_encoder(tiny_bert_dir, device="cpu", batch_tokens=64).batch_tokens == 64
+    for bad in (True, 64.0, "64"):
+        with pytest.raises(ValueError, match="batch_tokens must be a positive int or None"):
+            load_encoder(tiny_bert_dir, device="cpu", batch_tokens=bad)
