@@ -51,8 +51,11 @@ class Int8Linear(torch.nn.Module):
     bias : Tensor (out_features,) or None
     """
 
-    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None) -> None:
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, source: torch.Tensor | None = None) -> None:
         super().__init__()
+        #: the float weight as the model holds it (``Conv1D``: transposed), so that an encoder
+        #: running in int8 still saves the model's own weights (not part of this module's state)
+        self.source_weight = (weight if source is None else source).detach()
         weight = weight.detach().float()
         scales = _symmetric_scales(weight, dim=1)  # (out, 1)
         quantized = torch.round(weight / scales).clamp_(-_QMAX, _QMAX).to(torch.int8)
@@ -65,7 +68,7 @@ class Int8Linear(torch.nn.Module):
     def from_linear(cls, linear: torch.nn.Module) -> "Int8Linear":
         """From an ``nn.Linear`` (weight ``(out, in)``) or a transformers ``Conv1D`` (weight ``(in, out)``)."""
         weight = linear.weight if isinstance(linear, torch.nn.Linear) else linear.weight.t()
-        return cls(weight, linear.bias)
+        return cls(weight, linear.bias, source=linear.weight)
 
     def forward(self, inputs: torch.Tensor) -> torch.Tensor:
         if inputs.shape[-1] != self.in_features:
@@ -108,3 +111,45 @@ def quantize_int8(model: torch.nn.Module, model_type: str = "") -> torch.nn.Modu
     for parent, name, child in targets:
         setattr(parent, name, Int8Linear.from_linear(child).to(child.weight.device))
     return model
+
+
+def original_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """``model.state_dict()`` with each :class:`Int8Linear` given back as the layer it replaced
+    (``weight`` and ``bias`` as the model had them), so a quantized model saves its own weights."""
+    state = dict(model.state_dict())
+    for name, module in model.named_modules():
+        if isinstance(module, Int8Linear):
+            prefix = f"{name}." if name else ""
+            for key in ("weight_int8", "weight_scale"):
+                del state[prefix + key]
+            state[prefix + "weight"] = module.source_weight
+    return state
+
+
+#: ``precision="auto"`` keeps int8 only if every layer's features keep this mean cosine to fp32
+INT8_MIN_COSINE = 0.99
+#: what that check encodes: short and long, cased, digits and punctuation
+PROBE_TEXTS = (
+    "EU rejects German call to boycott British lamb .",
+    "Peter Blackburn reported from BRUSSELS on 1996-08-22 that the European Commission disagreed.",
+    "The quick brown fox jumps over the lazy dog, and contextual embeddings turn pretrained encoders "
+    "into features for classifiers, taggers and sentence-pair models.",
+)
+
+
+@torch.inference_mode()
+def int8_fidelity(reference: torch.nn.Module, quantized: torch.nn.Module, tokenizer, max_length: int = 64) -> float:
+    """The lowest, over hidden states (embeddings included), of the mean cosine between the pieces'
+    vectors of ``quantized`` and of the fp32 ``reference`` on :data:`PROBE_TEXTS` (each text alone,
+    cut to ``max_length`` pieces: nothing padded)."""
+    lowest = 1.0
+    for text in PROBE_TEXTS:
+        encoded = tokenizer(text, return_tensors="pt", truncation=True, max_length=max_length)
+        # single texts: token types are all 0, the models' default
+        inputs = {k: encoded[k] for k in ("input_ids", "attention_mask")}
+        expected = reference(**inputs, output_hidden_states=True).hidden_states
+        actual = quantized(**inputs, output_hidden_states=True).hidden_states
+        for a, b in zip(expected, actual):
+            cosine = torch.nn.functional.cosine_similarity(a.float(), b.float(), dim=-1, eps=1e-12).mean()
+            lowest = min(lowest, float(cosine))
+    return lowest

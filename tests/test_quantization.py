@@ -106,6 +106,9 @@ def test_gpt2_style_models_quantize_their_conv1d_layers(tiny_roberta_dir, tmp_pa
     quantized = load_encoder(path, device="cpu", precision="int8")
     assert [type(m).__name__ for m in quantized.model.modules()].count("Int8Linear") == 8  # 4 Conv1D per block
     assert _mean_cosine(np.concatenate(quantized.encode(sentences), 1), np.concatenate(exact, 1)) > 0.99
+    quantized.save(tmp_path / "saved")  # the weights it was quantized from, Conv1D layout kept
+    reloaded = load_encoder(tmp_path / "saved", device="cpu", precision="fp32").encode(sentences)
+    assert all(np.array_equal(a, b) for a, b in zip(reloaded, exact))
 
 
 @pytest.mark.pretrained

@@ -164,7 +164,8 @@ class Encoder(ABC):
         Raises
         ------
         ValueError
-            For an int8-quantized encoder (its weights are no longer the model's).
+            For an ELMo encoder loaded with ``precision="int8"`` (its character CNN holds quantized
+            weights; transformers in int8 save the weights they were quantized from).
         NotImplementedError
             For an encoder family that cannot be saved.
         """

@@ -6,6 +6,7 @@ Layers are the embedding output followed by every hidden layer (``hidden_states`
 
 from __future__ import annotations
 
+import copy
 import inspect
 import json
 import os
@@ -20,12 +21,12 @@ from tqdm.auto import tqdm
 
 from .. import forking
 from ..alignment import PairTemplate, PieceTokenizer, SentencePieces, Window, check_window, pair_template, plan_windows
-from ..devices import compute_dtype, resolve_device, resolve_precision
-from ..quantization import quantize_int8
+from ..devices import auto_cpu_precision, compute_dtype, resolve_device, resolve_precision
+from ..quantization import INT8_MIN_COSINE, int8_fidelity, original_state_dict, quantize_int8
 from ..pooling.layers import LayerSpec
 from ..pooling.subword import SubwordPooling, check_subword_pooling
 from . import unpadded
-from .base import Encoder, PairPieces, Pairs, PieceEncoding, Sentences, check_pairs, check_savable, check_sentences, warn_long_pairs
+from .base import Encoder, PairPieces, Pairs, PieceEncoding, Sentences, check_pairs, check_sentences, warn_long_pairs
 from .hf_files import check_directory, check_tokenizer_fits, load_model, load_tokenizer
 
 #: model types whose position ids start after the padding index (usable length is shorter)
@@ -105,9 +106,12 @@ class TransformerEncoder(Encoder):
     device : str or torch.device
         ``"auto"`` picks CUDA when present.
     precision : {"auto", "fp32", "bf16", "fp16", "int8"}
-        Compute precision; outputs are always float32. ``"auto"``: bf16 on CUDA and on CPUs with
-        native bf16 units, fp32 elsewhere; ``"int8"``: int8 linear layers with a
-        scale per token (CPU only, :mod:`contextembed.quantization`).
+        Compute precision; outputs are always float32. ``"int8"``: int8 linear layers with a
+        scale per token (CPU only, :mod:`contextembed.quantization`). ``"auto"``: bf16 on CUDA; on
+        a CPU the fastest of fp32, bf16 and int8 as measured once per process (bf16 only on CPUs
+        with native bf16 units, and each must beat the others by 1.25x:
+        :func:`contextembed.devices.auto_cpu_precision`), int8 only if the quantized model keeps
+        a mean cosine of at least 0.99 to fp32 on every hidden state of a few probe sentences.
     window, stride : int, optional
         Pieces per window and distance between window starts for long inputs; defaults: the
         model's maximum length without special tokens, and half of it.
@@ -151,12 +155,14 @@ class TransformerEncoder(Encoder):
         forking.install()  # forked workers must not hang in torch's inherited thread pool
         self.spec = spec
         self.device = resolve_device(device)
-        self.precision = resolve_precision(precision, self.device)
-        self.dtype = compute_dtype(self.precision)
+        self.precision = resolve_precision(precision, self.device, int8_allowed=True)
         if getattr(model.config, "is_encoder_decoder", False):
             model = model.get_encoder()
-        model = model.to(device=self.device, dtype=self.dtype).eval().requires_grad_(False)
-        self.model = quantize_int8(model, f"{model.config.model_type!r}") if self.precision == "int8" else model
+        if self.precision == "int8":
+            model = model.to(device=self.device, dtype=torch.float32).eval().requires_grad_(False)
+            model = self._quantized(model, tokenizer, auto=precision == "auto")
+        self.dtype = compute_dtype(self.precision)
+        self.model = model.to(device=self.device, dtype=self.dtype).eval().requires_grad_(False)
         self.tokenizer = tokenizer
         self.pieces = PieceTokenizer(tokenizer)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
@@ -193,10 +199,27 @@ class TransformerEncoder(Encoder):
 
     # -- construction -------------------------------------------------------------------------
 
+    def _quantized(self, model, tokenizer, auto: bool):
+        """``model`` with int8 linear layers; for ``precision="auto"``, only if they keep the
+        features (:func:`contextembed.quantization.int8_fidelity` >= ``INT8_MIN_COSINE``), else the
+        fp32 model, and ``self.precision`` becomes what ``auto`` picks without int8."""
+        model_type = f"{model.config.model_type!r}"
+        if not auto:
+            return quantize_int8(model, model_type)
+        try:
+            quantized = quantize_int8(copy.deepcopy(model), model_type)
+        except ValueError:  # no linear layer to quantize
+            quantized = None
+        probe_length = min(64, _max_positions(model, tokenizer))
+        if quantized is not None and int8_fidelity(model, quantized, tokenizer, probe_length) >= INT8_MIN_COSINE:
+            return quantized
+        self.precision = auto_cpu_precision(int8_allowed=False)
+        return model
+
     def _write(self, folder: str) -> None:
-        """A Hugging Face model directory: fp32 safetensors weights, config and tokenizer."""
-        check_savable(self.precision)
-        state = {name: value.float() for name, value in self.model.state_dict().items()}
+        """A Hugging Face model directory: fp32 safetensors weights, config and tokenizer (an int8
+        encoder saves the weights it was quantized from)."""
+        state = {name: value.float() for name, value in original_state_dict(self.model).items()}
         with _quiet_transformers():
             self.model.save_pretrained(folder, state_dict=state, safe_serialization=True)
             self.tokenizer.save_pretrained(folder)

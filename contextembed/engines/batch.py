@@ -95,6 +95,9 @@ class BatchEmbedder:
             self.level = "word" if _is_token_embedder(source) else "text"
         self.column, self.id_column = column, id_column
         self._extractor = None
+        # what precision="auto" measured here: workers adopt it, so that all of them pick the same
+        # precision (measured in each, the choice could differ between workers under load)
+        self._speedups = _auto_speedups()
 
     # -- loading ------------------------------------------------------------------------------
 
@@ -105,8 +108,10 @@ class BatchEmbedder:
 
     def load(self) -> "BatchEmbedder":
         """Load the encoder in this process now (a worker calls it once, at start-up)."""
+        from ..devices import adopt_speedups
         from ..sklearn._encoding import EncoderRef, get_encoder
 
+        adopt_speedups(self._speedups)
         if self.estimator is not None:
             get_encoder(self.estimator.encoder_ref_)
             return self
@@ -325,3 +330,13 @@ def _for_workers(estimator, options: dict):
 Source = Union[str, os.PathLike, object]
 
 __all__ = ["FEATURES", "INPUT_COLUMNS", "BatchEmbedder"]
+
+
+def _auto_speedups() -> dict[str, float]:
+    """The measurements behind ``precision="auto"`` on this machine's CPU (taken now if not yet)."""
+    from ..devices import cpu_bf16_speedup, cpu_has_fast_bf16, cpu_int8_speedup, measured_speedups
+
+    cpu_int8_speedup()
+    if cpu_has_fast_bf16():
+        cpu_bf16_speedup()
+    return measured_speedups()

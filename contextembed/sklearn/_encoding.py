@@ -77,7 +77,11 @@ class EncoderRef:
         from ..devices import resolve_device, resolve_precision
 
         device = resolve_device(self.device)
-        precision = resolve_precision(self.precision, device)  # "auto" differs across machines
+        # what the encoder runs ("auto" differs across machines, and int8 falls back where it would
+        # change the features): its outputs are never mixed with another precision's
+        precision = resolve_precision(self.precision, device)
+        if self.precision == "auto":
+            precision = getattr(get_encoder(self), "precision", precision)  # static vectors have none
         if self.identity is not None:
             model = self.identity.fingerprint
         else:
@@ -294,14 +298,20 @@ KINDS = {"sentence": (sentence_key, _encode_sentences), "pair": (pair_key, _enco
 Kind = Literal["sentence", "pair", "piece_mean"]
 
 
-def _encode_block(ref: EncoderRef, items: list, kind: Kind = "sentence", threads: Optional[int] = None) -> list:
+def _encode_block(ref: EncoderRef, items: list, kind: Kind = "sentence", threads: Optional[int] = None,
+                  speedups: Optional[dict] = None) -> list:
     """One joblib task: encode a block of sentences (or pairs) with every layer.
 
     ``threads`` pins torch's intra-op threads to the caller's count: CPU kernels may split their
     reductions differently with another count, and results must not depend on the worker.
+    ``speedups``: the caller's measurements behind ``precision="auto"``, so a worker picks what the
+    caller picked (:func:`contextembed.devices.adopt_speedups`).
     """
     import torch
 
+    from ..devices import adopt_speedups
+
+    adopt_speedups(speedups or {})
     previous = torch.get_num_threads()
     if threads is not None and threads != previous:
         torch.set_num_threads(threads)
@@ -380,8 +390,10 @@ def _encode_missing(ref: EncoderRef, items: list, n_jobs: Optional[int], kind: K
         from .. import forking
 
         forking.install()  # the multiprocessing backend forks: see contextembed.forking
-        threads = torch.get_num_threads()
-        results = Parallel(n_jobs=n_jobs)(delayed(_encode_block)(ref, block, kind, threads) for block in blocks)
+        from ..devices import measured_speedups
+
+        threads, speedups = torch.get_num_threads(), measured_speedups()
+        results = Parallel(n_jobs=n_jobs)(delayed(_encode_block)(ref, block, kind, threads, speedups) for block in blocks)
     return [encoding for block in results for encoding in block]
 
 

@@ -94,7 +94,7 @@ def save_encoder(encoder: Encoder, path: Path) -> None:
     Raises
     ------
     ValueError
-        For an int8-quantized encoder, or a family that cannot be saved (the message names it).
+        For an int8 ELMo encoder, or a family that cannot be saved (the message names it).
     """
     try:
         encoder.save(path / EMBEDDED_SUBDIR, overwrite=True)

@@ -33,10 +33,11 @@ def test_transformer_fp32_copy_holds_the_original_weights(tiny_bert_dir, tmp_pat
                  load_encoder(tmp_path / "copy", device="cpu", precision="fp32"))
 
 
-def test_int8_encoders_refuse_to_save(tiny_bert_dir, tmp_path):
+def test_int8_encoders_save_the_weights_they_were_quantized_from(tiny_bert_dir, tmp_path):
     quantized = load_encoder(tiny_bert_dir, device="cpu", precision="int8")
-    with pytest.raises(ValueError, match="precision='int8'.*cannot be saved"):
-        quantized.save(tmp_path / "int8")
+    quantized.save(tmp_path / "int8")
+    _assert_same(load_encoder(tiny_bert_dir, device="cpu", precision="fp32"),
+                 load_encoder(tmp_path / "int8", device="cpu", precision="fp32"))
 
 
 def test_static_round_trip_keeps_lookup_options(tmp_path):

@@ -40,10 +40,9 @@ def test_sentence_keys_tell_tokenizations_and_encoders_apart():
 
 
 def test_encoder_key_changes_with_precision_and_spec(bert, static_path):
-    from contextembed.devices import resolve_device, resolve_precision
-
     assert EncoderRef(bert, precision="fp32").cache_key() != EncoderRef(bert, precision="bf16").cache_key()
-    resolved = resolve_precision("auto", resolve_device("auto"))  # "auto" is keyed by what it picks
+    assert EncoderRef(bert, precision="int8").cache_key() != EncoderRef(bert, precision="fp32").cache_key()
+    resolved = get_encoder(EncoderRef(bert)).precision  # "auto" is keyed by what the encoder runs
     assert EncoderRef(bert).cache_key() == EncoderRef(bert, precision=resolved).cache_key()
     assert EncoderRef(bert).cache_key() != EncoderRef(static_path).cache_key()
 
