@@ -60,6 +60,8 @@ class FeatureExtractor:
     @torch.no_grad()
     def _pool_layers(self, hidden: np.ndarray) -> np.ndarray:
         # (layers, words, width) -> (words, dim), by the core module (arrays shared, not copied)
+        if len(hidden) == 1 and self.pooling.combine in ("concat", "mean", "sum"):
+            return hidden[0]  # one layer (static vectors): nothing to combine, and no torch call per sentence
         return self.pooling(torch.from_numpy(np.ascontiguousarray(hidden))).numpy()
 
     def iter_words(self, sentences: Sentences, *, show_progress: bool = False) -> Iterator[np.ndarray]:

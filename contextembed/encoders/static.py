@@ -127,6 +127,10 @@ def _check_choice(name: str, value: object, options: object) -> None:
         raise ValueError(f"{name}={value!r} is not one of {', '.join(map(repr, valid))}")
 
 
+#: sentences looked up together (one gather from the table for all their words)
+_LOOKUP_CHUNK = 1024
+
+
 class StaticVectors(Encoder):
     """A table of word vectors behind the encoder interface.
 
@@ -207,11 +211,18 @@ class StaticVectors(Encoder):
     ) -> Iterator[PieceEncoding]:
         sentences = check_sentences(sentences)
         self.layer_indexes(layers)  # validates: only 0 / -1 / "all" exist
-        for sentence in sentences:
-            rows = np.fromiter((self.lookup(w) for w in sentence), dtype=np.int64, count=len(sentence))
-            # (layers=1, words, width)
-            hidden = self.table[rows][None]
-            yield PieceEncoding(hidden, np.arange(len(sentence) + 1, dtype=np.int64))
+        for start in range(0, len(sentences), _LOOKUP_CHUNK):  # one table gather per chunk of sentences
+            chunk = sentences[start : start + _LOOKUP_CHUNK]
+            lookup = self.lookup
+            rows = np.fromiter((lookup(w) for sentence in chunk for w in sentence), dtype=np.int64,
+                               count=sum(map(len, chunk)))
+            # (words of the chunk, width)
+            vectors = self.table[rows]
+            end = 0
+            for sentence in chunk:
+                begin, end = end, end + len(sentence)
+                # (layers=1, words, width)
+                yield PieceEncoding(vectors[None, begin:end], np.arange(len(sentence) + 1, dtype=np.int64))
 
     # -- loading and saving -------------------------------------------------------------------
 
