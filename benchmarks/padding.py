@@ -174,19 +174,11 @@ def round_up(n: int, multiple: int) -> int:
 
 
 def budget_batches(sizes: list[int], options: Options) -> Iterator[list[int]]:
-    """Indices of length-sorted items cut like ``contextembed.encoders.transformer._batches``:
-    padded size (longest x count) within ``batch_tokens``, at most ``max_batch_size`` items."""
-    batch: list[int] = []
-    longest = 0
-    for i, size in enumerate(sizes):
-        grown = max(longest, size) * (len(batch) + 1)
-        if batch and (grown > options.batch_tokens or len(batch) >= options.max_batch_size):
-            yield batch
-            batch, longest = [], 0
-        batch.append(i)
-        longest = max(longest, size)
-    if batch:
-        yield batch
+    """Indices of length-sorted items cut by contextembed's own rule: padded size (longest x count)
+    within ``batch_tokens``, at most ``max_batch_size`` items."""
+    from contextembed.encoders.transformer import _batches
+
+    yield from _batches(list(range(len(sizes))), sizes.__getitem__, options.batch_tokens, options.max_batch_size)
 
 
 def padded_passes(corpus: list[list[int]], options: Options) -> Iterator[Pass]:
