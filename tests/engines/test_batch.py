@@ -206,3 +206,19 @@ def test_feature_array_of_no_rows():
     assert len(feature_array([], "word", 4)) == 0
     features, lengths = column_arrays(feature_array([np.zeros((0, 4), np.float32)], "word", 4))
     assert features.shape == (0, 4) and lengths.tolist() == [0]
+
+
+def test_workers_pick_the_precision_the_driver_measured(tiny_bert_dir, monkeypatch):
+    """A worker adopts the driver's measurements behind precision="auto" instead of taking its own
+    (under load, two processes can measure their way to different precisions)."""
+    from contextembed import devices
+
+    embedder = BatchEmbedder(str(tiny_bert_dir), device="cpu")
+    driver = devices.measured_speedups()
+    assert "int8" in driver and embedder._speedups == driver
+    shipped = pickle.loads(pickle.dumps(embedder))
+    monkeypatch.setattr(devices, "_SPEEDUPS", {})  # a fresh worker process
+    monkeypatch.setattr(devices, "_measure_int8_speedup", lambda: pytest.fail("the worker measured again"))
+    monkeypatch.setattr(devices, "_measure_bf16_speedup", lambda: pytest.fail("the worker measured again"))
+    shipped.load()
+    assert devices.measured_speedups() == driver
