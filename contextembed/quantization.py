@@ -65,6 +65,20 @@ class Int8Linear(torch.nn.Module):
         self.register_buffer("bias", None if bias is None else bias.detach().float().clone())
 
     @classmethod
+    def stacked(cls, layers: list["Int8Linear"]) -> "Int8Linear":
+        """One layer computing ``layers`` side by side on the same input (their outputs
+        concatenated), bit for bit: the input is quantized once and multiplied once."""
+        fused = cls.__new__(cls)
+        torch.nn.Module.__init__(fused)
+        fused.source_weight = None  # computes only: never saved
+        fused.in_features, fused.out_features = layers[0].in_features, sum(layer.out_features for layer in layers)
+        fused.register_buffer("weight_int8", torch.cat([layer.weight_int8 for layer in layers], dim=1))
+        fused.register_buffer("weight_scale", torch.cat([layer.weight_scale for layer in layers]))
+        biases = [layer.bias for layer in layers]
+        fused.register_buffer("bias", None if any(b is None for b in biases) else torch.cat(biases))
+        return fused
+
+    @classmethod
     def from_linear(cls, linear: torch.nn.Module) -> "Int8Linear":
         """From an ``nn.Linear`` (weight ``(out, in)``) or a transformers ``Conv1D`` (weight ``(in, out)``)."""
         weight = linear.weight if isinstance(linear, torch.nn.Linear) else linear.weight.t()

@@ -124,3 +124,13 @@ def test_minilm_int8_keeps_fp32_quality(minilm):
                 for e in (minilm, quantized)]
     exact, reduced = (np.concatenate(f).reshape(-1, 384) for f in features)
     assert _mean_cosine(reduced, exact) >= 0.99
+
+
+def test_stacked_layers_compute_each_layer_bit_for_bit():
+    torch.manual_seed(2)
+    layers = [Int8Linear(torch.randn(n, 16), torch.randn(n)) for n in (8, 8, 5)]
+    x = torch.randn(7, 16) * torch.logspace(-2, 2, 7)[:, None]
+    stacked = Int8Linear.stacked(layers)
+    assert (stacked.in_features, stacked.out_features) == (16, 21)
+    assert torch.equal(stacked(x), torch.cat([layer(x) for layer in layers], dim=-1))
+    assert not list(stacked.parameters()) and stacked.source_weight is None

@@ -16,8 +16,12 @@ other model runs its own forward.
 
 from __future__ import annotations
 
+import weakref
+
 import torch
 import torch.nn.functional as F
+
+from ..quantization import Int8Linear
 
 #: model types whose layers are BertLayer's structure (query/key/value, output, intermediate)
 _BERT_LAYER_TYPES = frozenset({"bert", "roberta", "xlm-roberta", "camembert", "electra"})
@@ -93,17 +97,31 @@ def _layer(layer, x: torch.Tensor, real: torch.Tensor, key_mask, batch: int, len
     attention = layer.attention.self
     head_size = attention.attention_head_size
 
-    def padded(linear) -> torch.Tensor:
+    def padded(values: torch.Tensor) -> torch.Tensor:
         # (batch, heads, seq, head size)
-        values = linear(x)
         out = values.new_zeros(batch * length, values.shape[-1]).index_copy_(0, real, values)
         return out.view(batch, length, -1, head_size).transpose(1, 2)
 
+    projections = (attention.query, attention.key, attention.value)
+    if all(isinstance(p, Int8Linear) for p in projections):  # int8: one quantization, one product
+        query, key, value = _stacked_int8(attention, projections)(x).split([p.out_features for p in projections], dim=-1)
+    else:
+        query, key, value = (p(x) for p in projections)
     context = F.scaled_dot_product_attention(
-        padded(attention.query), padded(attention.key), padded(attention.value),
-        attn_mask=key_mask, dropout_p=0.0, scale=attention.scaling,
+        padded(query), padded(key), padded(value), attn_mask=key_mask, dropout_p=0.0, scale=attention.scaling,
     )
     # (pieces, width)
     context = context.transpose(1, 2).reshape(batch * length, -1).index_select(0, real)
     x = layer.attention.output(context, x)
     return layer.output(layer.intermediate(x), x)
+
+
+#: each attention module's stacked int8 query/key/value layer (kept outside the model's modules)
+_STACKED: "weakref.WeakKeyDictionary[torch.nn.Module, Int8Linear]" = weakref.WeakKeyDictionary()
+
+
+def _stacked_int8(attention: torch.nn.Module, projections: tuple) -> Int8Linear:
+    stacked = _STACKED.get(attention)
+    if stacked is None:
+        stacked = _STACKED[attention] = Int8Linear.stacked(list(projections))
+    return stacked
