@@ -75,7 +75,8 @@ class Int8Linear(torch.nn.Module):
         fused.register_buffer("weight_int8", torch.cat([layer.weight_int8 for layer in layers], dim=1))
         fused.register_buffer("weight_scale", torch.cat([layer.weight_scale for layer in layers]))
         biases = [layer.bias for layer in layers]
-        fused.register_buffer("bias", None if any(b is None for b in biases) else torch.cat(biases))
+        fused.register_buffer("bias", None if all(b is None for b in biases) else torch.cat(
+            [layer.weight_scale.new_zeros(layer.out_features) if b is None else b for layer, b in zip(layers, biases)]))
         return fused
 
     @classmethod

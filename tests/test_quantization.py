@@ -134,3 +134,10 @@ def test_stacked_layers_compute_each_layer_bit_for_bit():
     assert (stacked.in_features, stacked.out_features) == (16, 21)
     assert torch.equal(stacked(x), torch.cat([layer(x) for layer in layers], dim=-1))
     assert not list(stacked.parameters()) and stacked.source_weight is None
+
+
+def test_stacking_layers_with_and_without_bias_keeps_every_bias():
+    torch.manual_seed(3)
+    layers = [Int8Linear(torch.randn(4, 6), torch.randn(4)), Int8Linear(torch.randn(3, 6), None)]
+    x = torch.randn(5, 6)
+    assert torch.equal(Int8Linear.stacked(layers)(x), torch.cat([layer(x) for layer in layers], dim=-1))

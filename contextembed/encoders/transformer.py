@@ -119,7 +119,7 @@ class TransformerEncoder(Encoder):
         Budget of padded pieces per forward pass (batches are length-sorted). ``None`` (default):
         8192 on CUDA; on a CPU 1024 (or one full window of a model with longer inputs), where big
         passes run slower per piece: their activations leave the caches (1024 ran 1.3-1.9x the
-        words/s of 8192 with MiniLM, ``benchmarks/throughput.py --batch-tokens``).
+        words/s of 8192 with MiniLM: ``benchmarks/throughput.py --paths fp32 fp32@8192``).
     max_batch_size : int
         At most this many windows per forward pass.
     chunk_size : int

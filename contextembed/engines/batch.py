@@ -97,7 +97,8 @@ class BatchEmbedder:
         self._extractor = None
         # what precision="auto" measured here: workers adopt it, so that all of them pick the same
         # precision (measured in each, the choice could differ between workers under load)
-        self._speedups = _auto_speedups()
+        precision = self.options["precision"] if self.estimator is None else self.estimator.precision
+        self._speedups = _auto_speedups() if precision == "auto" else {}
 
     # -- loading ------------------------------------------------------------------------------
 

@@ -79,9 +79,8 @@ class EncoderRef:
         device = resolve_device(self.device)
         # what the encoder runs ("auto" differs across machines, and int8 falls back where it would
         # change the features): its outputs are never mixed with another precision's
-        precision = resolve_precision(self.precision, device)
-        if self.precision == "auto":
-            precision = getattr(get_encoder(self), "precision", precision)  # static vectors have none
+        running = getattr(get_encoder(self), "precision", None) if self.precision == "auto" else None
+        precision = running or resolve_precision(self.precision, device)  # static vectors have none
         if self.identity is not None:
             model = self.identity.fingerprint
         else:
