@@ -240,6 +240,7 @@ def _run_embed(args: argparse.Namespace) -> int:
 def add_distill_parser(subparsers) -> None:
     from typing import get_args
 
+    from .distillation import Case
     from .encoders.static import OovVector
     from .io import INPUT_FORMATS, TOKENIZERS
 
@@ -260,11 +261,16 @@ def add_distill_parser(subparsers) -> None:
                         help="how plain text lines are split into words")
     parser.add_argument("--layers", type=parse_layers, default=None,
                         help="teacher layers: all | hidden | an int | comma-separated ints, written --layers=-4,-3,-2,-1 "
-                        "(default: the encoder's, the last four for transformers)")
+                        "(default: the two middle layers, e.g. 3,4 of a 6-layer transformer)")
     parser.add_argument("--combine", choices=COMBINES, default="mean", help="how the layers are combined")
     parser.add_argument("--dim", type=_positive_int, default=None, help="reduce to this many columns by PCA")
     parser.add_argument("--min-count", type=_positive_int, default=1, help="corpus words seen fewer times are left out")
-    parser.add_argument("--oov", choices=get_args(OovVector), default="mean", help="vector of a word outside the table")
+    parser.add_argument("--case", choices=get_args(Case), default="keep",
+                        help="keep written forms (with pooled lowercase rows) or fold every word to lowercase")
+    parser.add_argument("--subwords", action=argparse.BooleanOptionalAction, default=None,
+                        help="keep piece vectors for words outside the table (default: when the teacher has pieces)")
+    parser.add_argument("--oov", choices=get_args(OovVector), default="mean",
+                        help="vector of a word outside the table none of whose pieces is known")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing output directory")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.set_defaults(handler=_run_distill)
@@ -285,7 +291,8 @@ def _run_distill(args: argparse.Namespace) -> int:
         raise ValueError("--format applies to --corpus only")
     encoder = load_encoder(args.spec, device=args.device, precision=args.precision)
     student = distill(encoder, args.output, corpus=corpus, layers=args.layers, combine=args.combine, dim=args.dim,
-                      min_count=args.min_count, oov=args.oov, overwrite=args.overwrite, show_progress=not args.quiet,
+                      min_count=args.min_count, case=args.case, subwords=args.subwords, oov=args.oov,
+                      overwrite=args.overwrite, show_progress=not args.quiet,
                       corpus_name=args.corpus or "")
     print(json.dumps({"output": args.output, "words": student.vocab_size, "dim": student.width}), file=sys.stderr)
     return 0

@@ -6,32 +6,48 @@ encoder, at the cost of context. Two ways to build it from a teacher's layers:
 - **corpus** (``corpus=...``): every occurrence of a word in the corpus is encoded in its sentence
   and the word's vector is the mean of its contextual vectors over its occurrences (the "reduction
   to static embeddings" of Bommasani et al., 2020). Words are those of the corpus with at least
-  ``min_count`` occurrences; lowercased first when the teacher is uncased.
+  ``min_count`` occurrences.
 - **vocabulary** (no corpus): every whole word of the teacher's tokenizer vocabulary (a word the
   tokenizer keeps as one piece) is encoded alone, model2vec-style.
 
-Each occurrence is pooled like any contextembed feature (``layers``, ``combine``, subword mean),
-the table is optionally reduced to ``dim`` columns by PCA, and the result is saved as a static
-encoder directory that :func:`contextembed.load_encoder` reads and every adapter uses.
+Each occurrence is pooled like any contextembed feature (``layers``, ``combine``, subword mean).
+By default the two middle layers are averaged: static reductions of the middle layers keep more
+than those of the last ones, which specialise to the pretraining task (Bommasani et al., 2020;
+Ethayarajh, 2019; measured in docs/speed.md). Three more choices decide what a lookup finds:
+
+- **case** ``"keep"`` (default): words keep their written form, even for an uncased teacher, whose
+  contexts still differ: ``"Apple"`` averages the contexts of the capitalised form. A lowercased
+  row (all forms pooled) serves the forms the corpus never wrote; lookups try the exact form, then
+  the lowercased one. ``"fold"``: one lowercased row per word.
+- **subwords** (default: when the teacher has a piece tokenizer): the same pass averages every
+  piece's contextual vectors too, and a word outside the table takes the mean of its pieces'
+  vectors (:class:`contextembed.encoders.subwords.SubwordVectors`) instead of one shared OOV vector.
+- **dim**: the table (and the piece vectors, by the same projection) reduced by PCA.
+
+The result is saved as a static encoder directory that :func:`contextembed.load_encoder` reads
+and every adapter uses.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Iterator, Sequence
-from typing import Optional, Union
+from collections.abc import Hashable, Iterable, Iterator, Sequence
+from typing import Literal, Optional, Union
 
 import numpy as np
 import torch
 
 from ._files import atomic_directory
-from .encoders.base import Encoder, is_cased
+from .encoders.base import Encoder
 from .encoders.static import OovVector, StaticVectors
+from .encoders.subwords import SubwordVectors
 from .features import FeatureExtractor
 from .options import check_choice
 from .pooling import LayerSpec
 from .sentences import _check_tokens
+
+Case = Literal["keep", "fold"]
 
 #: provenance of a distilled directory, beside the static encoder's own files
 DISTILLATION_FILE = "distillation.json"
@@ -48,6 +64,8 @@ def distill(
     combine: str = "mean",
     dim: Optional[int] = None,
     min_count: int = 1,
+    case: Case = "keep",
+    subwords: Optional[bool] = None,
     oov: OovVector = "mean",
     overwrite: bool = False,
     show_progress: bool = False,
@@ -67,14 +85,21 @@ def distill(
         Tokenized sentences; each word's vector is its mean contextual vector over them. Without
         it, the tokenizer's whole words are encoded alone (transformers only).
     layers, combine
-        Which teacher layers and how they are combined (default: the encoder's default layers,
-        averaged); see :class:`contextembed.FeatureExtractor`. Word pieces are averaged.
+        Which teacher layers and how they are combined (default: the two middle layers,
+        :func:`middle_layers`, averaged); see :class:`contextembed.FeatureExtractor`. Word pieces
+        are averaged.
     dim : int, optional
         Reduce the vectors to this many columns by PCA (at most the teacher's width).
     min_count : int
-        Corpus words seen fewer times are left out (they fall back to the OOV vector).
+        Corpus words (and pieces) seen fewer times are left out. Only with a corpus.
+    case : {"keep", "fold"}
+        Keep each written form as its own word, with a lowercased row for the forms never seen
+        lowercased (lookups try the exact form first), or fold every word to lowercase.
+    subwords : bool, optional
+        Keep the pieces' mean vectors for words outside the table. ``None``: when the teacher has a
+        piece tokenizer (transformers); ``True`` insists on it.
     oov : {"zeros", "mean"}
-        The vector of a word outside the table.
+        The vector of a word outside the table none of whose pieces is known.
     corpus_name : str
         What the corpus was (recorded in ``distillation.json``).
 
@@ -82,35 +107,44 @@ def distill(
     ------
     ValueError
         For an empty corpus, a corpus with no word reaching ``min_count``, a ``dim`` wider than the
-        teacher or larger than the vocabulary, bad options, and static or ELMo teachers without a
-        corpus.
+        teacher or larger than the vocabulary, bad options, static teachers, ELMo teachers without
+        a corpus, and ``subwords=True`` for a teacher without a piece tokenizer.
     """
     from .encoders import load_encoder
 
-    _check_options(dim, min_count, oov)
+    _check_options(dim, min_count, oov, case, subwords, corpus)
     teacher = encoder if isinstance(encoder, Encoder) else load_encoder(encoder)
     if teacher.family == "static":
         raise ValueError(f"{teacher.spec or 'this encoder'} is static vectors already: distil a transformer or ELMo")
+    layers = middle_layers(teacher.n_layers) if layers is None else layers
     extractor = FeatureExtractor(teacher, layers=layers, combine=combine, subword_pooling="mean")
     if dim is not None and dim > extractor.dim:
         raise ValueError(f"dim={dim} is wider than the teacher's features ({extractor.dim} columns with layers="
                          f"{layers!r}, combine={combine!r}); pass dim <= {extractor.dim}")
-    if corpus is None:
-        words, vectors, counts = _vocabulary_vectors(teacher, extractor, show_progress)
-        source = "vocabulary"
-    else:
-        words, vectors, counts = _corpus_vectors(teacher, extractor, corpus, min_count, show_progress)
-        source = "corpus"
+    tokenizer = _piece_tokenizer(teacher, subwords)
+    source = "vocabulary" if corpus is None else "corpus"
+    sentences = [[word] for word in _vocabulary_words(teacher)] if corpus is None else corpus
+    word_sums, piece_sums = _accumulate(teacher, extractor, sentences, case, tokenizer is not None, show_progress)
+    # the vocabulary's own written forms need no pooled lowercase rows: its tokenizer splits the others
+    words, vectors, counts = _word_rows(word_sums, min_count, pool_lowercase=case == "keep" and corpus is not None)
     explained = None
+    if tokenizer is not None:
+        piece_ids, piece_vectors = piece_sums.means(min_count)
     if dim is not None:
-        vectors, explained = _reduce(vectors, dim)
+        pca, explained = _fit_pca(vectors, dim)
+        vectors = pca.transform(vectors).astype(np.float32)
+        if tokenizer is not None:
+            piece_vectors = pca.transform(piece_vectors).astype(np.float32)
+    pieces = SubwordVectors(tokenizer, np.asarray(piece_ids), piece_vectors) if tokenizer is not None else None
     student = StaticVectors(words, vectors, spec=os.fspath(out) if out is not None else f"distilled:{teacher.spec}",
-                            lowercase=not is_cased(teacher), oov=oov)
+                            lowercase=case == "fold", oov=oov, subwords=pieces)
     if out is not None:
         record = {"teacher": teacher.spec, "source": source, "corpus": corpus_name or None,
                   "layers": list(extractor.pooling.layer_indexes), "combine": combine, "subword_pooling": "mean",
-                  "dim": student.width, "min_count": min_count if corpus is not None else None, "words": len(words),
-                  "occurrences": int(counts.sum()), "pca_explained_variance": explained}
+                  "case": case, "dim": student.width, "min_count": min_count if corpus is not None else None,
+                  "words": len(words), "occurrences": int(counts.sum()),
+                  "subword_pieces": None if pieces is None else len(pieces.ids),
+                  "pca_explained_variance": explained}
         with atomic_directory(out, overwrite=overwrite, what="distilled encoder directory") as folder:
             student._write(folder)
             with open(os.path.join(folder, DISTILLATION_FILE), "w", encoding="utf-8") as handle:
@@ -118,45 +152,130 @@ def distill(
     return student
 
 
-def _check_options(dim: Optional[int], min_count: int, oov: str) -> None:
+def middle_layers(n_layers: int) -> list[int]:
+    """The two middle layers of ``n_layers`` hidden states (embeddings = layer 0): ``[3, 4]`` of a
+    6-layer transformer's 7, ``[6, 7]`` of BERT-base's 13, ``[1, 2]`` of ELMo's 3; ``[0]`` alone."""
+    if n_layers < 2:
+        return [0]
+    middle = (n_layers - 1) // 2
+    return [middle, middle + 1]
+
+
+def _check_options(dim: Optional[int], min_count: int, oov: str, case: str, subwords: Optional[bool],
+                   corpus: Optional[Iterable]) -> None:
     if dim is not None and (isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim < 1):
         raise ValueError(f"dim must be a positive int or None, got {dim!r}")
     if isinstance(min_count, bool) or not isinstance(min_count, (int, np.integer)) or min_count < 1:
         raise ValueError(f"min_count must be a positive int, got {min_count!r}")
+    if corpus is None and min_count != 1:
+        raise ValueError(f"min_count={min_count} counts corpus occurrences; without a corpus every vocabulary word "
+                         "occurs once: leave min_count at 1 or pass a corpus")
+    if subwords not in (None, True, False):
+        raise ValueError(f"subwords must be True, False or None, got {subwords!r}")
     check_choice("oov", oov, OovVector)
+    check_choice("case", case, Case)
 
 
-def _corpus_vectors(teacher: Encoder, extractor: FeatureExtractor, corpus: Iterable[Sequence[str]], min_count: int,
-                    show_progress: bool) -> tuple[list[str], np.ndarray, np.ndarray]:
-    """Mean contextual vector of every corpus word (lowercased for an uncased teacher)."""
-    fold = (lambda word: word) if is_cased(teacher) else str.lower
-    index: dict[str, int] = {}
-    sums = np.zeros((1024, extractor.dim), dtype=np.float64)
-    counts = np.zeros(1024, dtype=np.int64)
+def _piece_tokenizer(teacher: Encoder, subwords: Optional[bool]):
+    """The teacher's (fast) tokenizer when subword vectors are kept, else ``None``."""
+    tokenizer = getattr(teacher, "tokenizer", None)
+    if subwords is False:
+        return None
+    if tokenizer is None or not getattr(tokenizer, "is_fast", False):
+        if subwords:
+            raise ValueError(f"{teacher.spec or 'this encoder'} ({teacher.family}) has no fast piece tokenizer, so "
+                             "its words cannot be split into pieces: pass subwords=False (or leave it None)")
+        return None
+    return tokenizer
+
+
+class _Sums:
+    """Running float64 sums and counts of vectors per key (a word or a piece id)."""
+
+    def __init__(self, width: int) -> None:
+        self.index: dict[Hashable, int] = {}
+        # (capacity, width)
+        self.sums = torch.zeros((1024, width), dtype=torch.float64)
+        self.counts = np.zeros(1024, dtype=np.int64)
+
+    def add(self, keys: Iterable[Hashable], vectors: np.ndarray) -> None:
+        """Add ``(n, width)`` ``vectors``, one per key."""
+        rows = np.fromiter((self.index.setdefault(k, len(self.index)) for k in keys), dtype=np.int64,
+                           count=len(vectors))
+        if len(self.index) > len(self.counts):
+            size = max(len(self.index), 2 * len(self.counts))
+            self.sums = torch.cat([self.sums, self.sums.new_zeros((size - len(self.sums), self.sums.shape[1]))])
+            self.counts = np.concatenate([self.counts, np.zeros(size - len(self.counts), dtype=np.int64)])
+        # per-key sums (np.add.at is unbuffered and far slower on wide rows)
+        self.sums.index_add_(0, torch.from_numpy(rows), torch.from_numpy(vectors).double())
+        self.counts += np.bincount(rows, minlength=len(self.counts))
+
+    def totals(self) -> tuple[list, np.ndarray, np.ndarray]:
+        """Keys in first-seen order, ``(keys, width)`` float64 sums and ``(keys,)`` counts."""
+        n = len(self.index)
+        return list(self.index), self.sums[:n].numpy(), self.counts[:n]
+
+    def means(self, min_count: int) -> tuple[list, np.ndarray]:
+        """Keys seen at least ``min_count`` times and their ``(keys, width)`` float32 means."""
+        keys, sums, counts = self.totals()
+        keep = np.flatnonzero(counts >= min_count)
+        return [keys[i] for i in keep], (sums[keep] / counts[keep, None]).astype(np.float32)
+
+
+def _accumulate(teacher: Encoder, extractor: FeatureExtractor, corpus: Iterable[Sequence[str]], case: str,
+                pieces: bool, show_progress: bool) -> tuple[_Sums, Optional[_Sums]]:
+    """Sums of every word's (and with ``pieces``, every piece id's) pooled contextual vectors."""
+    fold = str.lower if case == "fold" else (lambda word: word)
+    words, piece_sums = _Sums(extractor.dim), (_Sums(extractor.dim) if pieces else None)
+    layers = extractor.pooling.layer_indexes
     n_sentences = 0
     for chunk in _chunks(corpus, CHUNK_SENTENCES):
         n_sentences += len(chunk)
-        rows = np.array([index.setdefault(fold(word), len(index)) for sentence in chunk for word in sentence],
-                        dtype=np.int64)
-        if len(index) > len(counts):
-            size = max(len(index), 2 * len(counts))
-            sums = np.concatenate([sums, np.zeros((size - len(sums), sums.shape[1]))])
-            counts = np.concatenate([counts, np.zeros(size - len(counts), dtype=np.int64)])
         nonempty = [s for s in chunk if len(s)]
         if not nonempty:
             continue
-        vectors = np.concatenate(list(extractor.iter_words(nonempty, show_progress=show_progress)))
-        # per-word sums (np.add.at is unbuffered and far slower on wide rows)
-        torch.from_numpy(sums).index_add_(0, torch.from_numpy(rows), torch.from_numpy(vectors).double())
-        counts += np.bincount(rows, minlength=len(counts))
-    if not index:
+        encodings = list(teacher.iter_encode_pieces(nonempty, layers, show_progress=show_progress))
+        # (pieces, dim) per sentence: layer pooling is linear, so pooling pieces first and averaging
+        # them per word equals pooling the words' piece means
+        pooled = [extractor._pool_layers(encoding.hidden) for encoding in encodings]
+        word_vectors = np.concatenate([_word_means(rows, e.word_offsets) for rows, e in zip(pooled, encodings)])
+        words.add((fold(word) for sentence in nonempty for word in sentence), word_vectors)
+        if piece_sums is not None:
+            ids = np.concatenate([p.ids for p in teacher.pieces(nonempty)])
+            piece_sums.add(ids.tolist(), np.concatenate(pooled))
+    if not words.index:
         raise ValueError(f"the corpus holds no words ({n_sentences} sentences, all empty): nothing to distil")
-    words = list(index)
-    keep = np.flatnonzero(counts[: len(words)] >= min_count)
-    if not len(keep):
+    return words, piece_sums
+
+
+def _word_means(pieces: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """``(words, dim)``: the mean of each word's rows of ``(pieces, dim)`` (every word owns one or more)."""
+    counts = np.diff(offsets)
+    return np.add.reduceat(pieces, offsets[:-1], axis=0, dtype=np.float64) / counts[:, None]
+
+
+def _word_rows(sums: _Sums, min_count: int, pool_lowercase: bool) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """The table's words, ``(words, dim)`` float32 means and counts; with ``pool_lowercase``, a pooled
+    lowercased row for every lowercased form that is not a kept word itself."""
+    keys, totals, counts = sums.totals()
+    rows = [[i] for i in np.flatnonzero(counts >= min_count)]
+    if not rows:
         raise ValueError(f"no corpus word occurs min_count={min_count} times (the most frequent occurs "
                          f"{int(counts.max())} times): lower min_count or give a larger corpus")
-    return [words[i] for i in keep], (sums[keep] / counts[keep, None]).astype(np.float32), counts[keep]
+    words = [keys[i] for (i,) in rows]
+    if pool_lowercase:
+        kept = set(words)
+        forms: dict[str, list[int]] = {}
+        for i, word in enumerate(keys):
+            if word.lower() not in kept:
+                forms.setdefault(word.lower(), []).append(i)
+        pooled = {low: group for low, group in forms.items() if counts[group].sum() >= min_count}
+        words += list(pooled)
+        rows += list(pooled.values())
+    # (words, dim) sums and (words,) counts, every written form of a pooled row added up
+    word_totals = np.stack([totals[group].sum(axis=0) for group in rows])
+    word_counts = np.array([counts[group].sum() for group in rows], dtype=np.int64)
+    return words, (word_totals / word_counts[:, None]).astype(np.float32), word_counts
 
 
 def _chunks(corpus: Iterable[Sequence[str]], size: int) -> Iterator[list[Sequence[str]]]:
@@ -173,16 +292,12 @@ def _chunks(corpus: Iterable[Sequence[str]], size: int) -> Iterator[list[Sequenc
         yield chunk
 
 
-def _vocabulary_vectors(teacher: Encoder, extractor: FeatureExtractor,
-                        show_progress: bool) -> tuple[list[str], np.ndarray, np.ndarray]:
-    """Every whole word of the teacher's tokenizer, encoded alone."""
-    tokenizer = getattr(teacher, "tokenizer", None)
-    if tokenizer is None:
+def _vocabulary_words(teacher: Encoder) -> list[str]:
+    """Every whole word of the teacher's tokenizer, for the vocabulary mode."""
+    if getattr(teacher, "tokenizer", None) is None:
         raise ValueError(f"{teacher.spec or 'this encoder'} ({teacher.family}) has no piece vocabulary to distil: "
                          "pass a corpus")
-    words = whole_words(teacher)
-    vectors = np.concatenate(list(extractor.iter_words([[w] for w in words], show_progress=show_progress)))
-    return words, vectors, np.ones(len(words), dtype=np.int64)
+    return whole_words(teacher)
 
 
 def whole_words(teacher) -> list[str]:
@@ -207,15 +322,14 @@ def _reserved(word: str) -> bool:
     return word.startswith("[") and word.endswith("]") and len(word) > 2
 
 
-def _reduce(vectors: np.ndarray, dim: int) -> tuple[np.ndarray, float]:
-    """PCA to ``dim`` columns; the share of the variance kept."""
+def _fit_pca(vectors: np.ndarray, dim: int):
+    """A PCA to ``dim`` columns fitted on the table, and the share of the variance it keeps."""
     from sklearn.decomposition import PCA
 
     if dim > len(vectors):
         raise ValueError(f"dim={dim} needs at least {dim} words, the vocabulary has {len(vectors)}: lower dim")
-    pca = PCA(n_components=dim, random_state=0)
-    reduced = pca.fit_transform(vectors).astype(np.float32)
-    return reduced, float(pca.explained_variance_ratio_.sum())
+    pca = PCA(n_components=dim, random_state=0).fit(vectors)
+    return pca, float(pca.explained_variance_ratio_.sum())
 
 
-__all__ = ["DISTILLATION_FILE", "distill", "whole_words"]
+__all__ = ["DISTILLATION_FILE", "distill", "middle_layers", "whole_words"]

@@ -9,7 +9,7 @@ import pytest
 
 from _cli import run_cli
 from contextembed import StaticVectors, distill, load_encoder
-from contextembed.distillation import DISTILLATION_FILE, whole_words
+from contextembed.distillation import DISTILLATION_FILE, middle_layers, whole_words
 from contextembed.features import FeatureExtractor
 
 CORPUS = [["the", "cat", "sat"], ["the", "dog", "ran", "home"], [], ["a", "cat", "ran"]]
@@ -33,21 +33,99 @@ def _reference(encoder, corpus, layers, combine, fold=lambda w: w):
     return {word: np.mean(rows, axis=0) for word, rows in vectors.items()}
 
 
+def _piece_reference(encoder, corpus, layers):
+    """Plain loop: every piece occurrence's layers averaged (NumPy), averaged per piece id."""
+    vectors: dict[int, list] = {}
+    for sentence in corpus:
+        if not sentence:
+            continue
+        (encoding,) = encoder.iter_encode_pieces([sentence], layers)
+        (pieces,) = encoder.pieces([sentence])
+        for piece_id, vector in zip(pieces.ids, encoding.hidden.mean(axis=0)):
+            vectors.setdefault(int(piece_id), []).append(vector)
+    return {piece_id: np.mean(rows, axis=0) for piece_id, rows in vectors.items()}
+
+
 def test_corpus_mean_matches_a_plain_loop_and_loads_back(bert, tmp_path):
-    student = distill(bert, tmp_path / "out", corpus=CORPUS, layers=[-2, -1], combine="mean")
+    student = distill(bert, tmp_path / "out", corpus=CORPUS, layers=[-2, -1], combine="mean", subwords=False)
     expected = _reference(bert, CORPUS, [-2, -1], "mean")
     assert sorted(student.words) == sorted(expected)
     for word, vector in expected.items():
         np.testing.assert_allclose(student.table[student.lookup(word)], vector, rtol=1e-5, atol=1e-6)
     loaded = load_encoder(tmp_path / "out")
-    assert isinstance(loaded, StaticVectors) and loaded.width == bert.width
+    assert isinstance(loaded, StaticVectors) and loaded.width == bert.width and loaded.subwords is None
     np.testing.assert_array_equal(loaded.table, student.table)
     (cat,) = loaded.encode([["cat", "unseen"]])
     np.testing.assert_allclose(cat[0, 0], expected["cat"], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(cat[0, 1], student.table[:-1].mean(axis=0), rtol=1e-5)  # oov="mean"
     record = json.loads((tmp_path / "out" / DISTILLATION_FILE).read_text())
     assert record["source"] == "corpus" and record["words"] == len(expected) and record["occurrences"] == 10
-    assert record["layers"] == [1, 2]  # absolute indexes of the 3-layer tiny BERT
+    assert record["layers"] == [1, 2] and record["subword_pieces"] is None  # absolute layers of the tiny BERT
+
+
+def test_default_layers_are_the_middle_two(bert, tmp_path):
+    assert [middle_layers(n) for n in (1, 2, 3, 4, 7, 13)] == [[0], [0, 1], [1, 2], [1, 2], [3, 4], [6, 7]]
+    distill(bert, tmp_path / "out", corpus=CORPUS)
+    assert json.loads((tmp_path / "out" / DISTILLATION_FILE).read_text())["layers"] == middle_layers(bert.n_layers)
+
+
+def test_out_of_vocabulary_words_take_their_pieces_mean(bert, tmp_path):
+    student = distill(bert, tmp_path / "out", corpus=CORPUS, layers=[-2, -1], combine="mean")
+    pieces = _piece_reference(bert, CORPUS, [-2, -1])
+    assert sorted(student.subwords.ids.tolist()) == sorted(pieces)
+    loaded = load_encoder(tmp_path / "out")
+    np.testing.assert_array_equal(loaded.subwords.vectors, student.subwords.vectors)
+    unseen = ["cats", "hometh", "sat"]  # two new words made of corpus pieces, one known word
+    assert [student.is_oov(w) for w in unseen] == [True, True, False]
+    (rows,) = loaded.encode([unseen])
+    for i, word in enumerate(unseen[:2]):
+        ids = bert.pieces([[word]])[0].ids
+        known = [pieces[int(p)] for p in ids if int(p) in pieces]
+        assert known, f"{word} shares no piece with the corpus"
+        np.testing.assert_allclose(rows[0, i], np.mean(known, axis=0), rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(rows[0, 2], student.table[student.lookup("sat")])
+    np.testing.assert_array_equal(student.encode([unseen])[0], rows)
+    record = json.loads((tmp_path / "out" / DISTILLATION_FILE).read_text())
+    assert record["subword_pieces"] == len(pieces)
+
+
+def test_a_word_with_no_known_piece_takes_the_oov_vector(bert):
+    student = distill(bert, corpus=[["the", "cat"]], layers=-1, oov="zeros")
+    unknown, *_ = [w for w in ("dog", "ran", "home") if not set(bert.pieces([[w]])[0].ids) & set(student.subwords.ids)]
+    assert student.is_oov(unknown)
+    (rows,) = student.encode([["cat", unknown, "the"]])
+    np.testing.assert_array_equal(rows[0, 1], np.zeros(bert.width))
+    np.testing.assert_array_equal(rows[0, [0, 2]], student.table[[student.lookup("cat"), student.lookup("the")]])
+
+
+def test_roberta_subwords_split_words_as_the_teacher_does(tiny_roberta_dir, tmp_path):
+    roberta = load_encoder(tiny_roberta_dir, device="cpu", precision="fp32")
+    distill(roberta, tmp_path / "out", corpus=CORPUS, layers=-1)
+    loaded = load_encoder(tmp_path / "out")
+    for word in ("cats", "homework", "dog"):
+        np.testing.assert_array_equal(loaded.subwords.pieces([[word]])[0].ids, roberta.pieces([[word]])[0].ids)
+
+
+def test_case_keep_gives_written_forms_and_a_pooled_lowercase_row(bert):
+    corpus = [["Paris", "is", "big"], ["PARIS", "is"], ["Rome", "rome"]]
+    student = distill(bert, corpus=corpus, layers=-1, subwords=False)
+    assert student.words == ["Paris", "is", "big", "PARIS", "Rome", "rome", "paris"] and not student.lowercase
+    expected = _reference(bert, corpus, -1, "mean")
+    pooled = _reference(bert, corpus, -1, "mean", str.lower)["paris"]
+    for word, vector in {**expected, "paris": pooled, "pArIs": pooled, "ROME": expected["rome"]}.items():
+        np.testing.assert_allclose(student.table[student.lookup(word)], vector, rtol=1e-5, atol=1e-6)
+    frequent = distill(bert, corpus=corpus, layers=-1, subwords=False, min_count=2)
+    # every Paris form and "rome" occur once (dropped); pooled, "paris" and "rome" occur twice
+    assert frequent.words == ["is", "paris", "rome"]
+    np.testing.assert_allclose(frequent.table[frequent.lookup("Rome")], _reference(bert, corpus, -1, "mean", str.lower)["rome"],
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_case_fold_lowercases_every_word(minilm):
+    student = distill(minilm, corpus=[["Paris", "is", "big"], ["paris", "PARIS"]], layers=-1, case="fold")
+    assert sorted(student.words) == ["big", "is", "paris"] and student.lowercase
+    expected = _reference(minilm, [["Paris", "is", "big"], ["paris", "PARIS"]], -1, "mean", str.lower)
+    np.testing.assert_allclose(student.table[student.lookup("Paris")], expected["paris"], rtol=1e-5, atol=1e-5)
 
 
 def test_concat_layers_and_min_count(bert):
@@ -57,13 +135,6 @@ def test_concat_layers_and_min_count(bert):
     expected = _reference(bert, CORPUS, [-2, -1], "concat")
     np.testing.assert_allclose(student.table[student.lookup("ran")], expected["ran"], rtol=1e-5, atol=1e-6)
     assert student.is_oov("dog")
-
-
-def test_uncased_teacher_folds_case(minilm):
-    student = distill(minilm, corpus=[["Paris", "is", "big"], ["paris", "PARIS"]], layers=-1)
-    assert sorted(student.words) == ["big", "is", "paris"] and student.lowercase
-    expected = _reference(minilm, [["Paris", "is", "big"], ["paris", "PARIS"]], -1, "mean", str.lower)
-    np.testing.assert_allclose(student.table[student.lookup("Paris")], expected["paris"], rtol=1e-5, atol=1e-5)
 
 
 def test_vocabulary_mode_encodes_whole_words_alone(bert):
@@ -82,11 +153,23 @@ def test_roberta_vocabulary_strips_the_space_marker(tiny_roberta_dir):
     assert words and not any("Ġ" in w for w in words)
 
 
-def test_pca_reduces_to_dim(bert):
+def test_vocabulary_mode_keeps_the_whole_words_as_pieces(bert):
+    student = distill(bert, layers=-1)
+    ids = [int(bert.pieces([[w]])[0].ids[0]) for w in student.words]
+    assert student.subwords.ids.tolist() == ids
+    np.testing.assert_array_equal(student.subwords.vectors, student.table[:-1])
+
+
+def test_pca_reduces_to_dim_and_projects_the_pieces_alike(bert):
+    from sklearn.decomposition import PCA
+
+    full = distill(bert, corpus=CORPUS * 3, layers=[-2, -1], combine="concat")
     student = distill(bert, corpus=CORPUS * 3, layers=[-2, -1], combine="concat", dim=4)
-    assert student.width == 4
+    assert student.width == student.subwords.width == 4
     table = student.table[:-1]
     np.testing.assert_allclose(table.mean(axis=0), 0, atol=1e-5)  # PCA centres
+    pca = PCA(n_components=4, random_state=0).fit(full.table[:-1])
+    np.testing.assert_allclose(student.subwords.vectors, pca.transform(full.subwords.vectors), rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize(
@@ -103,6 +186,9 @@ def test_pca_reduces_to_dim(bert):
         ({"corpus": ["the cat sat"]}, TypeError, "corpus sentence 0 is a str"),
         ({"corpus": [["a"]] * 1500 + [["b", None]]}, TypeError, "corpus sentence 1500, word 1 is NoneType"),
         ({"corpus": CORPUS, "combine": "average"}, ValueError, "average"),
+        ({"corpus": CORPUS, "case": "lower"}, ValueError, "case='lower'"),
+        ({"corpus": CORPUS, "subwords": "yes"}, ValueError, "subwords must be True, False or None, got 'yes'"),
+        ({"min_count": 2}, ValueError, "min_count=2 counts corpus occurrences"),
     ],
 )
 def test_bad_input(bert, options, error, message):
@@ -117,7 +203,9 @@ def test_static_and_elmo_teachers(tiny_elmo_dir):
     with pytest.raises(ValueError, match="no piece vocabulary.*pass a corpus"):
         distill(elmo)
     student = distill(elmo, corpus=CORPUS)
-    assert student.width == elmo.width and "dog" in student.words
+    assert student.width == elmo.width and "dog" in student.words and student.subwords is None
+    with pytest.raises(ValueError, match=r"\(elmo\) has no fast piece tokenizer.*subwords=False"):
+        distill(elmo, corpus=CORPUS, subwords=True)
 
 
 def test_existing_output_is_kept(bert, tmp_path):
@@ -139,7 +227,12 @@ def test_cli(tiny_bert_dir, tmp_path):
                       "--dim", "3", "--precision", "fp32", "--quiet"])
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stderr.strip().splitlines()[-1]) == {"output": str(out), "words": 7, "dim": 3}
-    assert load_encoder(out).width == 3
+    assert load_encoder(out).width == 3 and load_encoder(out).subwords.width == 3
+    folded = run_cli(["distill", str(tiny_bert_dir), str(tmp_path / "folded"), "--corpus", str(corpus),
+                      "--case", "fold", "--no-subwords", "--precision", "fp32", "--quiet"])
+    assert folded.returncode == 0, folded.stderr
+    record = json.loads((tmp_path / "folded" / DISTILLATION_FILE).read_text())
+    assert record["case"] == "fold" and record["subword_pieces"] is None and load_encoder(tmp_path / "folded").lowercase
     again = run_cli(["distill", str(tiny_bert_dir), str(out), "--corpus", str(corpus), "--quiet"])
     assert again.returncode == 2 and "already exists" in again.stderr
     empty = tmp_path / "empty.txt"

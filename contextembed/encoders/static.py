@@ -86,6 +86,7 @@ from .._files import atomic_file
 from ..errors import FileFormatError, ModelFormatError
 from ..pooling.layers import LayerSpec
 from .base import Encoder, PieceEncoding, Sentences, check_sentences
+from .subwords import SubwordVectors
 
 StaticFormat = Literal["word2vec", "word2vec-binary", "glove"]
 UnicodeErrors = Literal["strict", "replace", "ignore"]
@@ -104,6 +105,8 @@ SAVED_VECTORS = "vectors.safetensors"
 SAVED_WORDS = "words.json"
 SAVED_TENSOR = "vectors"
 SAVED_FORMAT_VERSION = 2
+#: a table with subword vectors (a ``subwords`` folder beside the table) is format version 3
+SUBWORDS_FORMAT_VERSION = 3
 #: the vectors file of the earlier layout (format version 1: word2vec binary), still read
 LEGACY_SAVED_VECTORS = "vectors.bin"
 
@@ -146,13 +149,17 @@ class StaticVectors(Encoder):
     lowercase : bool or "auto"
         Look words up lowercased first; ``"auto"`` does so when the vocabulary has no uppercase word.
     oov : {"zeros", "mean"}
-        The vector of a word not in the vocabulary.
+        The vector of a word not in the vocabulary (and, with ``subwords``, none of whose pieces
+        has a vector).
+    subwords : SubwordVectors, optional
+        Piece vectors of a tokenizer (a distilled table's teacher): a word not in the vocabulary
+        takes the mean of its known pieces' vectors (:mod:`contextembed.encoders.subwords`).
 
     Raises
     ------
     ValueError
         For vectors that are not ``(len(words), width)`` or hold ``nan``/``inf`` (also after the
-        conversion to float32), and for unknown options.
+        conversion to float32), for ``subwords`` of another width, and for unknown options.
     TypeError
         For a word that is not a ``str``.
     """
@@ -167,10 +174,14 @@ class StaticVectors(Encoder):
         spec: str = "",
         lowercase: Union[bool, Literal["auto"]] = "auto",
         oov: OovVector = "zeros",
+        subwords: Optional[SubwordVectors] = None,
     ) -> None:
         _check_choice("oov", oov, OovVector)
         words = list(words)
         vectors = _check_table(words, vectors)
+        if subwords is not None and subwords.width != vectors.shape[1]:
+            raise ValueError(f"the subword vectors are {subwords.width} wide, the table {vectors.shape[1]}: "
+                             "they must match")
         self.spec = spec
         self.words = words
         self.index: dict[str, int] = {}
@@ -181,6 +192,7 @@ class StaticVectors(Encoder):
         # the OOV vector is the extra last row
         self.table = np.vstack([vectors, oov_vector[None].astype(np.float32)])
         self.oov = oov
+        self.subwords = subwords
 
     @property
     def n_layers(self) -> int:
@@ -203,7 +215,8 @@ class StaticVectors(Encoder):
         return found
 
     def is_oov(self, word: str) -> bool:
-        """Whether ``word`` falls back to the OOV vector."""
+        """Whether ``word`` is not in the vocabulary (it takes its pieces' mean when the table has
+        ``subwords`` and one of its pieces is known, else the OOV vector)."""
         return self.lookup(word) == len(self.words)
 
     def iter_encode_pieces(
@@ -218,11 +231,23 @@ class StaticVectors(Encoder):
                                count=sum(map(len, chunk)))
             # (words of the chunk, width)
             vectors = self.table[rows]
+            if self.subwords is not None:
+                self._fill_from_subwords(chunk, rows, vectors)
             end = 0
             for sentence in chunk:
                 begin, end = end, end + len(sentence)
                 # (layers=1, words, width)
                 yield PieceEncoding(vectors[None, begin:end], np.arange(len(sentence) + 1, dtype=np.int64))
+
+    def _fill_from_subwords(self, chunk: list, rows: np.ndarray, vectors: np.ndarray) -> None:
+        """Give the chunk's out-of-vocabulary words their pieces' mean, where a piece is known."""
+        missing = np.flatnonzero(rows == len(self.words))
+        if not len(missing):
+            return
+        flat = [w for sentence in chunk for w in sentence]
+        # (missing words, width), (missing words,)
+        found_vectors, found = self.subwords.lookup([flat[i] for i in missing])
+        vectors[missing[found]] = found_vectors[found]
 
     # -- loading and saving -------------------------------------------------------------------
 
@@ -235,6 +260,9 @@ class StaticVectors(Encoder):
         from safetensors.numpy import save_file
 
         options = {"format_version": SAVED_FORMAT_VERSION, "lowercase": self.lowercase, "oov": self.oov}
+        if self.subwords is not None:
+            options.update(format_version=SUBWORDS_FORMAT_VERSION, subwords=True)
+            self.subwords.save(folder)
         # (vocab, width), the OOV row left out
         save_file({SAVED_TENSOR: np.ascontiguousarray(self.table[:-1])}, os.path.join(folder, SAVED_VECTORS))
         _write_json(os.path.join(folder, SAVED_WORDS), self.words)
@@ -348,8 +376,9 @@ def is_saved_directory(path: str) -> bool:
 def load_saved_directory(path: str, **options) -> StaticVectors:
     """Read a directory written by :meth:`StaticVectors.save`; ``options`` override the saved ones.
 
-    Reads format version 2 (``vectors.safetensors`` + ``words.json``) and the earlier layout
-    (``vectors.bin``, word2vec binary, read with ``unicode_errors`` from ``options``).
+    Reads format version 2 (``vectors.safetensors`` + ``words.json``), version 3 (the same with a
+    ``subwords`` folder: :class:`SubwordVectors`) and the earlier layout (``vectors.bin``, word2vec
+    binary, read with ``unicode_errors`` from ``options``).
 
     Raises
     ------
@@ -376,28 +405,31 @@ def load_saved_directory(path: str, **options) -> StaticVectors:
             "directory mixes two saves: save the encoder again",
             path=path,
         )
+    if options.pop("subwords", False):
+        options["subwords"] = SubwordVectors.load(path)
     encoder = StaticVectors(words, vectors, **options)
     _warn_duplicates(encoder, words_path, lambda i: f"index {i}")
     return encoder
 
 
 def _read_saved_options(path: str) -> dict:
-    """``{"format_version", "lowercase", "oov"}`` from ``contextembed_static.json`` (version 1 has none)."""
+    """``{"format_version", "lowercase", "oov", "subwords"}`` from ``contextembed_static.json`` (version 1
+    has none)."""
     try:
         with open(path, encoding="utf-8") as handle:
             saved = json.load(handle)
     except (OSError, ValueError) as error:
         raise ModelFormatError(f"cannot read the saved options: {error}", path=path) from None
-    known = {"format_version", "lowercase", "oov"}
+    known = {"format_version", "lowercase", "oov", "subwords"}
     if not isinstance(saved, dict) or not set(saved) <= known:
         raise ModelFormatError(
             f"expected a JSON object with keys among {sorted(known)}, got {saved!r:.200}", path=path
         )
     saved.setdefault("format_version", 1)
-    if saved["format_version"] not in (1, SAVED_FORMAT_VERSION):
+    if saved["format_version"] not in (1, SAVED_FORMAT_VERSION, SUBWORDS_FORMAT_VERSION):
         raise ModelFormatError(
             f"format_version {saved['format_version']!r} is not one this contextembed reads (1, "
-            f"{SAVED_FORMAT_VERSION}); it was written by a newer contextembed: upgrade it",
+            f"{SAVED_FORMAT_VERSION}, {SUBWORDS_FORMAT_VERSION}); it was written by a newer contextembed: upgrade it",
             path=path,
         )
     return saved

@@ -1,0 +1,167 @@
+"""Subword fallback for static tables: a word outside the table becomes the mean of its pieces.
+
+A distilled table (:func:`contextembed.distill`) knows the words of its corpus; a word it never saw
+would otherwise get one shared OOV vector. The teacher's tokenizer still splits that word into
+pieces it knows, and the distillation pass has a mean contextual vector for every piece it met
+(the piece-level reduction, model2vec-style), so the word takes the mean of its pieces' vectors:
+``vector(word) = mean(piece_vector[p] for p in pieces(word) if p was seen)``. A word none of whose
+pieces was seen keeps the table's OOV vector.
+
+Words are split exactly as the teacher splits a word (:class:`contextembed.alignment.PieceTokenizer`,
+the same alignment rule), so a word's pieces are the ones the teacher gives it in a sentence.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+import numpy as np
+
+from ..alignment import PieceTokenizer
+from ..errors import ModelFormatError
+
+#: the tokenizer's files and the piece vectors, in a ``subwords`` folder of the static directory
+SUBWORD_FOLDER = "subwords"
+SUBWORD_VECTORS = "piece_vectors.safetensors"
+#: words whose vectors are kept after their first lookup (the cache is emptied when full)
+CACHE_WORDS = 1 << 16
+_MISSING = object()
+
+
+class SubwordVectors:
+    """Vectors of a tokenizer's pieces, for the words a static table lacks.
+
+    Parameters
+    ----------
+    tokenizer : transformers.PreTrainedTokenizerFast
+        The teacher's tokenizer (a fast one: words are mapped to pieces by ``word_ids``).
+    ids : np.ndarray
+        ``(pieces,)`` distinct int vocabulary ids of the pieces that have a vector.
+    vectors : np.ndarray
+        ``(pieces, width)`` finite; row ``i`` belongs to ``ids[i]``.
+
+    Raises
+    ------
+    ValueError
+        For ids that repeat, are negative or outside the tokenizer's vocabulary, for vectors that
+        are not ``(len(ids), width)`` or not finite, and for a tokenizer without a fast backend.
+    """
+
+    def __init__(self, tokenizer, ids: np.ndarray, vectors: np.ndarray) -> None:
+        self.pieces = PieceTokenizer(tokenizer)
+        ids, vectors = np.asarray(ids), np.asarray(vectors, dtype=np.float32)
+        _check_pieces(ids, vectors, len(tokenizer))
+        self.ids = ids.astype(np.int64)
+        self.vectors = vectors
+        # (tokenizer vocabulary,): row of each piece id in ``vectors``, -1 without one
+        self.row_of = np.full(len(tokenizer), -1, dtype=np.int64)
+        self.row_of[self.ids] = np.arange(len(self.ids))
+        self._cache: dict[str, Optional[np.ndarray]] = {}
+
+    @property
+    def width(self) -> int:
+        return int(self.vectors.shape[1])
+
+    @property
+    def tokenizer(self):
+        return self.pieces.tokenizer
+
+    def lookup(self, words: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """The mean vector of each word's known pieces.
+
+        Returns
+        -------
+        vectors : np.ndarray
+            ``(words, width)`` float32; zeros where ``found`` is false.
+        found : np.ndarray
+            ``(words,)`` bool: whether at least one of the word's pieces has a vector.
+        """
+        # this lookup's words, from the cache or computed (read once: another thread may empty it)
+        vector_of: dict[str, Optional[np.ndarray]] = {}
+        for word in dict.fromkeys(words):
+            vector_of[word] = self._cache.get(word, _MISSING)
+        new = [word for word, vector in vector_of.items() if vector is _MISSING]
+        if new:
+            computed = dict(zip(new, self._compute(new)))
+            vector_of.update(computed)
+            if len(self._cache) + len(new) > CACHE_WORDS:
+                self._cache.clear()
+            self._cache.update(computed)
+        vectors = np.zeros((len(words), self.width), dtype=np.float32)
+        found = np.zeros(len(words), dtype=bool)
+        for i, word in enumerate(words):
+            vector = vector_of[word]
+            if vector is not None:
+                vectors[i], found[i] = vector, True
+        return vectors, found
+
+    def _compute(self, words: list[str]) -> list[Optional[np.ndarray]]:
+        out: list[Optional[np.ndarray]] = []
+        for pieces in self.pieces([[w] for w in words]):
+            rows = self.row_of[pieces.ids]
+            rows = rows[rows >= 0]
+            out.append(self.vectors[rows].mean(axis=0, dtype=np.float64).astype(np.float32) if len(rows) else None)
+        return out
+
+    def transformed(self, vectors: np.ndarray) -> "SubwordVectors":
+        """The same pieces with new ``(pieces, width')`` vectors (e.g. a PCA projection)."""
+        return SubwordVectors(self.tokenizer, self.ids, vectors)
+
+    def save(self, folder: str) -> None:
+        """The tokenizer (``save_pretrained``) and the piece vectors, in ``folder/subwords``."""
+        from safetensors.numpy import save_file
+
+        path = os.path.join(folder, SUBWORD_FOLDER)
+        os.makedirs(path)
+        self.tokenizer.save_pretrained(path)
+        save_file({"ids": self.ids, "vectors": np.ascontiguousarray(self.vectors)}, os.path.join(path, SUBWORD_VECTORS))
+
+    @classmethod
+    def load(cls, folder: str) -> "SubwordVectors":
+        """Read what :meth:`save` wrote in ``folder/subwords``; never touches the network.
+
+        Raises
+        ------
+        ModelFormatError
+            For a missing or unreadable tokenizer or vectors file, or inconsistent contents.
+        """
+        from safetensors import SafetensorError
+        from safetensors.numpy import load_file
+
+        from .hf_files import load_tokenizer
+
+        path = os.path.join(folder, SUBWORD_FOLDER)
+        vectors_path = os.path.join(path, SUBWORD_VECTORS)
+        if not os.path.isfile(vectors_path):
+            raise ModelFormatError(f"the saved options name subwords, but {SUBWORD_FOLDER}/{SUBWORD_VECTORS} is "
+                                   "missing: save the encoder again", path=folder)
+        try:
+            tensors = load_file(vectors_path)
+        except (OSError, SafetensorError) as error:
+            raise ModelFormatError(f"cannot read the piece vectors: {error}", path=vectors_path) from None
+        if set(tensors) != {"ids", "vectors"}:
+            raise ModelFormatError(f"expected tensors 'ids' and 'vectors', found {sorted(tensors)}", path=vectors_path)
+        tokenizer = load_tokenizer(path, {})
+        try:
+            return cls(tokenizer, tensors["ids"], tensors["vectors"])
+        except ValueError as error:
+            raise ModelFormatError(str(error), path=vectors_path) from None
+
+
+def _check_pieces(ids: np.ndarray, vectors: np.ndarray, vocab_size: int) -> None:
+    if ids.ndim != 1 or not np.issubdtype(ids.dtype, np.integer):
+        raise ValueError(f"piece ids must be a 1-d integer array, got {ids.dtype} of shape {ids.shape}")
+    if vectors.ndim != 2 or vectors.shape[0] != len(ids) or vectors.shape[1] < 1:
+        raise ValueError(f"piece vectors must be ({len(ids)}, width), got shape {vectors.shape}")
+    if len(ids) and (ids.min() < 0 or ids.max() >= vocab_size):
+        bad = int(ids[(ids < 0) | (ids >= vocab_size)][0])
+        raise ValueError(f"piece id {bad} is outside the tokenizer's vocabulary of {vocab_size}")
+    if len(np.unique(ids)) != len(ids):
+        raise ValueError("piece ids repeat: each piece has one vector")
+    if not np.isfinite(vectors).all():
+        row = int(np.argmin(np.isfinite(vectors).all(axis=1)))
+        raise ValueError(f"the vector of piece id {int(ids[row])} (row {row}) is not finite")
+
+
+__all__ = ["SubwordVectors"]
