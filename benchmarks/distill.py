@@ -1,10 +1,12 @@
 """Static vectors distilled from MiniLM vs the teacher and GloVe-50d: speed, SST-2, NER probe.
 
-The teacher's layers are distilled once (``contextembed.distill``, every layer concatenated) from a
-corpus of CoNLL-2003 train sentences and the SST-2 training lines outside the held-out set, and
-once from the tokenizer's vocabulary alone (model2vec-style); variants (which layers, how
-combined, PCA width) are cut from those tables, since averaging over occurrences commutes with
-the linear layer combinations. Every encoder is scored the same way:
+The teacher's layers are distilled once (``contextembed.distill``, every layer concatenated, the
+default ``case="keep"`` and subword vectors) from a corpus of CoNLL-2003 train sentences and the
+SST-2 training lines outside the held-out set, and once from the tokenizer's vocabulary alone
+(model2vec-style); layer variants (which layers, how combined, PCA width) are cut from those
+tables and their piece vectors, since averaging over occurrences commutes with the linear layer
+combinations. Two ablations of the default (the two middle layers averaged): without the subword
+vectors, and with ``case="fold"`` (a second corpus pass). Every encoder is scored the same way:
 
 - words/s of word features on CoNLL-2003 dev (teacher: last four layers concatenated);
 - SST-2: ``TextEmbedder`` (mean of word vectors, unit length) + ``LogisticRegression`` on the
@@ -13,7 +15,7 @@ the linear layer combinations. Every encoder is scored the same way:
   no shape flags; the probe rows of benchmarks/ner_table7.py), first 4,000 CoNLL-2003 training
   sentences -> all of dev.
 
-    python benchmarks/distill.py [--precision fp32]
+    python benchmarks/distill.py [--precision fp32] [--only NAME ...] [--dims 64 256]
 """
 
 from __future__ import annotations
@@ -45,23 +47,32 @@ WIDTH, N_LAYERS = 384, 7
 
 
 def variants(table: StaticVectors, name: str) -> dict[str, StaticVectors]:
-    """Layer choices cut from an all-layers-concatenated table (layer k: columns k*384..)."""
-    layers = table.table[:-1].reshape(len(table.words), N_LAYERS, WIDTH)
-    chosen = {
-        f"{name}, mean of all layers": layers.mean(axis=1),
-        f"{name}, mean of last four": layers[:, -4:].mean(axis=1),
-        f"{name}, embedding layer": layers[:, 0],
-        f"{name}, last layer": layers[:, -1],
-        f"{name}, concat of last four": layers[:, -4:].reshape(len(table.words), -1),
+    """Layer choices cut from an all-layers-concatenated table and its piece vectors (layer k:
+    columns k*384..)."""
+    choices = {
+        "middle two (default)": lambda layers: layers[:, 3:5].mean(axis=1),
+        "mean of all layers": lambda layers: layers.mean(axis=1),
+        "mean of last four": lambda layers: layers[:, -4:].mean(axis=1),
+        "embedding layer": lambda layers: layers[:, 0],
+        "last layer": lambda layers: layers[:, -1],
+        "concat of last four": lambda layers: layers[:, -4:].reshape(len(layers), -1),
     }
-    return {key: StaticVectors(table.words, value, lowercase=True, oov="mean") for key, value in chosen.items()}
+
+    def cut(vectors, choice):
+        return choice(vectors.reshape(len(vectors), N_LAYERS, WIDTH))
+
+    return {f"{name}, {key}": StaticVectors(table.words, cut(table.table[:-1], choice), lowercase=table.lowercase,
+                                            oov="mean", subwords=table.subwords.transformed(cut(table.subwords.vectors, choice)))
+            for key, choice in choices.items()}
 
 
 def pca(encoder: StaticVectors, dim: int) -> StaticVectors:
+    """The table reduced by PCA, its piece vectors by the same projection (as ``distill(dim=...)``)."""
     from sklearn.decomposition import PCA
 
-    reduced = PCA(n_components=dim, random_state=0).fit_transform(encoder.table[:-1])
-    return StaticVectors(encoder.words, reduced, lowercase=encoder.lowercase, oov="mean")
+    projection = PCA(n_components=dim, random_state=0).fit(encoder.table[:-1])
+    return StaticVectors(encoder.words, projection.transform(encoder.table[:-1]), lowercase=encoder.lowercase,
+                         oov="mean", subwords=encoder.subwords.transformed(projection.transform(encoder.subwords.vectors)))
 
 
 def words_per_s(encoder, layers, combine, sentences) -> float:
@@ -84,9 +95,19 @@ def scores(spec, sst, ner, **embedder) -> tuple[float, float]:
     return accuracy, 100 * tagger.score(*dev)
 
 
-def coverage(encoder: StaticVectors, sentences) -> float:
+def wanted(only, name: str) -> bool:
+    return not only or any(key in name for key in only)
+
+
+def coverage(encoder: StaticVectors, sentences) -> str:
+    """Share of the words found in the table, and with the subword vectors' fallback."""
     words = [w for s in sentences for w in s]
-    return 1 - sum(map(encoder.is_oov, words)) / len(words)
+    missing = [w for w in words if encoder.is_oov(w)]
+    text = f"{100 * (1 - len(missing) / len(words)):.1f}%"
+    if getattr(encoder, "subwords", None) is not None:
+        found = encoder.subwords.lookup(missing)[1].sum()
+        text += f" ({100 * (1 - (len(missing) - found) / len(words)):.1f}% with pieces)"
+    return text
 
 
 def main(argv=None) -> int:
@@ -122,11 +143,17 @@ def main(argv=None) -> int:
     print(f"distilled from the vocabulary in {time.perf_counter() - start:.0f} s: {from_vocabulary.vocab_size} words",
           flush=True)
     students = {**variants(from_corpus, "corpus"), **variants(from_vocabulary, "vocabulary")}
+    default = students["corpus, middle two (default)"]
+    students["corpus, middle two, no subwords"] = StaticVectors(default.words, default.table[:-1], oov="mean",
+                                                                lowercase=default.lowercase)
+    if wanted(args.only, "corpus, middle two, case fold"):
+        start = time.perf_counter()
+        students["corpus, middle two, case fold"] = distill(teacher, corpus=corpus, case="fold")
+        print(f"distilled with case='fold' in {time.perf_counter() - start:.0f} s", flush=True)
     for dim in args.dims:
-        students[f"corpus, concat of last four, PCA {dim}"] = pca(students["corpus, concat of last four"], dim)
+        students[f"corpus, middle two, PCA {dim}"] = pca(default, dim)
 
-    if args.only:
-        students = {name: student for name, student in students.items() if any(k in name for k in args.only)}
+    students = {name: student for name, student in students.items() if wanted(args.only, name)}
     teacher_speed = words_per_s(teacher, [-4, -3, -2, -1], "concat", dev_sentences)
     rows = []
     accuracy, f1 = scores("minilm-l6", sst, ner, token={"layers": [-4, -3, -2, -1], "combine": "concat"})
@@ -150,7 +177,7 @@ def main(argv=None) -> int:
     print("\n| encoder | words/s | x teacher | SST-2 acc | % teacher | NER probe F1 | % teacher | dev coverage |")
     print("|---|---|---|---|---|---|---|---|")
     for name, speed, accuracy, f1, cover in rows:
-        cover_text = "-" if cover is None else f"{100 * cover:.1f}%"
+        cover_text = "-" if cover is None else cover
         print(f"| {name} | {speed:,.0f} | {speed / teacher_speed:,.0f}x | {accuracy:.4f} | {100 * accuracy / base_acc:.0f}% "
               f"| {f1:.1f} | {100 * f1 / base_f1:.0f}% | {cover_text} |")
     return 0

@@ -19,6 +19,7 @@ midpoint, so each window owns a contiguous range and no piece is dropped or repe
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import Optional
 
@@ -95,6 +96,25 @@ class PieceTokenizer:
             word_ids = batch.word_ids(row)
             results[i] = self._align(batch["input_ids"][row], word_ids, len(sentences[i]))
         return results
+
+    def words_alone(self, words: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """The pieces of each word as a one-word sentence (what ``self([[word]])`` gives), by one
+        call of the fast backend: many words at a fraction of the cost of full alignment.
+
+        Returns
+        -------
+        ids : np.ndarray
+            ``(pieces,)`` int64: every word's pieces, word after word.
+        counts : np.ndarray
+            ``(words,)`` int64: how many pieces each word has, never 0 (a word without pieces is
+            the unknown token, as in a sentence).
+        """
+        encodings = self.tokenizer.backend_tokenizer.encode_batch(
+            [[word] for word in words], is_pretokenized=True, add_special_tokens=False
+        )
+        pieces = [e.ids or [self.unk_id] for e in encodings]
+        counts = np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces))
+        return np.fromiter(itertools.chain.from_iterable(pieces), dtype=np.int64, count=int(counts.sum())), counts
 
     def _align(self, ids: list[int], word_ids: list[Optional[int]], n_words: int) -> SentencePieces:
         ids_array = np.asarray(ids, dtype=np.int64)

@@ -49,6 +49,16 @@ def test_alignment_matches_per_word_reference(tokenizer, sentences):
         assert pieces.offsets.tolist() == offsets.tolist()
 
 
+@settings(max_examples=80, deadline=None)
+@given(words=st.lists(WORDS, max_size=30))
+def test_words_alone_match_one_word_sentences(tokenizer, words):
+    ids, counts = PieceTokenizer(tokenizer).words_alone(words)
+    assert len(counts) == len(words) and np.all(counts >= 1)
+    expected = [_reference(tokenizer, [word])[0] for word in words]
+    assert ids.tolist() == [i for pieces in expected for i in pieces]
+    assert counts.tolist() == [len(pieces) for pieces in expected]
+
+
 def test_roberta_words_get_word_initial_pieces(tiny_roberta_dir):
     from contextembed.encoders.transformer import _tokenizer_options
 

@@ -226,27 +226,35 @@ class StaticVectors(Encoder):
         self.layer_indexes(layers)  # validates: only 0 / -1 / "all" exist
         for start in range(0, len(sentences), _LOOKUP_CHUNK):  # one table gather per chunk of sentences
             chunk = sentences[start : start + _LOOKUP_CHUNK]
-            lookup = self.lookup
-            rows = np.fromiter((lookup(w) for sentence in chunk for w in sentence), dtype=np.int64,
-                               count=sum(map(len, chunk)))
+            words = [w for sentence in chunk for w in sentence]
+            rows = self._rows(words)
             # (words of the chunk, width)
             vectors = self.table[rows]
             if self.subwords is not None:
-                self._fill_from_subwords(chunk, rows, vectors)
+                self._fill_from_subwords(words, rows, vectors)
             end = 0
             for sentence in chunk:
                 begin, end = end, end + len(sentence)
                 # (layers=1, words, width)
                 yield PieceEncoding(vectors[None, begin:end], np.arange(len(sentence) + 1, dtype=np.int64))
 
-    def _fill_from_subwords(self, chunk: list, rows: np.ndarray, vectors: np.ndarray) -> None:
-        """Give the chunk's out-of-vocabulary words their pieces' mean, where a piece is known."""
+    def _rows(self, words: list[str]) -> np.ndarray:
+        """``(words,)`` rows of :attr:`table` by :meth:`lookup`'s rule: the first form of every word
+        in one pass, the second only for the words the first missed."""
+        get, oov = self.index.get, len(self.words)
+        first = [get(w.lower(), -1) for w in words] if self.lowercase else [get(w, -1) for w in words]
+        rows = np.array(first, dtype=np.int64)
+        for i in np.flatnonzero(rows < 0).tolist():
+            rows[i] = get(words[i] if self.lowercase else words[i].lower(), oov)
+        return rows
+
+    def _fill_from_subwords(self, words: list[str], rows: np.ndarray, vectors: np.ndarray) -> None:
+        """Give the out-of-vocabulary ``words`` their pieces' mean, where a piece is known."""
         missing = np.flatnonzero(rows == len(self.words))
         if not len(missing):
             return
-        flat = [w for sentence in chunk for w in sentence]
         # (missing words, width), (missing words,)
-        found_vectors, found = self.subwords.lookup([flat[i] for i in missing])
+        found_vectors, found = self.subwords.lookup([words[i] for i in missing])
         vectors[missing[found]] = found_vectors[found]
 
     # -- loading and saving -------------------------------------------------------------------

@@ -77,32 +77,39 @@ class SubwordVectors:
         found : np.ndarray
             ``(words,)`` bool: whether at least one of the word's pieces has a vector.
         """
-        # this lookup's words, from the cache or computed (read once: another thread may empty it)
-        vector_of: dict[str, Optional[np.ndarray]] = {}
-        for word in dict.fromkeys(words):
-            vector_of[word] = self._cache.get(word, _MISSING)
-        new = [word for word, vector in vector_of.items() if vector is _MISSING]
-        if new:
-            computed = dict(zip(new, self._compute(new)))
-            vector_of.update(computed)
+        unique = list(dict.fromkeys(words))
+        # read once, not checked then read: another thread may empty the cache in between
+        known = [self._cache.get(word, _MISSING) for word in unique]
+        # (unique words, width), (unique words,)
+        vectors = np.zeros((len(unique), self.width), dtype=np.float32)
+        found = np.array([vector is not None and vector is not _MISSING for vector in known], dtype=bool)
+        if found.any():
+            vectors[found] = np.stack([vector for vector, hit in zip(known, found) if hit])
+        new = np.flatnonzero([vector is _MISSING for vector in known])
+        if len(new):
+            means, has_piece = self._compute([unique[i] for i in new])
+            vectors[new], found[new] = means, has_piece
             if len(self._cache) + len(new) > CACHE_WORDS:
                 self._cache.clear()
-            self._cache.update(computed)
-        vectors = np.zeros((len(words), self.width), dtype=np.float32)
-        found = np.zeros(len(words), dtype=bool)
-        for i, word in enumerate(words):
-            vector = vector_of[word]
-            if vector is not None:
-                vectors[i], found[i] = vector, True
-        return vectors, found
+            self._cache.update((unique[i], vectors[i] if found[i] else None) for i in new)
+        position = {word: i for i, word in enumerate(unique)}
+        rows = np.fromiter((position[word] for word in words), dtype=np.int64, count=len(words))
+        return vectors[rows], found[rows]
 
-    def _compute(self, words: list[str]) -> list[Optional[np.ndarray]]:
-        out: list[Optional[np.ndarray]] = []
-        for pieces in self.pieces([[w] for w in words]):
-            rows = self.row_of[pieces.ids]
-            rows = rows[rows >= 0]
-            out.append(self.vectors[rows].mean(axis=0, dtype=np.float64).astype(np.float32) if len(rows) else None)
-        return out
+    def _compute(self, words: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """``(words, width)`` known-piece means (zeros without one) and ``(words,)`` whether one is known."""
+        from scipy.sparse import csr_matrix
+
+        ids, counts = self.pieces.words_alone(words)
+        # (pieces of all words,): the row of each piece's vector, and the word it belongs to
+        rows = self.row_of[ids]
+        owner = np.repeat(np.arange(len(words)), counts)
+        keep = rows >= 0
+        known = np.bincount(owner[keep], minlength=len(words))
+        # (words, pieces with vectors) @ (pieces with vectors, width): each word's mean
+        weights = csr_matrix(((1.0 / known[owner[keep]]).astype(np.float32), (owner[keep], rows[keep])),
+                             shape=(len(words), len(self.ids)))
+        return np.asarray(weights @ self.vectors, dtype=np.float32), known > 0
 
     def transformed(self, vectors: np.ndarray) -> "SubwordVectors":
         """The same pieces with new ``(pieces, width')`` vectors (e.g. a PCA projection)."""
