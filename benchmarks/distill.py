@@ -75,12 +75,18 @@ def pca(encoder: StaticVectors, dim: int) -> StaticVectors:
                          oov="mean", subwords=encoder.subwords.transformed(projection.transform(encoder.subwords.vectors)))
 
 
-def words_per_s(encoder, layers, combine, sentences) -> float:
+def words_per_s(encoder, layers, combine, sentences, repeats: int) -> tuple[float, float]:
+    """Words/s of the first pass over ``sentences`` (after a 64-sentence warm-up) and of the best of
+    ``repeats`` more (a distilled table caches the piece lookups of its unseen words)."""
     extractor = FeatureExtractor(encoder, layers=layers, combine=combine, subword_pooling="first")
     extractor.words(sentences[:64])
-    start = time.perf_counter()
-    extractor.words(sentences)
-    return sum(map(len, sentences)) / (time.perf_counter() - start)
+    times = []
+    for _ in range(1 + repeats):
+        start = time.perf_counter()
+        extractor.words(sentences)
+        times.append(time.perf_counter() - start)
+    n_words = sum(map(len, sentences))
+    return n_words / times[0], n_words / min(times[1:] or times)
 
 
 def scores(spec, sst, ner, **embedder) -> tuple[float, float]:
@@ -154,14 +160,14 @@ def main(argv=None) -> int:
         students[f"corpus, middle two, PCA {dim}"] = pca(default, dim)
 
     students = {name: student for name, student in students.items() if wanted(args.only, name)}
-    teacher_speed = words_per_s(teacher, [-4, -3, -2, -1], "concat", dev_sentences)
+    teacher_speed = words_per_s(teacher, [-4, -3, -2, -1], "concat", dev_sentences, repeats=0)[0]
     rows = []
     accuracy, f1 = scores("minilm-l6", sst, ner, token={"layers": [-4, -3, -2, -1], "combine": "concat"})
     rows.append(("teacher MiniLM-L6 (TextEmbedder default; concat last four)", teacher_speed, accuracy, f1, None))
     print(rows[-1], flush=True)
     glove = load_encoder("glove-6b-50d")
     accuracy, f1 = scores("glove-6b-50d", sst, ner)
-    rows.append(("GloVe 6B 50d", words_per_s(glove, "all", "concat", dev_sentences), accuracy, f1,
+    rows.append(("GloVe 6B 50d", words_per_s(glove, "all", "concat", dev_sentences, repeats=3), accuracy, f1,
                  coverage(glove, dev_sentences)))
     print(rows[-1], flush=True)
     with tempfile.TemporaryDirectory(prefix="distilled_") as folder:
@@ -169,17 +175,19 @@ def main(argv=None) -> int:
             path = Path(folder) / f"student{len(rows)}"
             student.save(path)
             accuracy, f1 = scores(str(path), sst, ner)
-            rows.append((name, words_per_s(student, "all", "concat", dev_sentences), accuracy, f1,
+            rows.append((name, words_per_s(student, "all", "concat", dev_sentences, repeats=3), accuracy, f1,
                          coverage(student, dev_sentences)))
             print(rows[-1], flush=True)
 
     base_acc, base_f1 = rows[0][2], rows[0][3]
-    print("\n| encoder | words/s | x teacher | SST-2 acc | % teacher | NER probe F1 | % teacher | dev coverage |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("\n| encoder | words/s, first pass | x teacher | words/s, repeated | x teacher | SST-2 acc | % teacher "
+          "| NER probe F1 | % teacher | dev coverage |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for name, speed, accuracy, f1, cover in rows:
+        first, repeated = speed if isinstance(speed, tuple) else (speed, speed)
         cover_text = "-" if cover is None else cover
-        print(f"| {name} | {speed:,.0f} | {speed / teacher_speed:,.0f}x | {accuracy:.4f} | {100 * accuracy / base_acc:.0f}% "
-              f"| {f1:.1f} | {100 * f1 / base_f1:.0f}% | {cover_text} |")
+        print(f"| {name} | {first:,.0f} | {first / teacher_speed:,.0f}x | {repeated:,.0f} | {repeated / teacher_speed:,.0f}x "
+              f"| {accuracy:.4f} | {100 * accuracy / base_acc:.1f}% | {f1:.2f} | {100 * f1 / base_f1:.1f}% | {cover_text} |")
     return 0
 
 

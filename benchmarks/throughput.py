@@ -191,29 +191,32 @@ def worker(args) -> None:
     run = {"raw": raw_transformers, "flair": flair_path}.get(path)
     run = run() if run else contextembed_path(path, args.distilled)
     run(sentences[:64])  # warm-up
-    elapsed, features = fast_path_time(run, sentences)
+    elapsed, first, features = fast_path_time(run, sentences)
     n_words = sum(map(len, sentences))
     assert sum(len(f) for f in features) == n_words, "one row per word"
     np.save(args.out, np.concatenate(features).astype(np.float32))
     probe = None
     if args.probe_train and path != "flair":
         probe = probe_f1(run, args.probe_train)
-    print(json.dumps({"words_per_s": n_words / elapsed, "peak_rss_mb": peak_rss_mb(), "probe_f1": probe}))
+    print(json.dumps({"words_per_s": n_words / elapsed, "first_words_per_s": n_words / first,
+                      "peak_rss_mb": peak_rss_mb(), "probe_f1": probe}))
 
 
-def fast_path_time(run, inputs) -> tuple[float, object]:
-    """Seconds of one ``run(inputs)`` and its result; a path done in well under a second (static
-    vectors) is timed again until two seconds have passed, best run kept, since one short run
-    measures page faults and timer noise more than the path."""
-    best, total = float("inf"), 0.0
+def fast_path_time(run, inputs) -> tuple[float, float, object]:
+    """Seconds of the best and of the first ``run(inputs)``, and its result; a path done in well
+    under a second (static vectors) is timed again until two seconds have passed, best run kept,
+    since one short run measures page faults and timer noise more than the path (the first run
+    also pays what a path caches: a distilled table's piece lookups of unseen words)."""
+    best, first, total = float("inf"), None, 0.0
     while total < 2.0:
         start = time.perf_counter()
         result = run(inputs)
         elapsed = time.perf_counter() - start
+        first = elapsed if first is None else first
         best, total = min(best, elapsed), total + elapsed
         if elapsed > 0.5:
             break
-    return best, result
+    return best, first, result
 
 
 def probe_f1(run, n_train: int):
@@ -288,6 +291,10 @@ def main() -> None:
         delta = f"{f1 - f1_ref:+6.2f}" if f1 is not None and f1_ref is not None else "     -"
         f1_text = f"{f1:8.2f}" if f1 is not None else "       -"
         print(f"{path:12s} {result['words_per_s']:9.0f} {ratio:10.2f} {result['peak_rss_mb']:8.0f}M {cos:9.5f} {f1_text} {delta}")
+    for path, result in results.items():
+        first = result.get("first_words_per_s")
+        if first and first < 0.9 * result["words_per_s"]:
+            print(f"{path}: first pass {first:,.0f} words/s (best of the repeated passes above)")
     print("targets: fp32 >= 0.95x raw; best reduced precision >= 2.5x raw with cos >= 0.99 and F1 loss <= 0.5")
     if args.text_paths:
         compare_text_paths(args)

@@ -249,7 +249,8 @@ def add_distill_parser(subparsers) -> None:
         help="distil an encoder into static word vectors that load_encoder(OUT) reads",
         description=(
             "With --corpus, each word's vector is the mean of its contextual vectors over its occurrences "
-            "in the corpus; without, each whole word of the tokenizer's vocabulary is encoded alone. OUT is "
+            "in the corpus; without, each whole word of the tokenizer's vocabulary is encoded alone. Words "
+            "outside the table take the mean of their pieces' vectors (transformer teachers). OUT is "
             "written under a temporary name and renamed when complete."
         ),
     )

@@ -237,7 +237,7 @@ def _accumulate(teacher: Encoder, extractor: FeatureExtractor, corpus: Iterable[
         encodings = list(teacher.iter_encode_pieces(nonempty, layers, show_progress=show_progress))
         # (pieces, dim) per sentence: layer pooling is linear, so pooling pieces first and averaging
         # them per word equals pooling the words' piece means
-        pooled = [extractor._pool_layers(encoding.hidden) for encoding in encodings]
+        pooled = [extractor.pool_layers(encoding.hidden) for encoding in encodings]
         word_vectors = np.concatenate([_word_means(rows, e.word_offsets) for rows, e in zip(pooled, encodings)])
         words.add((fold(word) for sentence in nonempty for word in sentence), word_vectors)
         if piece_sums is not None:

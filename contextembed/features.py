@@ -58,8 +58,9 @@ class FeatureExtractor:
         return self.pooling.output_width(subword_output_width(self.encoder.width, self.subword_pooling))
 
     @torch.no_grad()
-    def _pool_layers(self, hidden: np.ndarray) -> np.ndarray:
-        # (layers, words, width) -> (words, dim), by the core module (arrays shared, not copied)
+    def pool_layers(self, hidden: np.ndarray) -> np.ndarray:
+        """Combine the selected layers: ``(layers, rows, width)`` float32 -> ``(rows, dim)``, rows
+        being words or pieces (arrays shared with the core module, not copied)."""
         if len(hidden) == 1 and self.pooling.combine in ("concat", "mean", "sum"):
             return hidden[0]  # one layer (static vectors): nothing to combine, and no torch call per sentence
         return self.pooling(torch.from_numpy(np.ascontiguousarray(hidden))).numpy()
@@ -68,7 +69,7 @@ class FeatureExtractor:
         """Yield ``(words, dim)`` float32 per sentence, in input order."""
         layers = self.pooling.layer_indexes
         for hidden in self.encoder.iter_encode(sentences, layers, self.subword_pooling, show_progress=show_progress):
-            yield self._pool_layers(hidden)
+            yield self.pool_layers(hidden)
 
     def iter_texts(self, sentences: Sentences, *, show_progress: bool = False) -> Iterator[np.ndarray]:
         """Yield one ``(dim,)`` float32 vector per text, in input order."""
@@ -79,10 +80,10 @@ class FeatureExtractor:
         layers = self.pooling.layer_indexes
         for encoding in self.encoder.iter_encode_pieces(sentences, layers, show_progress=show_progress):
             if self.text_pooling == "piece_mean":  # layer pooling is linear: average each layer's pieces first
-                yield self._pool_layers(encoding.piece_means()[:, None, :])[0]
+                yield self.pool_layers(encoding.piece_means()[:, None, :])[0]
                 continue
             cls = encoding.cls if encoding.n_words else np.zeros_like(encoding.cls)  # an empty text: zeros
-            yield self._pool_layers(cls[:, None, :])[0]
+            yield self.pool_layers(cls[:, None, :])[0]
 
     def words(self, sentences: Sentences) -> list[np.ndarray]:
         """One ``(words, dim)`` array per sentence."""
