@@ -525,9 +525,12 @@ def _sniff(path: str) -> tuple[StaticFormat, ...]:
         fits: tuple[StaticFormat, ...] = ("word2vec", "word2vec-binary")
     elif any(text_rows):
         fits = ("word2vec",) + ("word2vec-binary",) * _binary_entries_fit(body, count, width, complete)
-    elif _binary_entries_fit(body, count, width, complete) and not _looks_like_text(body, utf8=True, complete=complete):
-        # (a truncated or damaged text file can happen to fit binary entries; real binary vectors are
-        # never control-free UTF-8, so such content goes to the text reader, which names the line)
+    elif _binary_entries_fit(body, count, width, complete) and not (
+        _looks_like_text(body, utf8=True, complete=complete) and _has_numbers(lines[1:])
+    ):
+        # (a truncated or damaged text file can happen to fit binary entries: control-free UTF-8 with
+        # numbers after its words goes to the text reader, which names the line; a few binary
+        # vectors can be control-free too, e.g. b"!KE[", but then they hold no number field)
         fits = ("word2vec-binary",)
     else:  # neither parses: let the likelier reader report the exact line or entry
         fits = ("word2vec", "word2vec-binary") if _looks_like_text(body) else ("word2vec-binary", "word2vec")
@@ -574,6 +577,12 @@ def _text_rows(lines: list[bytes], width: Optional[int]) -> list[bool]:
         else:
             fits.append(True)
     return fits
+
+
+def _has_numbers(lines: list[bytes]) -> bool:
+    """Whether one of the first non-blank ``lines`` has a number after its first field."""
+    rows = [line.split() for line in lines if line.strip()][:_SNIFF_ROWS]
+    return any(_is_number(field) for fields in rows for field in fields[1:])
 
 
 def _binary_entries_fit(body: bytes, count: int, width: int, complete: bool) -> bool:

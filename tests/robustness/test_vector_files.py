@@ -132,6 +132,15 @@ def test_write_word2vec_round_trips_or_refuses(tmp_path, vocabulary, binary):
     _assert_same(_load_quietly(path, format=expected), words, vectors)
 
 
+def test_control_free_binary_vectors_are_still_binary(tmp_path):
+    # float32 5.5533176e16 is the bytes b"!KE[": the file is control-free UTF-8, yet no text
+    path = str(tmp_path / "vectors.bin")
+    vectors = np.full((1, 2), 5.5533176e16, dtype=np.float32)
+    write_word2vec(path, ["0"], vectors, binary=True)
+    assert open(path, "rb").read().split(b"\n", 1)[1] == b"0 !KE[!KE[\n"
+    _assert_same(_load_quietly(path), ["0"], vectors)
+
+
 # -- damaged files --------------------------------------------------------------------------------
 
 
