@@ -127,15 +127,16 @@ def distill(
     word_sums, piece_sums = _accumulate(teacher, extractor, sentences, case, tokenizer is not None, show_progress)
     # the vocabulary's own written forms need no pooled lowercase rows: its tokenizer splits the others
     words, vectors, counts = _word_rows(word_sums, min_count, pool_lowercase=case == "keep" and corpus is not None)
-    explained = None
+    pieces = None
     if tokenizer is not None:
         piece_ids, piece_vectors = piece_sums.means(min_count)
+        pieces = SubwordVectors(tokenizer, np.asarray(piece_ids), piece_vectors)
+    explained = None
     if dim is not None:
         pca, explained = _fit_pca(vectors, dim)
         vectors = pca.transform(vectors).astype(np.float32)
-        if tokenizer is not None:
-            piece_vectors = pca.transform(piece_vectors).astype(np.float32)
-    pieces = SubwordVectors(tokenizer, np.asarray(piece_ids), piece_vectors) if tokenizer is not None else None
+        if pieces is not None:
+            pieces = pieces.transformed(pca.transform(pieces.vectors).astype(np.float32))
     student = StaticVectors(words, vectors, spec=os.fspath(out) if out is not None else f"distilled:{teacher.spec}",
                             lowercase=case == "fold", oov=oov, subwords=pieces)
     if out is not None:
@@ -240,9 +241,8 @@ def _accumulate(teacher: Encoder, extractor: FeatureExtractor, corpus: Iterable[
         pooled = [extractor.pool_layers(encoding.hidden) for encoding in encodings]
         word_vectors = np.concatenate([_word_means(rows, e.word_offsets) for rows, e in zip(pooled, encodings)])
         words.add((fold(word) for sentence in nonempty for word in sentence), word_vectors)
-        if piece_sums is not None:
-            ids = np.concatenate([p.ids for p in teacher.pieces(nonempty)])
-            piece_sums.add(ids.tolist(), np.concatenate(pooled))
+        if piece_sums is not None:  # the piece ids the teacher encoded (transformers yield them)
+            piece_sums.add(np.concatenate([e.ids for e in encodings]).tolist(), np.concatenate(pooled))
     if not words.index:
         raise ValueError(f"the corpus holds no words ({n_sentences} sentences, all empty): nothing to distil")
     return words, piece_sums

@@ -39,11 +39,15 @@ class PieceEncoding:
     cls : np.ndarray or None
         ``(layers, width)``: the sequence's first piece (``[CLS]``/``<s>``) of the first window, for
         encoders that have one; ``None`` otherwise.
+    ids : np.ndarray or None
+        ``(pieces,)`` int64 vocabulary ids of the pieces, for encoders with a piece vocabulary
+        (transformers); ``None`` otherwise.
     """
 
     hidden: np.ndarray
     word_offsets: np.ndarray
     cls: Optional[np.ndarray] = None
+    ids: Optional[np.ndarray] = None
 
     @property
     def n_words(self) -> int:

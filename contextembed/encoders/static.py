@@ -208,11 +208,7 @@ class StaticVectors(Encoder):
 
     def lookup(self, word: str) -> int:
         """Row of ``word`` in :attr:`table` following the lookup rule (the last row is OOV)."""
-        first, second = (word.lower(), word) if self.lowercase else (word, word.lower())
-        found = self.index.get(first)
-        if found is None:
-            found = self.index.get(second, len(self.words))
-        return found
+        return int(self._rows([word])[0])
 
     def is_oov(self, word: str) -> bool:
         """Whether ``word`` is not in the vocabulary (it takes its pieces' mean when the table has
@@ -239,8 +235,9 @@ class StaticVectors(Encoder):
                 yield PieceEncoding(vectors[None, begin:end], np.arange(len(sentence) + 1, dtype=np.int64))
 
     def _rows(self, words: list[str]) -> np.ndarray:
-        """``(words,)`` rows of :attr:`table` by :meth:`lookup`'s rule: the first form of every word
-        in one pass, the second only for the words the first missed."""
+        """``(words,)`` rows of :attr:`table`: the lowercased form first when :attr:`lowercase`, else
+        the exact form first, then the other form; the last row where neither is known. The first
+        form of every word is looked up in one pass, the second only for the words the first missed."""
         get, oov = self.index.get, len(self.words)
         first = [get(w.lower(), -1) for w in words] if self.lowercase else [get(w, -1) for w in words]
         rows = np.array(first, dtype=np.int64)
@@ -413,7 +410,7 @@ def load_saved_directory(path: str, **options) -> StaticVectors:
             "directory mixes two saves: save the encoder again",
             path=path,
         )
-    if options.pop("subwords", False):
+    if version == SUBWORDS_FORMAT_VERSION:
         options["subwords"] = SubwordVectors.load(path)
     encoder = StaticVectors(words, vectors, **options)
     _warn_duplicates(encoder, words_path, lambda i: f"index {i}")
@@ -421,8 +418,8 @@ def load_saved_directory(path: str, **options) -> StaticVectors:
 
 
 def _read_saved_options(path: str) -> dict:
-    """``{"format_version", "lowercase", "oov", "subwords"}`` from ``contextembed_static.json`` (version 1
-    has none)."""
+    """``{"format_version", "lowercase", "oov"}`` from ``contextembed_static.json`` (version 1 has none);
+    its ``"subwords": true`` is checked against the version (3 alone has subword vectors)."""
     try:
         with open(path, encoding="utf-8") as handle:
             saved = json.load(handle)
@@ -438,6 +435,13 @@ def _read_saved_options(path: str) -> dict:
         raise ModelFormatError(
             f"format_version {saved['format_version']!r} is not one this contextembed reads (1, "
             f"{SAVED_FORMAT_VERSION}, {SUBWORDS_FORMAT_VERSION}); it was written by a newer contextembed: upgrade it",
+            path=path,
+        )
+    subwords = saved.pop("subwords", False)
+    if subwords is not (saved["format_version"] == SUBWORDS_FORMAT_VERSION):
+        raise ModelFormatError(
+            f'"subwords": {json.dumps(subwords)} does not fit format_version {saved["format_version"]} (version '
+            f"{SUBWORDS_FORMAT_VERSION}, and only it, has subword vectors): save the encoder again",
             path=path,
         )
     return saved

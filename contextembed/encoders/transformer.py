@@ -296,7 +296,7 @@ class TransformerEncoder(Encoder):
         self, sentences: Sentences, layers: LayerSpec = "all", *, show_progress: bool = False
     ) -> Iterator[PieceEncoding]:
         for pending in self._iter_pending(sentences, layers, ("all",), show_progress):
-            yield PieceEncoding(pending.joined(0), pending.pieces.offsets, pending.cls)
+            yield PieceEncoding(pending.joined(0), pending.pieces.offsets, pending.cls, pending.pieces.ids)
 
     def iter_encode(
         self,

@@ -102,3 +102,18 @@ def test_broken_subword_folders_are_clear_errors(tmp_path, table):
     save_file({"vectors": np.zeros((2, 3), dtype=np.float32)}, str(folder / SUBWORD_VECTORS))
     with pytest.raises(ModelFormatError, match="expected tensors 'ids' and 'vectors', found \\['vectors'\\]"):
         load_encoder(tmp_path / "table")
+
+
+def test_saved_options_must_match_the_subwords_version(tmp_path, table):
+    import json
+
+    table.save(tmp_path / "table")
+    options = tmp_path / "table" / "contextembed_static.json"
+    saved = json.loads(options.read_text())
+    assert saved["format_version"] == 3 and saved["subwords"] is True
+    options.write_text(json.dumps({**saved, "subwords": False}))
+    with pytest.raises(ModelFormatError, match='"subwords": false does not fit format_version 3'):
+        load_encoder(tmp_path / "table")
+    options.write_text(json.dumps({**saved, "format_version": 2}))
+    with pytest.raises(ModelFormatError, match='"subwords": true does not fit format_version 2'):
+        load_encoder(tmp_path / "table")
