@@ -57,13 +57,13 @@ class FeatureExtractor:
         """Width of one output row."""
         return self.pooling.output_width(subword_output_width(self.encoder.width, self.subword_pooling))
 
-    @torch.no_grad()
     def pool_layers(self, hidden: np.ndarray) -> np.ndarray:
         """Combine the selected layers: ``(layers, rows, width)`` float32 -> ``(rows, dim)``, rows
         being words or pieces (arrays shared with the core module, not copied)."""
         if len(hidden) == 1 and self.pooling.combine in ("concat", "mean", "sum"):
             return hidden[0]  # one layer (static vectors): nothing to combine, and no torch call per sentence
-        return self.pooling(torch.from_numpy(np.ascontiguousarray(hidden))).numpy()
+        with torch.no_grad():
+            return self.pooling(torch.from_numpy(np.ascontiguousarray(hidden))).numpy()
 
     def iter_words(self, sentences: Sentences, *, show_progress: bool = False) -> Iterator[np.ndarray]:
         """Yield ``(words, dim)`` float32 per sentence, in input order."""

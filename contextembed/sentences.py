@@ -39,17 +39,23 @@ def check_sentences(sentences: object) -> Sentences:
 
 def _check_tokens(sentence: object, where: str) -> None:
     """One token list: a sequence (not a string) of str that UTF-8 can encode."""
-    if isinstance(sentence, (str, bytes)):
-        raise TypeError(
-            f"{where} is a plain string ({_preview(sentence)}); expected a list of tokens, e.g. text.split()"
-        )
-    if not isinstance(sentence, Sequence):
-        raise TypeError(f"{where} is a {type(sentence).__name__}; expected a list of str tokens")
-    for j, word in enumerate(sentence):
-        if not isinstance(word, str):
+    kind = type(sentence)
+    if kind is not list and kind is not tuple:  # the common kinds skip the slower ABC check
+        if isinstance(sentence, (str, bytes)):
             raise TypeError(
-                f"{where}, word {j} is {type(word).__name__} ({_preview(word)}); every token must be a str"
+                f"{where} is a plain string ({_preview(sentence)}); expected a list of tokens, e.g. text.split()"
             )
+        if not isinstance(sentence, Sequence):
+            raise TypeError(f"{where} is a {type(sentence).__name__}; expected a list of str tokens")
+    try:
+        "".join(sentence)  # a word that is not a str fails here, in C; the loop below names it
+    except TypeError:
+        for j, word in enumerate(sentence):
+            if not isinstance(word, str):
+                raise TypeError(
+                    f"{where}, word {j} is {type(word).__name__} ({_preview(word)}); every token must be a str"
+                ) from None
+        raise
     check_encodable(sentence, where)
 
 

@@ -78,6 +78,7 @@ import os
 import warnings
 from collections.abc import Callable, Iterator
 from functools import partial
+from itertools import repeat
 from typing import Literal, Optional, Union, get_args
 
 import numpy as np
@@ -85,6 +86,7 @@ import numpy as np
 from .._files import atomic_file
 from ..errors import FileFormatError, ModelFormatError
 from ..pooling.layers import LayerSpec
+from ..pooling.subword import SubwordPooling, check_subword_pooling
 from .base import Encoder, PieceEncoding, Sentences, check_sentences
 from .subwords import SubwordVectors
 
@@ -218,9 +220,29 @@ class StaticVectors(Encoder):
     def iter_encode_pieces(
         self, sentences: Sentences, layers: LayerSpec = "all", *, show_progress: bool = False
     ) -> Iterator[PieceEncoding]:
+        for vectors in self._iter_vectors(sentences, layers):
+            yield PieceEncoding(vectors, np.arange(vectors.shape[1] + 1, dtype=np.int64))
+
+    def iter_encode(
+        self,
+        sentences: Sentences,
+        layers: LayerSpec = "all",
+        subword_pooling: SubwordPooling = "first",
+        *,
+        show_progress: bool = False,
+    ) -> Iterator[np.ndarray]:
+        """As :meth:`Encoder.iter_encode`; a word is its own single piece, so every pooling but
+        ``"first_last"`` (the row twice) returns the looked-up rows as they are."""
+        if check_subword_pooling(subword_pooling) == "first_last":
+            yield from super().iter_encode(sentences, layers, subword_pooling, show_progress=show_progress)
+            return
+        yield from self._iter_vectors(sentences, layers)
+
+    def _iter_vectors(self, sentences: Sentences, layers: LayerSpec) -> Iterator[np.ndarray]:
+        """``(layers=1, words, width)`` per sentence: one table gather per chunk of sentences."""
         sentences = check_sentences(sentences)
         self.layer_indexes(layers)  # validates: only 0 / -1 / "all" exist
-        for start in range(0, len(sentences), _LOOKUP_CHUNK):  # one table gather per chunk of sentences
+        for start in range(0, len(sentences), _LOOKUP_CHUNK):
             chunk = sentences[start : start + _LOOKUP_CHUNK]
             words = [w for sentence in chunk for w in sentence]
             rows = self._rows(words)
@@ -231,16 +253,15 @@ class StaticVectors(Encoder):
             end = 0
             for sentence in chunk:
                 begin, end = end, end + len(sentence)
-                # (layers=1, words, width)
-                yield PieceEncoding(vectors[None, begin:end], np.arange(len(sentence) + 1, dtype=np.int64))
+                yield vectors[None, begin:end]
 
     def _rows(self, words: list[str]) -> np.ndarray:
         """``(words,)`` rows of :attr:`table`: the lowercased form first when :attr:`lowercase`, else
         the exact form first, then the other form; the last row where neither is known. The first
         form of every word is looked up in one pass, the second only for the words the first missed."""
         get, oov = self.index.get, len(self.words)
-        first = [get(w.lower(), -1) for w in words] if self.lowercase else [get(w, -1) for w in words]
-        rows = np.array(first, dtype=np.int64)
+        forms = map(str.lower, words) if self.lowercase else words
+        rows = np.fromiter(map(get, forms, repeat(-1)), dtype=np.int64, count=len(words))
         for i in np.flatnonzero(rows < 0).tolist():
             rows[i] = get(words[i] if self.lowercase else words[i].lower(), oov)
         return rows

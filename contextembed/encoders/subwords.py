@@ -14,7 +14,7 @@ the same alignment rule), so a word's pieces are the ones the teacher gives it i
 from __future__ import annotations
 
 import os
-from typing import Optional
+import threading
 
 import numpy as np
 
@@ -26,7 +26,35 @@ SUBWORD_FOLDER = "subwords"
 SUBWORD_VECTORS = "piece_vectors.safetensors"
 #: words whose vectors are kept after their first lookup (the cache is emptied when full)
 CACHE_WORDS = 1 << 16
-_MISSING = object()
+
+
+class _WordCache:
+    """Resolved words: ``index`` maps a word to its row of ``vectors`` and ``found``. Rows only grow:
+    a row is written before its word enters ``index``, and the arrays are replaced (not resized in
+    place) when they grow, so a reader that takes ``index`` first and the arrays after sees every
+    row it was given."""
+
+    def __init__(self, width: int) -> None:
+        self.index: dict[str, int] = {}
+        self.size = 0
+        self.vectors = np.zeros((0, width), dtype=np.float32)
+        self.found = np.zeros(0, dtype=bool)
+
+    def rows(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        vectors, found = self.vectors, self.found  # after the caller read ``index``
+        return vectors[rows], found[rows]
+
+    def add(self, words: list[str], vectors: np.ndarray, found: np.ndarray) -> None:
+        start, end = self.size, self.size + len(words)
+        if end > len(self.found):
+            capacity = min(max(end, 2 * len(self.found), 1024), CACHE_WORDS)
+            grown_vectors = np.zeros((capacity, self.vectors.shape[1]), dtype=np.float32)
+            grown_found = np.zeros(capacity, dtype=bool)
+            grown_vectors[:start], grown_found[:start] = self.vectors[:start], self.found[:start]
+            self.vectors, self.found = grown_vectors, grown_found
+        self.vectors[start:end], self.found[start:end] = vectors, found
+        self.size = end
+        self.index.update(zip(words, range(start, end)))
 
 
 class SubwordVectors:
@@ -57,11 +85,22 @@ class SubwordVectors:
         # (tokenizer vocabulary,): row of each piece id in ``vectors``, -1 without one
         self.row_of = np.full(len(tokenizer), -1, dtype=np.int64)
         self.row_of[self.ids] = np.arange(len(self.ids))
-        self._cache: dict[str, Optional[np.ndarray]] = {}
+        self._lock = threading.Lock()
+        self._cache = _WordCache(self.width)
 
     @property
     def width(self) -> int:
         return int(self.vectors.shape[1])
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        del state["_lock"], state["_cache"]  # a lock does not pickle; a cache is rebuilt on use
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+        self._cache = _WordCache(self.width)
 
     @property
     def tokenizer(self):
@@ -77,24 +116,35 @@ class SubwordVectors:
         found : np.ndarray
             ``(words,)`` bool: whether at least one of the word's pieces has a vector.
         """
-        unique = list(dict.fromkeys(words))
-        # read once, not checked then read: another thread may empty the cache in between
-        known = [self._cache.get(word, _MISSING) for word in unique]
-        # (unique words, width), (unique words,)
-        vectors = np.zeros((len(unique), self.width), dtype=np.float32)
-        found = np.array([vector is not None and vector is not _MISSING for vector in known], dtype=bool)
-        if found.any():
-            vectors[found] = np.stack([vector for vector, hit in zip(known, found) if hit])
-        new = np.flatnonzero([vector is _MISSING for vector in known])
-        if len(new):
-            means, has_piece = self._compute([unique[i] for i in new])
-            vectors[new], found[new] = means, has_piece
-            if len(self._cache) + len(new) > CACHE_WORDS:
-                self._cache.clear()
-            self._cache.update((unique[i], vectors[i] if found[i] else None) for i in new)
-        position = {word: i for i, word in enumerate(unique)}
-        rows = np.fromiter((position[word] for word in words), dtype=np.int64, count=len(words))
-        return vectors[rows], found[rows]
+        cache = self._cache  # one snapshot: its rows are written before their words are indexed, never after
+        get = cache.index.get
+        # (words,) the cache row of each word, -1 for a word not cached
+        rows = np.fromiter((get(word, -1) for word in words), dtype=np.int64, count=len(words))
+        hit = rows >= 0
+        vectors, found = cache.rows(rows[hit])
+        if hit.all():
+            return vectors, found
+        out_vectors = np.zeros((len(words), self.width), dtype=np.float32)
+        out_found = np.zeros(len(words), dtype=bool)
+        out_vectors[hit], out_found[hit] = vectors, found
+        missing = np.flatnonzero(~hit)
+        new = list(dict.fromkeys(words[i] for i in missing))
+        # (new words, width), (new words,)
+        means, has_piece = self._compute(new)
+        position = {word: i for i, word in enumerate(new)}
+        where = np.fromiter((position[words[i]] for i in missing), dtype=np.int64, count=len(missing))
+        out_vectors[missing], out_found[missing] = means[where], has_piece[where]
+        self._remember(new, means, has_piece)
+        return out_vectors, out_found
+
+    def _remember(self, words: list[str], vectors: np.ndarray, found: np.ndarray) -> None:
+        """Cache the first :data:`CACHE_WORDS` of ``words``; a full cache is replaced by an empty one
+        (readers holding the old one still read it whole)."""
+        with self._lock:
+            if self._cache.size + len(words) > CACHE_WORDS:
+                self._cache = _WordCache(self.width)
+            n = min(len(words), CACHE_WORDS)
+            self._cache.add(words[:n], vectors[:n], found[:n])
 
     def _compute(self, words: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """``(words, width)`` known-piece means (zeros without one) and ``(words,)`` whether one is known."""

@@ -44,14 +44,32 @@ def test_unknown_words_take_their_known_pieces_mean(tokenizer, table):
     assert np.any(rows[0, 1] != 0) and not np.any(rows[0, 4])  # "zebra": no known piece, the OOV vector
 
 
-def test_results_do_not_depend_on_the_cache(monkeypatch, table):
-    sentences = [["cats", "catcat", "dogs"], ["cat", "cats"]] * 3
+def test_results_do_not_depend_on_the_cache(monkeypatch, tokenizer, table):
+    sentences = [["cats", "catcat", "dogs"], ["cat", "cats"], ["dogs", "dogs", "cats"]] * 3
     expected = table.encode(sentences)
-    monkeypatch.setattr(subwords_module, "CACHE_WORDS", 2)
-    table.subwords._cache.clear()
-    for sentence, want in zip(sentences, expected):  # one lookup per sentence: the cache is emptied when full
+    for sentence, want in zip(sentences, expected):  # every word cached now: the same rows from the cache
         np.testing.assert_array_equal(table.encode([sentence])[0], want)
-        assert len(table.subwords._cache) <= 2 + len(sentence)
+    assert table.subwords._cache.size == len({"cats", "catcat", "dogs", "cat"})
+    monkeypatch.setattr(subwords_module, "CACHE_WORDS", 2)
+    small = StaticVectors(["the", "dog"], np.eye(2, 3), oov="zeros", subwords=table.subwords.transformed(table.subwords.vectors))
+    for sentence, want in zip(sentences, expected):  # one lookup per sentence: the cache is emptied when full
+        np.testing.assert_array_equal(small.encode([sentence])[0], want)
+        assert small.subwords._cache.size <= 2
+    # more new words in one lookup than the cache holds: the first ones are kept, every result is right
+    np.testing.assert_array_equal(small.encode([[w for s in sentences for w in s]])[0], np.concatenate(expected, axis=1))
+
+
+def test_concurrent_lookups_agree_with_one_thread(monkeypatch, table):
+    from concurrent.futures import ThreadPoolExecutor
+
+    words = [f"cat{'s' * (i % 7)}{'cat' * (i % 5)}" for i in range(400)] + ["zebra", "dogs"]
+    expected = table.subwords.transformed(table.subwords.vectors).lookup(words)
+    monkeypatch.setattr(subwords_module, "CACHE_WORDS", 16)  # the cache is replaced many times meanwhile
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda k: table.subwords.lookup(words[k:] + words[:k]), range(0, 400, 7)))
+    for k, (vectors, found) in zip(range(0, 400, 7), results):
+        np.testing.assert_array_equal(vectors, np.roll(expected[0], -k, axis=0))
+        np.testing.assert_array_equal(found, np.roll(expected[1], -k))
 
 
 def test_save_load_and_pickle_round_trips(tmp_path, table):

@@ -54,7 +54,8 @@ def _delays(seed: int) -> list[tuple[str, str, float]]:
 
 @pytest.fixture(scope="module")
 def static_run(tmp_path_factory):
-    """A static-vectors file, 100,000 sentences (about 1.5 s of writing) and the reference features."""
+    """A static-vectors file, 300,000 sentences (about 1.5 s of writing on the dev box: longer than the
+    "writing" delays) and the reference features."""
     from contextembed import load_encoder
     from contextembed.encoders import write_word2vec
     from contextembed.features import FeatureExtractor
@@ -63,7 +64,7 @@ def static_run(tmp_path_factory):
     vectors = folder / "vectors.txt"
     write_word2vec(vectors, WORDS, np.random.RandomState(0).randn(len(WORDS), 8).astype(np.float32))
     rng = random.Random(0)
-    sentences = [[rng.choice(WORDS) for _ in range(rng.randint(1, 12))] for _ in range(100_000)]
+    sentences = [[rng.choice(WORDS) for _ in range(rng.randint(1, 12))] for _ in range(300_000)]
     source = folder / "in.txt"
     source.write_text("".join(" ".join(s) + "\n" for s in sentences), encoding="utf-8")
     reference = np.concatenate(FeatureExtractor(load_encoder(str(vectors))).words(sentences))
