@@ -41,6 +41,22 @@ def test_flat_forward_is_the_stock_forward(request, fixture, precision):
     _assert_same_as_stock(encoder, [["fox"] * 6] * 3)  # nothing padded: no mask, like the stock forward
 
 
+@pytest.mark.parametrize("precision", ["bf16", "int8"])
+def test_piece_sums_and_first_pieces_come_from_the_flat_states(tiny_bert_dir, precision):
+    """The text path's per-window piece sums and the first-piece (CLS) vectors, bit for bit."""
+    encoder = load_encoder(tiny_bert_dir, device="cpu", precision=precision, pad_multiple=16)
+    sentences = _sentences(25, seed=2)
+    assert encoder._unpadded
+    flat = encoder.encode_piece_means(sentences), encoder.encode_cls(sentences)
+    encoder._unpadded = False
+    try:
+        stock = encoder.encode_piece_means(sentences), encoder.encode_cls(sentences)
+    finally:
+        encoder._unpadded = True
+    for a, b in zip(flat, stock):
+        assert a.shape == b.shape and np.array_equal(a, b), f"max diff {np.abs(a - b).max()}"
+
+
 def test_sentence_pairs_keep_their_token_types(tiny_bert_dir):
     encoder = load_encoder(tiny_bert_dir, device="cpu", precision="bf16")
     pairs = [(a[:6], b[:6]) for a, b in zip(_sentences(12, seed=2), _sentences(12, seed=3)) if a and b]
