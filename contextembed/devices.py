@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import copy
+import functools
 import os
+import time
 from typing import Callable, Literal, Union, get_args
 
 import torch
@@ -53,35 +56,83 @@ def cpu_has_fast_bf16() -> bool:
 
 #: environment variable that fixes what ``precision="auto"`` picks on a CPU ("bf16", "fp32" or "int8")
 AUTO_CPU_PRECISION_ENV = "CONTEXTEMBED_AUTO_CPU_PRECISION"
-#: bf16 must run the encoder's matrix products at least this much faster than fp32 to be picked, and
-#: int8 this much faster than the better of the two
+#: bf16 must run the measured feed-forward blocks at least this much faster than fp32 to be picked
 BF16_MIN_SPEEDUP = 1.25
-INT8_MIN_SPEEDUP = 1.25
-
-
-def _best_times(products: dict[str, Callable[[], object]]) -> dict[str, float]:
-    """Best wall time of each product over five rounds, the products alternating (so that all see
-    the same load from other processes); a first round warms up."""
-    import time
-
-    times: dict[str, list[float]] = {name: [] for name in products}
-    with torch.inference_mode():
-        for _ in range(6):
-            for name, product in products.items():
-                start = time.perf_counter()
-                product()
-                times[name].append(time.perf_counter() - start)
-    return {name: min(values[1:]) for name, values in times.items()}
-
-
-def _feed_forward_operands(generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """A transformer feed-forward shape: 512 tokens x 384 -> 1536 and back."""
-    tokens = torch.randn(512, 384, generator=generator)
-    return tokens, torch.randn(384, 1536, generator=generator), torch.randn(1536, 384, generator=generator)
-
+#: int8 must run them this much faster than the better of fp32 and bf16. Its quality is checked apart
+#: (the quantized model's cosine to fp32, :data:`contextembed.quantization.INT8_MIN_COSINE`), so the
+#: bar only has to clear the measurement's noise (about 0.04 between processes)
+INT8_MIN_SPEEDUP = 1.15
+#: the measured stack: blocks of ``tokens`` x ``width`` -> 4 * ``width`` -> ``width``
+_BLOCKS, _TOKENS, _WIDTH = 2, 256, 384
+#: rounds of the measurement, the first ``_WARMUP`` not counted (a fresh process's allocator and
+#: kernels need a few to settle)
+_ROUNDS, _WARMUP = 12, 4
 
 #: speedups measured in this process (or adopted from the process that dispatched its work)
 _SPEEDUPS: dict[str, float] = {}
+
+
+class _FeedForward(torch.nn.Module):
+    """A transformer feed-forward block: ``norm(x + down(gelu(up(x))))``."""
+
+    def __init__(self, width: int, generator: torch.Generator) -> None:
+        super().__init__()
+        # skip_init: the weights come from ``generator``, the global random state is left alone
+        self.up = torch.nn.utils.skip_init(torch.nn.Linear, width, 4 * width)
+        self.down = torch.nn.utils.skip_init(torch.nn.Linear, 4 * width, width)
+        self.norm = torch.nn.LayerNorm(width)
+        with torch.no_grad():
+            for linear in (self.up, self.down):
+                linear.weight.copy_(torch.randn(linear.weight.shape, generator=generator) / linear.in_features**0.5)
+                linear.bias.zero_()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.norm(x + self.down(torch.nn.functional.gelu(self.up(x))))
+
+
+def _measure_speedups(names: tuple[str, ...]) -> dict[str, float]:
+    """fp32 time over the time of each precision in ``names`` ("bf16", "int8") for a stack of
+    :data:`_BLOCKS` transformer feed-forward blocks on :data:`_TOKENS` tokens, all precisions
+    alternating in one run (:func:`_best_times`).
+
+    Whole blocks, not bare matrix products: each precision's work around its products (int8's
+    quantizing and rescaling, GELU, layer norms) counts as in a model. Bare products measured int8
+    at 0.8x bf16 on an AMD EPYC, where MiniLM runs int8 at 1.33x bf16 and these blocks measure it at
+    1.25x to 1.4x.
+    """
+    from .quantization import Int8Linear
+
+    # A process that has loaded a model has freed large buffers, after which glibc serves buffers up
+    # to that size from its heap. A fresh one maps each anew and page-faults it on every call, which
+    # measured the many short-lived buffers of int8 at about half their speed in some processes:
+    # freeing one large buffer first puts this process in the loaded state.
+    torch.empty(16 << 20, dtype=torch.uint8)
+    generator = torch.Generator().manual_seed(0)
+    blocks = torch.nn.Sequential(*(_FeedForward(_WIDTH, generator) for _ in range(_BLOCKS))).eval()
+    tokens = torch.randn(_TOKENS, _WIDTH, generator=generator)
+    stacks = {"fp32": (blocks, tokens)}
+    if "bf16" in names:
+        stacks["bf16"] = (copy.deepcopy(blocks).to(torch.bfloat16), tokens.bfloat16())
+    if "int8" in names:
+        quantized = copy.deepcopy(blocks)
+        for block in quantized:
+            block.up, block.down = Int8Linear.from_linear(block.up), Int8Linear.from_linear(block.down)
+        stacks["int8"] = (quantized, tokens)
+    times = _best_times({name: functools.partial(stack, x) for name, (stack, x) in stacks.items()})
+    return {name: times["fp32"] / times[name] for name in names}
+
+
+def _best_times(runs: dict[str, Callable[[], object]]) -> dict[str, float]:
+    """Best wall time of each run over the rounds after the first :data:`_WARMUP` of
+    :data:`_ROUNDS`, the runs alternating (so that all see the same load from other processes)."""
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    with torch.inference_mode():
+        for _ in range(_ROUNDS):
+            for name, run in runs.items():
+                start = time.perf_counter()
+                run()
+                times[name].append(time.perf_counter() - start)
+    return {name: min(values[_WARMUP:]) for name, values in times.items()}
 
 
 def measured_speedups() -> dict[str, float]:
@@ -97,56 +148,40 @@ def adopt_speedups(speedups: dict[str, float]) -> None:
         _SPEEDUPS.setdefault(name, value)
 
 
-def _speedup(name: str, measure: Callable[[], float]) -> float:
-    if name not in _SPEEDUPS:
-        _SPEEDUPS.setdefault(name, measure())
-    return _SPEEDUPS[name]
+def cpu_speedups(int8_allowed: bool = True) -> dict[str, float]:
+    """What ``precision="auto"`` compares on this CPU: fp32 time over bf16 time (where the CPU has
+    native bf16 units) and over int8 time (with ``int8_allowed``), measured once per process in one
+    alternating run (about 0.6 s; :func:`_measure_speedups`) or adopted (:func:`adopt_speedups`).
+
+    Measured here: bf16 about 2.1x on a 2-core AMD EPYC (Zen 4), 0.9x on a 2-core Intel Xeon
+    without AMX; int8 about 2.7x on the EPYC (1.29x its bf16) and 1.5x on the Xeon.
+    """
+    names = (("bf16",) if cpu_has_fast_bf16() else ()) + (("int8",) if int8_allowed else ())
+    missing = tuple(name for name in names if name not in _SPEEDUPS)
+    if missing:
+        adopt_speedups(_measure_speedups(missing))
+    return {name: _SPEEDUPS[name] for name in names}
 
 
 def cpu_bf16_speedup() -> float:
-    """How much faster bf16 matrix products run than fp32 on this CPU: measured once per process on
-    a transformer feed-forward shape (512 tokens x 384 -> 1536 and back), best of five each, the
-    two alternating.
-
-    CPUs with AVX-512 BF16 differ: on an AMD EPYC (Zen 4) bf16 runs MiniLM about 3x faster than fp32,
-    on the 2-core Intel Xeon without AMX of our dev box about 0.7x (0.9x for this product alone).
-    The measurement takes about 0.1 s.
-    """
-    return _speedup("bf16", _measure_bf16_speedup)
-
-
-def _measure_bf16_speedup() -> float:
-    x, up, down = _feed_forward_operands(torch.Generator().manual_seed(0))
-    bx, bup, bdown = x.bfloat16(), up.bfloat16(), down.bfloat16()
-    times = _best_times({"fp32": lambda: torch.mm(torch.mm(x, up), down),
-                         "bf16": lambda: torch.mm(torch.mm(bx, bup), bdown)})
-    return times["fp32"] / times["bf16"]
+    """fp32 time over bf16 time of the measured blocks on this CPU (:func:`cpu_speedups`), measured
+    here even without native bf16 units (where bf16 is emulated and slow)."""
+    if "bf16" not in _SPEEDUPS:
+        adopt_speedups(_measure_speedups(("bf16",)))
+    return _SPEEDUPS["bf16"]
 
 
 def cpu_int8_speedup() -> float:
-    """How much faster the int8 linear layers of ``precision="int8"`` (a scale per token, integer
-    products: :class:`contextembed.quantization.Int8Linear`) run than fp32 ones on this CPU, measured
-    once per process like :func:`cpu_bf16_speedup`, quantization and rescaling included.
-
-    On the 2-core Intel Xeon (AVX-512 VNNI) of our dev box: about 1.5x (MiniLM end to end: 1.5x).
-    """
-    return _speedup("int8", _measure_int8_speedup)
-
-
-def _measure_int8_speedup() -> float:
-    from .quantization import Int8Linear
-
-    x, up, down = _feed_forward_operands(torch.Generator().manual_seed(0))
-    int8_up, int8_down = Int8Linear(up.t(), None), Int8Linear(down.t(), None)
-    times = _best_times({"fp32": lambda: torch.mm(torch.mm(x, up), down), "int8": lambda: int8_down(int8_up(x))})
-    return times["fp32"] / times["int8"]
+    """fp32 time over int8 time of the measured blocks on this CPU (:func:`cpu_speedups`), with the
+    int8 linear layers of ``precision="int8"`` (:class:`contextembed.quantization.Int8Linear`)."""
+    return cpu_speedups(int8_allowed=True)["int8"]
 
 
 def auto_cpu_precision(int8_allowed: bool = False) -> str:
-    """What ``precision="auto"`` runs on the CPU: bf16 where the CPU has native bf16 units and bf16
-    measurably beats fp32 (:func:`cpu_bf16_speedup` >= :data:`BF16_MIN_SPEEDUP`), else fp32; with
+    """What ``precision="auto"`` runs on the CPU (:func:`cpu_speedups` measures): bf16 where the
+    CPU has native bf16 units and bf16 beats fp32 by :data:`BF16_MIN_SPEEDUP`, else fp32; with
     ``int8_allowed`` (transformers, which then check the quantized model's quality), int8 where it
-    beats the better of those by :data:`INT8_MIN_SPEEDUP` (:func:`cpu_int8_speedup`).
+    beats the better of those by :data:`INT8_MIN_SPEEDUP`.
     ``CONTEXTEMBED_AUTO_CPU_PRECISION=bf16|fp32|int8`` fixes the choice (e.g. the same on every
     worker of a cluster); ``int8`` applies only where ``int8_allowed``, the rule above elsewhere."""
     forced = os.environ.get(AUTO_CPU_PRECISION_ENV)
@@ -155,8 +190,10 @@ def auto_cpu_precision(int8_allowed: bool = False) -> str:
             raise ValueError(f"{AUTO_CPU_PRECISION_ENV}={forced!r}: expected 'bf16', 'fp32' or 'int8'")
         if forced != "int8" or int8_allowed:
             return forced
-    bf16 = cpu_has_fast_bf16() and cpu_bf16_speedup() >= BF16_MIN_SPEEDUP
-    if int8_allowed and cpu_int8_speedup() >= INT8_MIN_SPEEDUP * (cpu_bf16_speedup() if bf16 else 1.0):
+    speedups = cpu_speedups(int8_allowed)
+    bf16 = speedups.get("bf16", 0.0) >= BF16_MIN_SPEEDUP
+    best = speedups["bf16"] if bf16 else 1.0
+    if int8_allowed and speedups["int8"] >= INT8_MIN_SPEEDUP * best:
         return "int8"
     return "bf16" if bf16 else "fp32"
 

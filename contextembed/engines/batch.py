@@ -335,9 +335,7 @@ __all__ = ["FEATURES", "INPUT_COLUMNS", "BatchEmbedder"]
 
 def _auto_speedups() -> dict[str, float]:
     """The measurements behind ``precision="auto"`` on this machine's CPU (taken now if not yet)."""
-    from ..devices import cpu_bf16_speedup, cpu_has_fast_bf16, cpu_int8_speedup, measured_speedups
+    from ..devices import cpu_speedups, measured_speedups
 
-    cpu_int8_speedup()
-    if cpu_has_fast_bf16():
-        cpu_bf16_speedup()
+    cpu_speedups(int8_allowed=True)
     return measured_speedups()

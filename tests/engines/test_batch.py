@@ -228,7 +228,6 @@ def test_workers_pick_the_precision_the_driver_measured(tiny_bert_dir, monkeypat
     assert "int8" in driver and embedder._speedups == driver
     shipped = pickle.loads(pickle.dumps(embedder))
     monkeypatch.setattr(devices, "_SPEEDUPS", {})  # a fresh worker process
-    monkeypatch.setattr(devices, "_measure_int8_speedup", lambda: pytest.fail("the worker measured again"))
-    monkeypatch.setattr(devices, "_measure_bf16_speedup", lambda: pytest.fail("the worker measured again"))
+    monkeypatch.setattr(devices, "_measure_speedups", lambda names: pytest.fail("the worker measured again"))
     shipped.load()
     assert devices.measured_speedups() == driver
