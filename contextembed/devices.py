@@ -153,8 +153,9 @@ def cpu_speedups(int8_allowed: bool = True) -> dict[str, float]:
     native bf16 units) and over int8 time (with ``int8_allowed``), measured once per process in one
     alternating run (about 0.6 s; :func:`_measure_speedups`) or adopted (:func:`adopt_speedups`).
 
-    Measured here: bf16 about 2.1x on a 2-core AMD EPYC (Zen 4), 0.9x on a 2-core Intel Xeon
-    without AMX; int8 about 2.7x on the EPYC (1.29x its bf16) and 1.5x on the Xeon.
+    Measured on a 2-core AMD EPYC (Zen 4): bf16 about 2.1x, int8 about 2.6x (1.25x to 1.4x its
+    bf16). On a 2-core Intel Xeon without AMX, bare products (the measurement before) ran bf16 at
+    0.9x and int8 at 1.5x fp32.
     """
     names = (("bf16",) if cpu_has_fast_bf16() else ()) + (("int8",) if int8_allowed else ())
     missing = tuple(name for name in names if name not in _SPEEDUPS)

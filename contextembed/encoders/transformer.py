@@ -109,7 +109,7 @@ class TransformerEncoder(Encoder):
         Compute precision; outputs are always float32. ``"int8"``: int8 linear layers with a
         scale per token (CPU only, :mod:`contextembed.quantization`). ``"auto"``: bf16 on CUDA; on
         a CPU the fastest of fp32, bf16 and int8 as measured once per process (bf16 only on CPUs
-        with native bf16 units, and each must beat the others by 1.25x:
+        with native bf16 units and 1.25x faster than fp32, int8 only 1.15x faster than both:
         :func:`contextembed.devices.auto_cpu_precision`), int8 only if the quantized model keeps
         a mean cosine of at least 0.99 to fp32 on every hidden state of a few probe sentences.
     window, stride : int, optional
