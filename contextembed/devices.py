@@ -157,7 +157,11 @@ def cpu_speedups(int8_allowed: bool = True) -> dict[str, float]:
     bf16). On a 2-core Intel Xeon without AMX, bare products (the measurement before) ran bf16 at
     0.9x and int8 at 1.5x fp32.
     """
-    names = (("bf16",) if cpu_has_fast_bf16() else ()) + (("int8",) if int8_allowed else ())
+    return _measured((("bf16",) if cpu_has_fast_bf16() else ()) + (("int8",) if int8_allowed else ()))
+
+
+def _measured(names: tuple[str, ...]) -> dict[str, float]:
+    """The speedups ``names``, those not yet known measured now in one run."""
     missing = tuple(name for name in names if name not in _SPEEDUPS)
     if missing:
         adopt_speedups(_measure_speedups(missing))
@@ -167,9 +171,7 @@ def cpu_speedups(int8_allowed: bool = True) -> dict[str, float]:
 def cpu_bf16_speedup() -> float:
     """fp32 time over bf16 time of the measured blocks on this CPU (:func:`cpu_speedups`), measured
     here even without native bf16 units (where bf16 is emulated and slow)."""
-    if "bf16" not in _SPEEDUPS:
-        adopt_speedups(_measure_speedups(("bf16",)))
-    return _SPEEDUPS["bf16"]
+    return _measured(("bf16",))["bf16"]
 
 
 def cpu_int8_speedup() -> float:
