@@ -7,6 +7,7 @@ Layers are the embedding output followed by every hidden layer (``hidden_states`
 from __future__ import annotations
 
 import copy
+import functools
 import inspect
 import json
 import os
@@ -19,7 +20,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from .. import forking
+from .. import forking, streams
 from ..alignment import PairTemplate, PieceTokenizer, SentencePieces, Window, check_window, pair_template, plan_windows
 from ..devices import auto_cpu_precision, compute_dtype, resolve_device, resolve_precision
 from ..quantization import INT8_MIN_COSINE, int8_fidelity, original_state_dict, quantize_int8
@@ -445,9 +446,11 @@ class TransformerEncoder(Encoder):
         return _Row(template.ids(first, second), types, parts, owners)
 
     def _run_rows(self, rows: list[_Row], layer_index: tuple[int, ...]) -> None:
+        """Run length-sorted batches of ``rows``; on a CPU several at once (:mod:`contextembed.streams`:
+        each batch's results are filed under its windows, whatever order the batches finish in)."""
         rows = sorted(rows, key=lambda row: len(row.ids))
-        for batch in _batches(rows, self._padded_length, self.batch_tokens, self.max_batch_size):
-            self._run_batch(batch, layer_index)
+        batches = list(_batches(rows, self._padded_length, self.batch_tokens, self.max_batch_size))
+        streams.run_all(functools.partial(self._run_batch, layer_index=layer_index), batches, self.device)
 
     def _padded_length(self, row: _Row) -> int:
         """Model input length of a row, rounded up to ``pad_multiple`` positions (never beyond the

@@ -306,19 +306,12 @@ def _encode_block(ref: EncoderRef, items: list, kind: Kind = "sentence", threads
     ``speedups``: the caller's measurements behind ``precision="auto"``, so a worker picks what the
     caller picked (:func:`contextembed.devices.adopt_speedups`).
     """
-    import torch
-
     from ..devices import adopt_speedups
+    from ..streams import intra_op_threads
 
     adopt_speedups(speedups or {})
-    previous = torch.get_num_threads()
-    if threads is not None and threads != previous:
-        torch.set_num_threads(threads)
-    try:
+    with intra_op_threads(threads):
         return KINDS[kind][1](get_encoder(ref), items)
-    finally:
-        if threads is not None and threads != previous:
-            torch.set_num_threads(previous)
 
 
 def encode_all(

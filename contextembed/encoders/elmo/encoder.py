@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from ... import forking
+from ... import forking, streams
 from ...devices import compute_dtype, resolve_device, resolve_precision
 from ...quantization import quantize_int8
 from ...errors import ModelNotFoundError
@@ -171,10 +171,14 @@ class ElmoEncoder(Encoder):
         """``(layers, words, width)`` per sentence of the chunk, in input order."""
         out = [np.zeros((len(layer_index), 0, self.width), dtype=np.float32) for _ in chunk]
         order = sorted((i for i in range(len(chunk)) if chunk[i]), key=lambda i: len(chunk[i]))
-        for batch in _batches(order, [len(s) + 2 for s in chunk], self.batch_words, self.max_batch_size):
-            states = self._run_batch([chunk[i] for i in batch], layer_index)
-            for i, array in zip(batch, states):
+
+        def run(batch: list[int]) -> None:
+            for i, array in zip(batch, self._run_batch([chunk[i] for i in batch], layer_index)):
                 out[i] = array
+
+        # on a CPU several batches at once (contextembed.streams), each filing its sentences' states
+        batches = list(_batches(order, [len(s) + 2 for s in chunk], self.batch_words, self.max_batch_size))
+        streams.run_all(run, batches, self.device)
         return out
 
     @torch.inference_mode()

@@ -1,0 +1,152 @@
+"""Forward passes on a CPU: several batches at once, each on its own share of the cores.
+
+A transformer forward pass on a CPU is a chain of a few hundred kernels per batch. The matrix
+products split well over threads; the rest (layer norms, activations, quantizing, attention over
+short sequences, gathers) are short kernels that pay OpenMP's fork and join on every call and keep
+the second core waiting. Running independent batches at the same time, each single-threaded,
+keeps every core on its own batch instead: on the 2-core AMD EPYC, MiniLM-L6 ran 1.17x (fp32),
+1.24x (bf16) and 1.21x (int8) the words/s of one batch at a time on two threads over CoNLL-2003
+sentences, 1.05x to 1.13x over long documents, and its text path 1.3x
+(``benchmarks/streams.py``).
+
+Every batch is computed alone, so the features are the same whatever runs beside it and however
+many streams there are: CPU kernels split their work over independent outputs, and 1 and 2 intra-op
+threads give bitwise-equal features (tested, as :mod:`contextembed.forking` relies on too).
+
+How many: :func:`cpu_streams`. torch's intra-op thread count (``torch.set_num_threads``) stays the
+one control of how many cores an encoder uses; by default each of its threads runs a stream of its
+own. ``CONTEXTEMBED_CPU_STREAMS=N`` sets the number of streams, each with an equal share of the
+threads (``1`` runs one batch at a time on all of them, as before).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import os
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from typing import Optional, TypeVar
+
+import torch
+
+#: environment variable that sets how many batches run at once on a CPU
+STREAMS_ENV = "CONTEXTEMBED_CPU_STREAMS"
+
+Item = TypeVar("Item")
+
+#: one pool per (streams, threads per stream), started on first use; forgotten in a forked child
+_POOLS: dict[tuple[int, int], concurrent.futures.ThreadPoolExecutor] = {}
+_POOLS_LOCK = threading.Lock()
+#: ``worker.stream`` is set in the pools' own threads, which run what they are given alone
+_WORKER = threading.local()
+
+
+def cpu_streams() -> tuple[int, int]:
+    """``(streams, threads per stream)`` for forward passes on the CPU.
+
+    Default: as many streams as torch has intra-op threads, one thread each.
+    ``CONTEXTEMBED_CPU_STREAMS=N`` runs ``N`` streams with ``threads // N`` threads each (at least 1).
+
+    Raises
+    ------
+    ValueError
+        If ``CONTEXTEMBED_CPU_STREAMS`` is not a positive whole number.
+    """
+    threads = torch.get_num_threads()
+    forced = os.environ.get(STREAMS_ENV, "").strip()
+    if not forced:
+        return threads, 1
+    if not forced.isdigit() or int(forced) < 1:
+        raise ValueError(f"{STREAMS_ENV}={forced!r}: expected a positive whole number of streams (1: one batch at a time)")
+    streams = int(forced)
+    return streams, max(1, threads // streams)
+
+
+def run_all(function: Callable[[Item], object], items: Sequence[Item], device: Optional[torch.device] = None) -> None:
+    """Call ``function`` on every item, up to :func:`cpu_streams` of them at once where ``device``
+    (default: the CPU) is a CPU; one after the other on any other device.
+
+    ``function`` must leave its results where the caller finds them whatever order the items run in
+    (the encoders file each batch's vectors under the windows it holds). Every item runs on a
+    stream's share of the threads, a single item too: some kernels (ELMo's LSTMs) round differently
+    on another thread count, and a sentence's vectors must not depend on how many batches its call
+    had. With one stream, or called from a stream itself, everything runs here, on the caller's
+    threads. The first exception is raised once every item already running has finished; items not
+    yet started are dropped.
+    """
+    on_cpu = device is None or torch.device(device).type == "cpu"
+    streams, threads = cpu_streams() if on_cpu else (1, 0)
+    if streams == 1 or getattr(_WORKER, "stream", False):
+        for item in items:
+            function(item)
+        return
+    futures = [_pool(streams, threads).submit(function, item) for item in items]
+    try:
+        for future in futures:
+            future.result()
+    finally:  # on an error or Ctrl-C: start nothing more, let what runs finish
+        for future in futures:
+            future.cancel()
+        concurrent.futures.wait(futures)
+
+
+def _pool(streams: int, threads: int) -> concurrent.futures.ThreadPoolExecutor:
+    """The started pool of ``streams`` workers with ``threads`` intra-op threads each."""
+    with _POOLS_LOCK:
+        pool = _POOLS.get((streams, threads))
+        if pool is None:
+            pool = _POOLS[(streams, threads)] = _start_pool(streams, threads)
+        return pool
+
+
+def _start_pool(streams: int, threads: int) -> concurrent.futures.ThreadPoolExecutor:
+    """A pool whose workers all run now, each with ``threads`` intra-op threads.
+
+    ``torch.set_num_threads`` sets the calling thread's count and also the default of threads that
+    start later; the caller's own call afterwards gives that default back, so threads started by
+    anyone else keep the caller's count.
+    """
+    caller = torch.get_num_threads()
+    started = threading.Barrier(streams + 1)
+    pool = concurrent.futures.ThreadPoolExecutor(
+        streams, thread_name_prefix="contextembed-stream", initializer=_start_worker, initargs=(threads,))
+    # each worker blocks on the barrier, so every submit starts a new worker until all run
+    for _ in range(streams):
+        pool.submit(started.wait)
+    started.wait()
+    torch.set_num_threads(caller)
+    return pool
+
+
+def _start_worker(threads: int) -> None:
+    _WORKER.stream = True
+    # torch gives each thread, on its first parallel kernel, the default count: asking for the count
+    # gets that done now, or it would replace the count set here
+    torch.get_num_threads()
+    torch.set_num_threads(threads)
+
+
+@contextlib.contextmanager
+def intra_op_threads(threads: Optional[int]) -> Iterator[None]:
+    """torch's intra-op thread count set to ``threads`` (``None``: left as it is) inside the block."""
+    previous = torch.get_num_threads()
+    if threads is None or threads == previous:
+        yield
+        return
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
+def _forget_pools() -> None:
+    """In a forked child: the pools' threads were not copied, so the pools are dropped unclosed
+    (and the lock, which another thread may have held at the fork, is made anew)."""
+    global _POOLS_LOCK
+    _POOLS.clear()
+    _POOLS_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_pools)
