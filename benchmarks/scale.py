@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import sys
 import time
 from pathlib import Path
@@ -29,7 +28,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import conll_sentences, synthetic_sentences  # noqa: E402
+from common import conll_sentences, peak_rss_mb, synthetic_sentences  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKER_PATH = os.pathsep.join([str(ROOT), str(Path(__file__).resolve().parent)])
@@ -44,16 +43,6 @@ def corpus(n_words: int) -> list[list[str]]:
         chosen.append(sentence)
         total += len(sentence)
     return chosen
-
-
-def peak_rss_mb() -> float:
-    """This process's peak resident memory (VmHWM: unlike ``ru_maxrss``, not inherited from the
-    process that forked it, e.g. a Dask nanny started by a driver already holding features)."""
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def one_process(spec: str, precision: str, sentences) -> tuple[float, list, dict]:

@@ -4,14 +4,16 @@ A transformer forward pass on a CPU is a chain of a few hundred kernels per batc
 products split well over threads; the rest (layer norms, activations, quantizing, attention over
 short sequences, gathers) are short kernels that pay OpenMP's fork and join on every call and keep
 the second core waiting. Running independent batches at the same time, each single-threaded,
-keeps every core on its own batch instead: on the 2-core AMD EPYC, MiniLM-L6 ran 1.17x (fp32),
-1.24x (bf16) and 1.21x (int8) the words/s of one batch at a time on two threads over CoNLL-2003
-sentences, 1.05x to 1.13x over long documents, and its text path 1.3x
-(``benchmarks/streams.py``).
+keeps every core on its own batch instead. On the 2-core AMD EPYC, MiniLM-L6 ran 1.07x to 1.24x
+(fp32), 1.05x to 1.19x (bf16) and 1.19x to 1.37x (int8) the words/s of one batch at a time on both
+threads over CoNLL-2003 sentences, 0.97x to 1.18x over long documents, its text path 1.0x to 1.25x,
+and an ELMo of the "small" size 1.2x (two runs of ``benchmarks/streams.py``).
 
-Every batch is computed alone, so the features are the same whatever runs beside it and however
-many streams there are: CPU kernels split their work over independent outputs, and 1 and 2 intra-op
-threads give bitwise-equal features (tested, as :mod:`contextembed.forking` relies on too).
+Every batch is computed alone, on a stream's share of the threads (a call with a single batch too),
+so its features are the same whatever runs beside it (tested bit for bit). Transformers' CPU kernels
+split their work over independent outputs, so with MiniLM 1 and 2 threads per batch give the same
+bits as well (as :mod:`contextembed.forking` relies on); ELMo's LSTMs round differently on two
+threads than on one (by an ulp), so ``CONTEXTEMBED_CPU_STREAMS`` can move its vectors by that much.
 
 How many: :func:`cpu_streams`. torch's intra-op thread count (``torch.set_num_threads``) stays the
 one control of how many cores an encoder uses; by default each of its threads runs a stream of its
