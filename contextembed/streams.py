@@ -6,7 +6,7 @@ short sequences, gathers) are short kernels that pay OpenMP's fork and join on e
 the second core waiting. Running independent batches at the same time, each single-threaded,
 keeps every core on its own batch instead. On the 2-core AMD EPYC, MiniLM-L6 ran 1.07x to 1.24x
 (fp32), 1.05x to 1.19x (bf16) and 1.19x to 1.37x (int8) the words/s of one batch at a time on both
-threads over CoNLL-2003 sentences, 0.97x to 1.18x over long documents, its text path 1.0x to 1.25x,
+threads over CoNLL-2003 sentences, 0.97x to 1.18x over long documents, its text path 0.99x to 1.25x,
 and an ELMo of the "small" size 1.2x (two runs of ``benchmarks/streams.py``).
 
 Every batch is computed alone, on a stream's share of the threads (a call with a single batch too),
