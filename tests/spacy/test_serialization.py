@@ -14,13 +14,19 @@ TEXTS = ["Peter Blackburn met EU officials in Brussels", "New York Times reporte
 
 
 def trained_pipeline(model_dir, **component_options):
+    """A contextembed + NER pipeline trained until it finds entities in ``TEXTS[0]`` (something to
+    compare): the tiny BERT differs from one test session to the next (its WordPiece trainer breaks
+    ties in another order), and 30 updates found none with about one in ten of them."""
+    spacy.util.fix_random_seed(0)
     nlp = spacy.blank("en")
     nlp.add_pipe("contextembed", config={**encoder_config(model_dir), **component_options})
     nlp.add_pipe("ner", config=ner_config(layers="all"))
     optimizer = nlp.initialize(lambda: ner_examples(nlp))
     optimizer.learn_rate = 0.01
-    for _ in range(30):
+    for update in range(200):
         nlp.update(ner_examples(nlp), sgd=optimizer)
+        if update >= 29 and any(nlp(TEXTS[0]).ents):
+            break
     return nlp
 
 
@@ -35,7 +41,7 @@ def assert_same_output(nlp, loaded):
 
 def test_roundtrip_refers_to_the_encoder_by_path(tiny_bert_dir, tmp_path):
     nlp = trained_pipeline(tiny_bert_dir)
-    assert any(nlp("Peter Blackburn met EU officials in Brussels").ents)  # something to compare
+    assert any(nlp(TEXTS[0]).ents)  # something to compare
     nlp.to_disk(tmp_path / "pipeline")
     assert not (tmp_path / "pipeline" / "contextembed" / "encoder").exists()
     assert nlp.config["components"]["contextembed"]["encoder"]["name"] == str(tiny_bert_dir)
