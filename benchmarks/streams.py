@@ -94,6 +94,8 @@ def main() -> None:
     parser.add_argument("--sentences", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
+    if args.rounds < 1:
+        parser.error(f"--rounds must be at least 1, got {args.rounds}")
     import torch
 
     data = corpora(args.sentences)
@@ -102,6 +104,9 @@ def main() -> None:
     for precision in args.precisions:
         for corpus in args.corpora:
             items = data[corpus]
+            if not items:  # documents need 60 sentences
+                print(f"{precision:9s} {corpus:10s} skipped: --sentences {args.sentences} gives none")
+                continue
             run, units = runner(precision, corpus)
             speeds, difference = compare(run, units, items, args.rounds)
             ratio = speeds["streams"] / speeds["one batch"]
