@@ -10,6 +10,7 @@ import pytest
 import socket_guard
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 CORPUS = [
     "the quick brown fox jumps over the lazy dog",
@@ -60,15 +61,19 @@ def _tiny_config(config_class, vocab_size: int, **extra):
 
 @pytest.fixture(scope="session")
 def tiny_bert_dir(tmp_path_factory) -> Path:
-    """A 2-layer, 32-wide BERT with a WordPiece tokenizer; max 40 positions (to exercise windows)."""
+    """A 2-layer, 32-wide BERT with a WordPiece tokenizer; max 40 positions (to exercise windows).
+
+    The vocabulary is a file (``fixtures/tiny_bert_vocab.txt``: tokenizers' WordPiece trainer on
+    ``CORPUS * 3``, 200 entries, cased), not trained here: the trainer breaks ties between equally
+    frequent merges in a different order in each process, so every test session got other pieces.
+    """
+    import shutil
+
     import torch
-    from tokenizers import BertWordPieceTokenizer
     from transformers import BertConfig, BertModel, BertTokenizerFast
 
     path = tmp_path_factory.mktemp("tiny_bert")
-    wordpiece = BertWordPieceTokenizer(lowercase=False)
-    wordpiece.train_from_iterator(CORPUS * 3, vocab_size=200, min_frequency=1)
-    wordpiece.save_model(str(path))
+    shutil.copyfile(FIXTURES / "tiny_bert_vocab.txt", path / "vocab.txt")
     tokenizer = BertTokenizerFast.from_pretrained(str(path), do_lower_case=False, model_max_length=40)
     assert len(tokenizer) > 100, "the WordPiece vocabulary did not load"
     tokenizer.save_pretrained(path)
