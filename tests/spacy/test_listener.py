@@ -34,7 +34,8 @@ def test_mix_weights_change_after_update(make_nlp):
     assert mix.get_param("gamma").tolist() == [1.0]
     for _ in range(3):
         nlp.update(ner_examples(nlp), sgd=optimizer)
-    assert np.abs(mix.get_param("weights")).max() > 1e-4
+    # moved off their initial values (how far three updates take them depends on the random init)
+    assert np.all(mix.get_param("weights") != 0)
     assert mix.get_param("gamma")[0] != 1.0
 
 
@@ -42,9 +43,13 @@ def test_mix_trains_with_a_frozen_upstream(make_nlp):
     nlp = make_nlp(ner={"layers": [-2, -1]})
     optimizer = nlp.initialize(lambda: ner_examples(nlp))
     [listener] = listeners_of(nlp.get_pipe("ner"))
+    mix = listener.layers[0]
+    np.testing.assert_array_equal(mix.get_param("weights"), np.zeros(2))
     for _ in range(3):
         nlp.update(ner_examples(nlp), sgd=optimizer, exclude=["contextembed"])
-    assert np.abs(listener.layers[0].get_param("weights")).max() > 1e-4
+    # every weight got gradients through the frozen component's stored layers (a fixed threshold
+    # on how far they moved failed for some random inits: 6.8e-5 after three updates)
+    assert np.all(mix.get_param("weights") != 0)
 
 
 @pytest.mark.parametrize(("layers", "combine"), [([-2, -1], "concat"), ("all", "mean"), ([0, 2], "sum"), ("hidden", "scalar_mix")])
