@@ -121,7 +121,7 @@ def test_several_listeners_keep_their_own_mixes(tiny_bert_dir):
         nlp.update(examples, sgd=optimizer)
     ner_w = ner_listener.layers[0].get_param("weights")
     tag_w = tag_listener.layers[0].get_param("weights")
-    assert np.abs(ner_w).max() > 1e-4 and np.abs(tag_w).max() > 1e-4
+    assert np.all(ner_w != 0) and np.all(tag_w != 0)  # both moved off their initial zeros
     assert not np.allclose(ner_w, tag_w)
 
 
@@ -148,7 +148,7 @@ def test_textcat_and_spancat_listen(tiny_bert_dir):
     assert losses["textcat"] > 0 and losses["spancat"] > 0
     for name in ("textcat", "spancat"):
         [listener] = listeners_of(nlp.get_pipe(name))
-        assert np.abs(listener.layers[0].get_param("weights")).max() > 1e-5
+        assert np.all(listener.layers[0].get_param("weights") != 0)  # moved off its initial zeros
     doc = nlp(TEXT)
     assert set(doc.cats) == {"A", "B"}
 
