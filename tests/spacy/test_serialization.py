@@ -15,8 +15,9 @@ TEXTS = ["Peter Blackburn met EU officials in Brussels", "New York Times reporte
 
 def trained_pipeline(model_dir, **component_options):
     """A contextembed + NER pipeline trained until it finds entities in ``TEXTS[0]`` (something to
-    compare): the tiny BERT differs from one test session to the next (its WordPiece trainer breaks
-    ties in another order), and 30 updates found none with about one in ten of them."""
+    compare). 30 updates found none in about one session in ten while the tiny BERT's vocabulary
+    was trained anew in each session (now a fixture file); the loop keeps the test from resting on
+    how far a fixed number of updates gets."""
     spacy.util.fix_random_seed(0)
     nlp = spacy.blank("en")
     nlp.add_pipe("contextembed", config={**encoder_config(model_dir), **component_options})
