@@ -53,6 +53,34 @@ class ModelMismatchError(ValueError):
     it was fitted with (other weights, config or tokenizer)."""
 
 
+class ProvenanceError(ValueError):
+    """An artifact contextembed wrote earlier (an output, a saved pipeline, embedded weights, a
+    checkpoint) was made from other inputs, another model or other options than the ones at hand,
+    or records no provenance: reusing it would give silently different results.
+
+    Attributes
+    ----------
+    artifact : str
+        The artifact, as named in the message.
+    field : str or None
+        The record's field that differs (``None``: the record is missing or damaged).
+    """
+
+    def __init__(self, message: str, *, artifact: str, field: Optional[str]) -> None:
+        self.artifact, self.field = artifact, field
+        super().__init__(message)
+
+    def __reduce__(self):
+        return (_rebuild, (self.__class__, self.args, self.__dict__))
+
+
+def _rebuild(cls, args, state):
+    error = cls.__new__(cls)
+    Exception.__init__(error, *args)
+    error.__dict__.update(state)
+    return error
+
+
 def missing_extra(package: str, extra: str, purpose: str) -> MissingDependencyError:
     """Build the error for a missing optional package that the ``extra`` installs."""
     return MissingDependencyError(

@@ -6,10 +6,16 @@ bundled package, a local path made absolute, a hub id's snapshot in the local ca
 model's files; :func:`locate` finds those same files again later, in another process or working
 directory, and refuses a model whose files differ.
 
-The fingerprint covers every regular file at the top of a model directory (config, weights,
-tokenizer, vocabulary, options) except documentation (``README*``, ``*.md``, ``LICENSE*``,
-``.git*``), or the file itself for a vectors file. File hashes are remembered per
-``(path, size, modification time, inode)`` within the process, so a model is read once.
+The fingerprint covers every regular file of a model directory, in subdirectories too (config,
+weights, tokenizer, vocabulary, options, a distilled table's ``subwords/``), by relative name and
+content, in a stable order; it leaves out documentation (``README*``, ``*.md``, ``LICENSE*``),
+hidden files (``.git*``, temporaries) and provenance records, or it is the file itself for a
+vectors file. Links are followed (a hub snapshot is links to blobs), each real directory once.
+File hashes are remembered per ``(path, size, modification time, inode)`` within the process
+(:func:`contextembed.provenance.file_hash`), so a model is read once.
+
+Identities recorded before subdirectories were covered (``scheme`` 1: the top-level files only)
+are still compared by that rule, so estimators and pipelines saved then keep loading.
 """
 
 from __future__ import annotations
@@ -18,17 +24,16 @@ import hashlib
 import importlib
 import importlib.util
 import os
-import threading
 from dataclasses import dataclass
 from typing import Literal
 
 from ..errors import ModelMismatchError, ModelNotFoundError
+from ..provenance import PROVENANCE_FILE, file_hash, tree_hash
 
 IdentityKind = Literal["named", "path", "hub"]
 _SKIPPED = ("readme", "license", ".git")
-_HASHES: dict[tuple, str] = {}
-_HASHES_LOCK = threading.Lock()
-_CHUNK = 1 << 20
+#: the current fingerprint rule (see the module docstring)
+SCHEME = 2
 
 
 @dataclass(frozen=True)
@@ -45,12 +50,16 @@ class ModelIdentity:
         Absolute path of the model's files when fitted.
     fingerprint : str
         Hash of the model's files (see the module docstring).
+    scheme : int
+        The fingerprint rule it was computed with (1: top-level files only, recorded by older
+        versions; 2: every file).
     """
 
     spec: str
     kind: IdentityKind
     location: str
     fingerprint: str
+    scheme: int = SCHEME
 
     def describe(self) -> str:
         what = {"named": "the bundled model", "path": "the model at", "hub": "the cached hub model"}[self.kind]
@@ -58,11 +67,20 @@ class ModelIdentity:
         return f"{what} {where} (fingerprint {self.fingerprint[:12]})"
 
     def as_dict(self) -> dict:
-        return {"spec": self.spec, "kind": self.kind, "location": self.location, "fingerprint": self.fingerprint}
+        return {"spec": self.spec, "kind": self.kind, "location": self.location, "fingerprint": self.fingerprint,
+                "scheme": self.scheme}
 
     @classmethod
     def from_dict(cls, data: dict) -> "ModelIdentity":
-        return cls(str(data["spec"]), data["kind"], str(data["location"]), str(data["fingerprint"]))
+        scheme = data.get("scheme", 1)
+        if scheme not in (1, SCHEME):
+            raise ModelMismatchError(f"the recorded model identity uses fingerprint scheme {scheme!r}; this "
+                                     f"contextembed knows 1 and {SCHEME}: upgrade contextembed")
+        return cls(str(data["spec"]), data["kind"], str(data["location"]), str(data["fingerprint"]), scheme)
+
+    def matches(self, location: str) -> bool:
+        """Whether the files at ``location`` are this model's (by the rule it was recorded with)."""
+        return fingerprint(location, scheme=self.scheme) == self.fingerprint
 
 
 def identify(spec) -> ModelIdentity:
@@ -105,7 +123,7 @@ def locate(identity: ModelIdentity) -> str:
     """
     if identity.kind == "named":
         current = identify(identity.spec)
-        _check_same(identity, current.location, current.fingerprint)
+        _check_same(identity, current.location, fingerprint(current.location, scheme=identity.scheme))
         return identity.spec
     if identity.kind == "hub":
         from .loading import cached_snapshot
@@ -116,15 +134,15 @@ def locate(identity: ModelIdentity) -> str:
                 f"{identity.describe()} is not in the local Hugging Face cache any more; copy the cache "
                 "(HF_HOME) here"
             )
-        _check_same(identity, snapshot, fingerprint(snapshot))
+        _check_same(identity, snapshot, fingerprint(snapshot, scheme=identity.scheme))
         return identity.spec
     candidates = list(dict.fromkeys([identity.location, os.path.abspath(identity.spec)]))
     found = [path for path in candidates if os.path.exists(path)]
     for path in found:
-        if fingerprint(path) == identity.fingerprint:
+        if identity.matches(path):
             return path
     if found:
-        _check_same(identity, found[0], fingerprint(found[0]))
+        _check_same(identity, found[0], fingerprint(found[0], scheme=identity.scheme))
     raise ModelNotFoundError(
         f"{identity.describe()} does not exist any more (looked for {' and '.join(candidates)}); copy the "
         "model back to that path, or refit with set_params(encoder=<new path>), or save with embed_weights=True"
@@ -140,36 +158,33 @@ def _check_same(identity: ModelIdentity, location: str, found: str) -> None:
         )
 
 
-def fingerprint(location: str) -> str:
-    """Hash of a model file, or of the files at the top of a model directory (see module docstring)."""
+def fingerprint(location: str, *, scheme: int = SCHEME) -> str:
+    """Hash of a model file, or of the files of a model directory (see the module docstring)."""
     location = os.path.realpath(location)
     digest = hashlib.blake2b(digest_size=16)
     if os.path.isfile(location):
-        digest.update(_file_hash(location).encode())
+        digest.update(file_hash(location).encode())
         return digest.hexdigest()
+    if scheme == 1:
+        return _top_level_fingerprint(location)
+    return tree_hash(location, skip=_not_model_file)
+
+
+def _not_model_file(relative: str) -> bool:
+    """Documentation, hidden files and provenance records, at any depth, are not the model."""
+    name = relative.rsplit("/", 1)[-1].lower()
+    return name.startswith(_SKIPPED) or name.startswith(".") or name.endswith(".md") or name == PROVENANCE_FILE
+
+
+def _top_level_fingerprint(location: str) -> str:
+    """Scheme 1: the regular files at the top of the directory only (identities recorded before)."""
+    digest = hashlib.blake2b(digest_size=16)
     for name in sorted(os.listdir(location)):
         path = os.path.join(location, name)
         if name.lower().startswith(_SKIPPED) or name.lower().endswith(".md") or not os.path.isfile(path):
             continue
-        digest.update(name.encode("utf-8", "surrogateescape") + b"\0" + _file_hash(path).encode())
+        digest.update(name.encode("utf-8", "surrogateescape") + b"\0" + file_hash(path).encode())
     return digest.hexdigest()
 
 
-def _file_hash(path: str) -> str:
-    stat = os.stat(path)
-    key = (os.path.realpath(path), stat.st_size, stat.st_mtime_ns, stat.st_ino)
-    with _HASHES_LOCK:
-        known = _HASHES.get(key)
-    if known is not None:
-        return known
-    digest = hashlib.blake2b(digest_size=16)
-    with open(path, "rb") as handle:
-        while chunk := handle.read(_CHUNK):
-            digest.update(chunk)
-    value = digest.hexdigest()
-    with _HASHES_LOCK:
-        _HASHES[key] = value
-    return value
-
-
-__all__ = ["ModelIdentity", "fingerprint", "identify", "locate"]
+__all__ = ["SCHEME", "ModelIdentity", "fingerprint", "identify", "locate"]
