@@ -110,4 +110,29 @@ def atomic_directory(target: PathLike, *, overwrite: bool = False, what: str = "
                     os.remove(leftover)
 
 
-__all__ = ["PARTIAL_SUFFIX", "atomic_directory", "atomic_file", "check_writable"]
+def check_apart(output: PathLike, source: PathLike, *, output_what: str = "output", source_what: str = "input") -> None:
+    """Refuse an ``output`` that is ``source``, lies inside it or contains it (links resolved).
+
+    Writing there would replace the source, or mix the output into it (a directory read again later).
+
+    Raises
+    ------
+    ValueError
+        Naming both paths as given and as resolved.
+    """
+    out_real, source_real = os.path.realpath(output), os.path.realpath(source)
+    if out_real == source_real:
+        relation = "is"
+    elif os.path.commonpath([out_real, source_real]) == source_real:
+        relation = "lies inside"
+    elif os.path.commonpath([out_real, source_real]) == out_real:
+        relation = "contains"
+    else:
+        return
+    raise ValueError(
+        f"{output_what} {os.fspath(output)} ({out_real}) {relation} {source_what} {os.fspath(source)} "
+        f"({source_real}); writing there would replace or mix with it: choose another {output_what}, apart from it"
+    )
+
+
+__all__ = ["PARTIAL_SUFFIX", "atomic_directory", "atomic_file", "check_apart", "check_writable"]

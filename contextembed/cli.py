@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Optional
 
-from .errors import MissingDependencyError, ModelNotFoundError
+from .errors import ClusterConnectionError, MissingDependencyError, ModelNotFoundError
 from .pooling import COMBINES, SUBWORD_POOLINGS, TEXT_POOLINGS
 
 
@@ -131,8 +131,28 @@ def parse_layers(text: str):
 def add_encoder_arguments(parser: argparse.ArgumentParser) -> None:
     """Options shared by every command that loads an encoder."""
     parser.add_argument("spec", help="model name (minilm-l6, glove-6b-50d), directory or vectors file")
-    parser.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda, cuda:1 ...")
-    parser.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16", "fp16", "int8"])
+    from .devices import PRECISION_NAMES, check_device, check_precision
+
+    parser.add_argument("--device", default="auto", type=_checked(check_device, "device"),
+                        help="auto (CUDA when present), cpu, cuda, cuda:N")
+    parser.add_argument("--precision", default="auto", type=_checked(check_precision, "precision"),
+                        metavar="{" + ",".join(PRECISION_NAMES) + "}",
+                        help="compute precision of transformer and ELMo encoders; static vectors take auto or fp32")
+
+
+def _checked(check: Callable, name: str) -> Callable[[str], str]:
+    """An argparse ``type`` that checks a value with the library's own ``check(value, name=...)``,
+    so that the command refuses what the library refuses, with its message, before any work."""
+
+    def parse(text: str) -> str:
+        try:
+            check(text, name=name)
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+        return text
+
+    parse.__name__ = name
+    return parse
 
 
 def add_info_parser(subparsers) -> None:
@@ -150,6 +170,7 @@ def _run_info(args: argparse.Namespace) -> int:
 
 
 def add_embed_parser(subparsers) -> None:
+    from .bounds import CONNECT_TIMEOUT, Bound
     from .corpus import ENGINES, OUTPUT_FORMATS
     from .io import INPUT_FORMATS, LEVELS, OUTPUT_DTYPES, TOKENIZERS
 
@@ -161,8 +182,10 @@ def add_embed_parser(subparsers) -> None:
             "per sentence). Text level writes one row per sentence/text. The output is written under a "
             "temporary name and renamed only when complete: an error or interruption leaves any previous "
             "file unchanged. With a directory or a quoted glob as INPUT, OUTPUT is a directory that gets one "
-            "output per input file (same relative name); outputs that already exist are checked and skipped, "
-            "so an interrupted run can be started again."
+            "output per input file (same relative name; links are followed, each real file is one input). An "
+            "output that already exists is skipped only if its provenance record (input content, model, options, "
+            "its own content) matches this run; otherwise it is an error (--overwrite redoes it), so an "
+            "interrupted run can be started again."
         ),
     )
     add_encoder_arguments(parser)
@@ -171,7 +194,8 @@ def add_embed_parser(subparsers) -> None:
     parser.add_argument("output", help="output .npy or .npz (refused if it exists, unless --overwrite); a "
                         "directory for a directory or glob of inputs")
     parser.add_argument("--overwrite", action="store_true",
-                        help="replace an existing output (once complete); with several inputs, redo every output")
+                        help="replace an existing output (once complete); with several inputs, redo every output "
+                        "instead of checking and keeping the existing ones")
     parser.add_argument("--format", choices=INPUT_FORMATS, help="input format (default: from extension)")
     parser.add_argument("--tokenizer", choices=list(TOKENIZERS), default="whitespace",
                         help="how plain text lines (and JSONL 'text') are split into tokens")
@@ -193,17 +217,15 @@ def add_embed_parser(subparsers) -> None:
                         "\"contextembed[ray]\")")
     parser.add_argument("--address", default=None,
                         help="--engine ray: the cluster's address (default: start Ray on this machine)")
-    parser.add_argument("--concurrency", type=_positive_int, default=None,
+    parser.add_argument("--connect-timeout", type=CONNECT_TIMEOUT.parse, default=None, metavar="SECONDS",
+                        help="--engine ray: seconds --address has to answer before the command fails (default 30, "
+                        "at most 600)")
+    parser.add_argument("--concurrency", type=Bound(int, 1, 10**5, "--concurrency").parse, default=None,
                         help="--engine ray: actors, each loading the model once (default: the cluster's CPUs)")
-    parser.add_argument("--num-gpus", type=float, default=None, help="--engine ray: GPUs per actor (e.g. 1, 0.5)")
+    parser.add_argument("--num-gpus", type=Bound(float, 0, 1024, "--num-gpus").parse, default=None,
+                        help="--engine ray: GPUs per actor (e.g. 1, 0.5)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.set_defaults(handler=_run_embed, output_file=_single_output)
-
-
-def _positive_int(text: str) -> int:
-    if not text.isdecimal() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return int(text)
 
 
 def _single_output(args: argparse.Namespace) -> Optional[str]:
@@ -223,13 +245,14 @@ def _run_embed(args: argparse.Namespace) -> int:
                "precision": args.precision, "show_progress": not args.quiet, "overwrite": args.overwrite}
     if is_corpus(args.input):
         summary = embed_corpus(args.spec, args.input, args.output, output_format=args.output_format,
-                               engine=args.engine, address=args.address, concurrency=args.concurrency,
+                               engine=args.engine, address=args.address, connect_timeout=args.connect_timeout,
+                               concurrency=args.concurrency,
                                num_gpus=args.num_gpus, **options)
         summary.pop("outputs")
     elif args.engine != "local":
         raise ValueError(f"--engine {args.engine} shards by files: pass a directory or a quoted glob as INPUT")
     else:
-        for name in ("address", "concurrency", "num_gpus"):
+        for name in ("address", "connect_timeout", "concurrency", "num_gpus"):
             if getattr(args, name) is not None:
                 raise ValueError(f"--{name.replace('_', '-')} applies to --engine ray only")
         summary = embed_file(args.spec, args.input, args.output, **options)
@@ -243,6 +266,7 @@ def add_distill_parser(subparsers) -> None:
     from .distillation import Case
     from .encoders.static import OovVector
     from .io import INPUT_FORMATS, TOKENIZERS
+    from .bounds import Bound
 
     parser = subparsers.add_parser(
         "distill",
@@ -264,8 +288,10 @@ def add_distill_parser(subparsers) -> None:
                         help="teacher layers: all | hidden | an int | comma-separated ints, written --layers=-4,-3,-2,-1 "
                         "(default: the two middle layers, e.g. 3,4 of a 6-layer transformer)")
     parser.add_argument("--combine", choices=COMBINES, default="mean", help="how the layers are combined")
-    parser.add_argument("--dim", type=_positive_int, default=None, help="reduce to this many columns by PCA")
-    parser.add_argument("--min-count", type=_positive_int, default=1, help="corpus words seen fewer times are left out")
+    parser.add_argument("--dim", type=Bound(int, 1, 2**16, "--dim").parse, default=None,
+                        help="reduce to this many columns by PCA")
+    parser.add_argument("--min-count", type=Bound(int, 1, 10**9, "--min-count").parse, default=1,
+                        help="corpus words seen fewer times are left out")
     parser.add_argument("--case", choices=get_args(Case), default="keep",
                         help="keep written forms (with pooled lowercase rows) or fold every word to lowercase")
     parser.add_argument("--subwords", action=argparse.BooleanOptionalAction, default=None,
@@ -278,13 +304,12 @@ def add_distill_parser(subparsers) -> None:
 
 
 def _run_distill(args: argparse.Namespace) -> int:
-    from ._files import check_writable
-    from .distillation import distill
+    from .distillation import check_output, distill
     from .encoders import load_encoder
     from .io import read_sentences
     from .tokenizers import get_tokenizer
 
-    check_writable(args.output, args.overwrite, what="distilled encoder directory", flag="--overwrite")
+    check_output(args.spec, args.output, overwrite=args.overwrite, flag="--overwrite")
     corpus = None
     if args.corpus is not None:
         corpus = read_sentences(args.corpus, args.format, get_tokenizer(args.tokenizer))
@@ -320,7 +345,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 #: errors a user can fix: one line on stderr and exit status 2, no traceback
 EXPECTED_ERRORS = (ValueError, TypeError, FileNotFoundError, FileExistsError, IsADirectoryError, PermissionError,
-                   ModelNotFoundError, MissingDependencyError)
+                   ModelNotFoundError, MissingDependencyError, ClusterConnectionError)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import copy
 import functools
-import os
+import re
 import time
-from typing import Callable, Literal, Union, get_args
+from typing import Callable, Literal, Optional, Union, get_args
 
 import torch
 
-from .options import check_choice
+from . import settings
 from .streams import cpu_streams, intra_op_threads
 
 PRECISIONS: dict[str, torch.dtype] = {
@@ -20,23 +20,65 @@ PRECISIONS: dict[str, torch.dtype] = {
 }
 
 
-def resolve_device(device: Union[str, torch.device, None] = "auto") -> torch.device:
-    """``"auto"`` (or ``None``) picks CUDA when present, else the CPU; anything else goes to torch.
+#: the device names every encoder family accepts; ``"cuda:N"`` too (N a whole number written in ASCII
+#: digits, the index of a GPU that is present), and a ``torch.device`` of type cpu or cuda
+Device = Literal["auto", "cpu", "cuda"]
+_CUDA_INDEX = re.compile(r"cuda:([0-9]+)")
+_DEVICE_TYPES = tuple(name for name in get_args(Device) if name != "auto")
+
+
+def check_device(device: Union[str, torch.device], name: str = "device") -> Union[str, torch.device]:
+    """``device`` if it names a device the encoders run on (its form only; :func:`resolve_device`
+    also checks that it is present): ``"auto"``, ``"cpu"``, ``"cuda"``, ``"cuda:N"``, or a
+    ``torch.device`` of type cpu or cuda.
 
     Raises
     ------
     ValueError
-        If CUDA is asked for but not available.
+        For anything else (``"gpu"``, ``"mps"``, ``"xpu"``, ``"meta"``, ``None``, ``""``,
+        ``"cuda:-1"``, ``"cuda:²"``), naming ``name``, the value and the accepted values.
     """
-    if device is None or device == "auto":
+    if isinstance(device, torch.device) and device.type in _DEVICE_TYPES:
+        return device
+    if isinstance(device, str) and (device in get_args(Device) or _CUDA_INDEX.fullmatch(device)):
+        return device
+    raise ValueError(
+        f"{name}={device!r} is not a device contextembed runs on; expected one of "
+        f"{', '.join(map(repr, get_args(Device)))}, 'cuda:N' (N the index of a present GPU, e.g. 'cuda:0'), "
+        f"or a torch.device of type {' or '.join(map(repr, _DEVICE_TYPES))}"
+    )
+
+
+def resolve_device(device: Union[str, torch.device] = "auto", name: str = "device") -> torch.device:
+    """``"auto"`` picks CUDA when present, else the CPU; the others (:func:`check_device`) must be
+    present here.
+
+    Raises
+    ------
+    ValueError
+        For a value :func:`check_device` refuses, for CUDA when it is not available, and for a
+        ``cuda:N`` beyond the GPUs present.
+    """
+    if check_device(device, name) == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    resolved = torch.device(device)
-    if resolved.type == "cuda" and not torch.cuda.is_available():
+    kind, index = (device.type, device.index) if isinstance(device, torch.device) else _type_index(device)
+    if kind == "cuda" and not torch.cuda.is_available():
         raise ValueError(
-            f"device={str(device)!r} was asked for but CUDA is not available here; use device='cpu' "
-            "or 'auto'"
+            f"{name}={str(device)!r} was asked for but CUDA is not available here; use {name}='cpu' or 'auto'"
         )
-    return resolved
+    if kind == "cuda" and index is not None and index >= torch.cuda.device_count():
+        count = torch.cuda.device_count()
+        raise ValueError(
+            f"{name}={str(device)!r}: this machine has {count} CUDA device{'s' * (count != 1)} "
+            f"(cuda:0 to cuda:{count - 1}); pass one of those, or 'cuda' for the current one"
+        )
+    return torch.device(kind) if index is None else torch.device(kind, index)
+
+
+def _type_index(device: str) -> tuple[str, Optional[int]]:
+    """``"cuda:3"`` -> ``("cuda", 3)``, ``"cpu"`` -> ``("cpu", None)`` (a name :func:`check_device` passed)."""
+    match = _CUDA_INDEX.fullmatch(device)
+    return ("cuda", int(match[1])) if match else (device, None)
 
 
 def cpu_has_fast_bf16() -> bool:
@@ -191,12 +233,9 @@ def auto_cpu_precision(int8_allowed: bool = False) -> str:
     beats the better of those by :data:`INT8_MIN_SPEEDUP`.
     ``CONTEXTEMBED_AUTO_CPU_PRECISION=bf16|fp32|int8`` fixes the choice (e.g. the same on every
     worker of a cluster); ``int8`` applies only where ``int8_allowed``, the rule above elsewhere."""
-    forced = os.environ.get(AUTO_CPU_PRECISION_ENV)
-    if forced:
-        if forced not in ("bf16", "fp32", "int8"):
-            raise ValueError(f"{AUTO_CPU_PRECISION_ENV}={forced!r}: expected 'bf16', 'fp32' or 'int8'")
-        if forced != "int8" or int8_allowed:
-            return forced
+    forced = settings.choice(AUTO_CPU_PRECISION_ENV, ("bf16", "fp32", "int8"))
+    if forced and (forced != "int8" or int8_allowed):
+        return forced
     speedups = cpu_speedups(int8_allowed)
     bf16 = speedups.get("bf16", 0.0) >= BF16_MIN_SPEEDUP
     best = speedups["bf16"] if bf16 else 1.0
@@ -205,9 +244,38 @@ def auto_cpu_precision(int8_allowed: bool = False) -> str:
     return "bf16" if bf16 else "fp32"
 
 
+#: the precisions of the torch encoders (transformers and ELMo)
 Precision = Literal["auto", "fp32", "bf16", "fp16", "int8"]
+#: static vectors are a float32 table that is looked up, not computed: no other precision applies
+StaticPrecision = Literal["auto", "fp32"]
 #: every precision name a torch encoder accepts
 PRECISION_NAMES: tuple[str, ...] = get_args(Precision)
+#: the precisions of each encoder family (``Encoder.family``)
+FAMILY_PRECISIONS = {"transformer": Precision, "elmo": Precision, "static": StaticPrecision}
+_FAMILY_NOTES = {
+    None: "transformer and ELMo encoders accept all of them; static vectors 'auto' and 'fp32'",
+    "transformer": "the precisions of transformer encoders",
+    "elmo": "the precisions of ELMo encoders",
+    "static": "static vectors are a float32 table that is looked up, not computed: bf16, fp16 and int8 "
+              "apply to transformer and ELMo encoders only",
+}
+
+
+def check_precision(precision: str, family: Optional[str] = None, name: str = "precision") -> str:
+    """``precision`` if ``family`` (``"transformer"``, ``"elmo"``, ``"static"``; ``None``: any
+    family) accepts it (:data:`FAMILY_PRECISIONS`); else a ``ValueError`` naming ``name``, the value,
+    the accepted values and the family."""
+    choices = get_args(FAMILY_PRECISIONS[family] if family is not None else Precision)
+    if isinstance(precision, str) and precision in choices:
+        return precision
+    raise ValueError(f"{name}={precision!r} is not one of {', '.join(map(repr, choices))} ({_FAMILY_NOTES[family]})")
+
+
+def check_settings(device: Union[str, torch.device], precision: str, family: Optional[str] = None) -> None:
+    """Check an encoder's ``device`` (:func:`resolve_device`) and ``precision``
+    (:func:`check_precision`) before anything is loaded."""
+    resolve_device(device)
+    check_precision(precision, family)
 
 
 def resolve_precision(precision: str, device: torch.device, int8_allowed: bool = False) -> str:
@@ -222,7 +290,7 @@ def resolve_precision(precision: str, device: torch.device, int8_allowed: bool =
         if device.type == "cuda":
             return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
         return auto_cpu_precision(int8_allowed)
-    check_choice("precision", precision, Precision)
+    check_precision(precision)
     if precision == "int8" and device.type != "cpu":
         raise ValueError(f"precision='int8' runs on the CPU only, got device={str(device)!r}; use 'bf16' on GPUs")
     return precision

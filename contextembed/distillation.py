@@ -25,12 +25,15 @@ Ethayarajh, 2019; measured in docs/speed.md). Three more choices decide what a l
 - **dim**: the table (and the piece vectors, by the same projection) reduced by PCA.
 
 The result is saved as a static encoder directory that :func:`contextembed.load_encoder` reads
-and every adapter uses.
+and every adapter uses, with ``distillation.json``: its provenance record
+(:mod:`contextembed.provenance`: the teacher's spec and fingerprint, a hash of the corpus's tokens,
+every option) and what came out (words, occurrences, pieces, explained variance). The output may
+not be the teacher's file or directory, lie inside it or contain it: that is refused before any work.
 """
 
 from __future__ import annotations
 
-import json
+import hashlib
 import os
 from collections.abc import Hashable, Iterable, Iterator, Sequence
 from typing import Literal, Optional, Union
@@ -38,8 +41,10 @@ from typing import Literal, Optional, Union
 import numpy as np
 import torch
 
-from ._files import atomic_directory
+from . import provenance
+from ._files import atomic_directory, check_apart, check_writable
 from .encoders.base import Encoder
+from .encoders.identity import ModelIdentity, identify
 from .encoders.static import OovVector, StaticVectors
 from .encoders.subwords import SubwordVectors
 from .features import FeatureExtractor
@@ -51,6 +56,8 @@ Case = Literal["keep", "fold"]
 
 #: provenance of a distilled directory, beside the static encoder's own files
 DISTILLATION_FILE = "distillation.json"
+#: the kind of artifact its record names
+DISTILLED_ARTIFACT = "distilled static vectors"
 #: sentences encoded at once while the sums are taken
 CHUNK_SENTENCES = 1024
 
@@ -80,7 +87,8 @@ def distill(
         transformer or ELMo; static vectors are static already).
     out : str or path, optional
         Directory for the static encoder (written atomically; an existing non-empty one only with
-        ``overwrite``), with ``distillation.json`` recording how it was made.
+        ``overwrite``), with ``distillation.json`` recording how it was made. Never the teacher's
+        file or directory, inside it or containing it.
     corpus : iterable of token lists, optional
         Tokenized sentences; each word's vector is its mean contextual vector over them. Without
         it, the tokenizer's whole words are encoded alone (transformers only).
@@ -108,11 +116,15 @@ def distill(
     ValueError
         For an empty corpus, a corpus with no word reaching ``min_count``, a ``dim`` wider than the
         teacher or larger than the vocabulary, bad options, static teachers, ELMo teachers without
-        a corpus, and ``subwords=True`` for a teacher without a piece tokenizer.
+        a corpus, ``subwords=True`` for a teacher without a piece tokenizer, and an ``out`` that is,
+        lies inside or contains the teacher's files.
+    FileExistsError
+        If ``out`` holds files and ``overwrite`` is false.
     """
     from .encoders import load_encoder
 
     _check_options(dim, min_count, oov, case, subwords, corpus)
+    identity = check_output(encoder, out, overwrite=overwrite)
     teacher = encoder if isinstance(encoder, Encoder) else load_encoder(encoder)
     if teacher.family == "static":
         raise ValueError(f"{teacher.spec or 'this encoder'} is static vectors already: distil a transformer or ELMo")
@@ -124,7 +136,9 @@ def distill(
     tokenizer = _piece_tokenizer(teacher, subwords)
     source = "vocabulary" if corpus is None else "corpus"
     sentences = [[word] for word in _vocabulary_words(teacher)] if corpus is None else corpus
-    word_sums, piece_sums = _accumulate(teacher, extractor, sentences, case, tokenizer is not None, show_progress)
+    tokens = hashlib.blake2b(digest_size=16)
+    word_sums, piece_sums = _accumulate(teacher, extractor, sentences, case, tokenizer is not None, show_progress,
+                                        tokens)
     # the vocabulary's own written forms need no pooled lowercase rows: its tokenizer splits the others
     words, vectors, counts = _word_rows(word_sums, min_count, pool_lowercase=case == "keep" and corpus is not None)
     pieces = None
@@ -140,17 +154,52 @@ def distill(
     student = StaticVectors(words, vectors, spec=os.fspath(out) if out is not None else f"distilled:{teacher.spec}",
                             lowercase=case == "fold", oov=oov, subwords=pieces)
     if out is not None:
-        record = {"teacher": teacher.spec, "source": source, "corpus": corpus_name or None,
-                  "layers": list(extractor.pooling.layer_indexes), "combine": combine, "subword_pooling": "mean",
-                  "case": case, "dim": student.width, "min_count": min_count if corpus is not None else None,
-                  "words": len(words), "occurrences": int(counts.sum()),
-                  "subword_pieces": None if pieces is None else len(pieces.ids),
-                  "pca_explained_variance": explained}
+        record = provenance.record(
+            DISTILLED_ARTIFACT, teacher=teacher.spec, teacher_fingerprint=identity and identity.fingerprint,
+            source=source, corpus=corpus_name or None, corpus_hash=tokens.hexdigest() if corpus is not None else None,
+            layers=list(extractor.pooling.layer_indexes), combine=combine, subword_pooling="mean", case=case,
+            dim=student.width, min_count=min_count if corpus is not None else None, subwords=pieces is not None,
+            oov=oov, words=len(words), occurrences=int(counts.sum()),
+            subword_pieces=None if pieces is None else len(pieces.ids), pca_explained_variance=explained)
         with atomic_directory(out, overwrite=overwrite, what="distilled encoder directory") as folder:
             student._write(folder)
-            with open(os.path.join(folder, DISTILLATION_FILE), "w", encoding="utf-8") as handle:
-                json.dump(record, handle, indent=2)
+            provenance.write(os.path.join(folder, DISTILLATION_FILE), record)
     return student
+
+
+def check_output(teacher: Union[Encoder, str, os.PathLike], out: Optional[Union[str, os.PathLike]], *,
+                 overwrite: bool, flag: str = "overwrite=True") -> Optional[ModelIdentity]:
+    """Check ``out`` before any work; return the teacher's identity (its files' location and fingerprint).
+
+    Raises
+    ------
+    ValueError
+        If ``out`` is the teacher's file or directory, lies inside it or contains it (links resolved),
+        naming both paths.
+    FileExistsError
+        If ``out`` holds files and ``overwrite`` is false.
+    ModelNotFoundError
+        If the teacher is a spec that names nothing local.
+    """
+    identity = _teacher_identity(teacher)
+    if out is not None:
+        if identity is not None:
+            check_apart(out, identity.location, output_what="distilled encoder directory", source_what="the teacher")
+        check_writable(out, overwrite, what="distilled encoder directory", flag=flag)
+    return identity
+
+
+def _teacher_identity(teacher: Union[Encoder, str, os.PathLike]) -> Optional[ModelIdentity]:
+    """Where the teacher's files are and their fingerprint; ``None`` for a loaded encoder whose spec
+    names no files (built in memory)."""
+    if not isinstance(teacher, Encoder):
+        return identify(teacher)
+    if not teacher.spec:
+        return None
+    try:
+        return identify(teacher.spec)
+    except (OSError, ValueError):
+        return None
 
 
 def middle_layers(n_layers: int) -> list[int]:
@@ -224,13 +273,14 @@ class _Sums:
 
 
 def _accumulate(teacher: Encoder, extractor: FeatureExtractor, corpus: Iterable[Sequence[str]], case: str,
-                pieces: bool, show_progress: bool) -> tuple[_Sums, Optional[_Sums]]:
-    """Sums of every word's (and with ``pieces``, every piece id's) pooled contextual vectors."""
+                pieces: bool, show_progress: bool, tokens) -> tuple[_Sums, Optional[_Sums]]:
+    """Sums of every word's (and with ``pieces``, every piece id's) pooled contextual vectors; every
+    sentence read is added to the hash ``tokens``."""
     fold = str.lower if case == "fold" else (lambda word: word)
     words, piece_sums = _Sums(extractor.dim), (_Sums(extractor.dim) if pieces else None)
     layers = extractor.pooling.layer_indexes
     n_sentences = 0
-    for chunk in _chunks(corpus, CHUNK_SENTENCES):
+    for chunk in _chunks(corpus, CHUNK_SENTENCES, tokens):
         n_sentences += len(chunk)
         nonempty = [s for s in chunk if len(s)]
         if not nonempty:
@@ -278,12 +328,14 @@ def _word_rows(sums: _Sums, min_count: int, pool_lowercase: bool) -> tuple[list[
     return words, (word_totals / word_counts[:, None]).astype(np.float32), word_counts
 
 
-def _chunks(corpus: Iterable[Sequence[str]], size: int) -> Iterator[list[Sequence[str]]]:
+def _chunks(corpus: Iterable[Sequence[str]], size: int, tokens) -> Iterator[list[Sequence[str]]]:
+    """Checked sentences of ``corpus`` in lists of ``size``; each added to the hash ``tokens``."""
     chunk: list[Sequence[str]] = []
     for i, sentence in enumerate(corpus):
         if isinstance(sentence, str):
             raise TypeError(f"corpus sentence {i} is a str; pass token lists (e.g. text.split())")
         _check_tokens(sentence, f"corpus sentence {i}")  # named by its place in the corpus, not the chunk
+        tokens.update("\x1f".join(sentence).encode("utf-8") + b"\x1e")
         chunk.append(sentence)
         if len(chunk) == size:
             yield chunk

@@ -14,6 +14,11 @@ class MissingDependencyError(ImportError):
     """An optional dependency is missing; the message gives the ``pip install`` line."""
 
 
+class ClusterConnectionError(ConnectionError):
+    """A cluster address did not answer within its connection timeout (or answered as something
+    else); the message names the address and what to check."""
+
+
 class FileFormatError(ValueError):
     """A file exists but its content breaks its format; the message names the file (and line).
 
@@ -51,6 +56,11 @@ class ModelFormatError(FileFormatError):
 class ModelMismatchError(ValueError):
     """The model found where a fitted estimator or pipeline expects its encoder is not the model
     it was fitted with (other weights, config or tokenizer)."""
+
+
+class SettingError(ValueError):
+    """An environment variable holds a value contextembed cannot use; the message names the
+    variable, the value received and what is accepted (:mod:`contextembed.settings`)."""
 
 
 class ProvenanceError(ValueError):

@@ -66,13 +66,19 @@ class FeatureExtractor:
             return self.pooling(torch.from_numpy(np.ascontiguousarray(hidden))).numpy()
 
     def iter_words(self, sentences: Sentences, *, show_progress: bool = False) -> Iterator[np.ndarray]:
-        """Yield ``(words, dim)`` float32 per sentence, in input order."""
+        """Yield ``(words, dim)`` float32 per sentence, in input order.
+
+        ``sentences`` may be an iterator (a generator): the encoder reads it one chunk at a time and
+        nothing here keeps a sentence once its rows are yielded, so memory stays bounded by the
+        chunk size (``tests/robustness/test_resource_bounds.py`` measures it).
+        """
         layers = self.pooling.layer_indexes
         for hidden in self.encoder.iter_encode(sentences, layers, self.subword_pooling, show_progress=show_progress):
             yield self.pool_layers(hidden)
 
     def iter_texts(self, sentences: Sentences, *, show_progress: bool = False) -> Iterator[np.ndarray]:
-        """Yield one ``(dim,)`` float32 vector per text, in input order."""
+        """Yield one ``(dim,)`` float32 vector per text, in input order (an iterator is streamed as by
+        :meth:`iter_words`)."""
         if self.text_pooling in ("mean", "max"):
             for words in self.iter_words(sentences, show_progress=show_progress):
                 yield pool_text_numpy(words, self.text_pooling)

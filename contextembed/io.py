@@ -43,24 +43,44 @@ power loss) can leave a ``*.partial`` file behind, never a file under the output
 output is refused unless ``overwrite=True`` (``--overwrite``); the output path, the input and every
 option are checked before the model is loaded. A feature that is NaN or infinite, or too large for
 ``float16``, is an error naming the row, never written as such.
+
+Provenance
+----------
+Every output records what made it (:mod:`contextembed.provenance`, artifact ``"embedding output"``):
+the input's content hash, its format and tokenizer, the model's fingerprint
+(:func:`contextembed.encoders.identity.identify`), every option that changes the features as the
+loaded encoder resolved it (``level``, ``layers`` as indexes, ``combine``, ``subword_pooling``,
+``text_pooling`` at text level, the precision the encoder runs, its device type, its ``window`` /
+``stride`` / ``pad_multiple``), ``dtype`` and the output format, and ``content``: the rows, width
+and hashes of the ``features`` and ``lengths`` as written. A ``.npz`` holds it as its
+``provenance`` entry (UTF-8 JSON as ``uint8``, read back without unpickling); a ``.npy``, which
+holds one array, has it beside it in ``<output>.provenance.json``, written before the output is
+renamed into place (so an output never exists without it; an orphan record is replaced by the next
+write). :func:`check_reusable` is what a resume runs before keeping an output
+(:mod:`contextembed.corpus`): a record that differs from the one :func:`expected_record` gives now,
+a missing or damaged one, or content that is not what was written is refused, naming the output,
+the field and ``--overwrite``.
 """
 
 from __future__ import annotations
 
 import codecs
+import hashlib
+import inspect
 import json
 import os
 import re
 import zipfile
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from itertools import islice
 from typing import Literal, Optional, get_args
 
 import numpy as np
 
+from . import provenance
 from ._files import atomic_file, check_writable
-from .errors import FileFormatError
+from .errors import FileFormatError, ProvenanceError
 from .tokenizers import TOKENIZERS, Tokenizer, get_tokenizer, spacy_tokenizer  # noqa: F401  (the one registry)
 from .tokenizers import whitespace_tokenize as whitespace_tokenizer
 
@@ -115,13 +135,20 @@ def read_sentences(path: str, input_format: Optional[str] = None, tokenizer: Tok
 
 
 def check_input(path: str, input_format: Optional[str] = None) -> str:
-    """Check that ``path`` is an existing file and return its format (given, or from the extension)."""
-    input_format = check_input_format(input_format or guess_format(path))
+    """Check that ``path`` is an existing file and return its format (given, or from the extension).
+
+    Whether the file exists is checked first: a misspelt name (``sample.text``, ``corpusx/``) is
+    reported as missing, not as a format that cannot be told.
+    """
+    path = os.fspath(path)
+    if input_format is not None:
+        check_input_format(input_format)  # a setting: checked before the file
     if os.path.isdir(path):
-        raise FileNotFoundError(f"input {path!r} is a directory; pass a {input_format} file")
+        raise FileNotFoundError(f"input {path!r} is a directory; pass a file")
     if not os.path.isfile(path):
-        raise FileNotFoundError(f"input file {path!r} does not exist")
-    return input_format
+        dangling = f" (a link to {os.readlink(path)!r}, which does not exist)" if os.path.islink(path) else ""
+        raise FileNotFoundError(f"input file {path!r} does not exist{dangling}")
+    return check_input_format(input_format or guess_format(path))
 
 
 #: bytes decoded before the first line is handed out: a binary file is reported as not being text,
@@ -337,6 +364,10 @@ def check_output(output_path: str, *, input_path: Optional[str] = None, overwrit
         raise FileNotFoundError(f"cannot write output {output_path}: its directory {directory} does not exist")
     if os.path.isdir(output_path):
         raise FileExistsError(f"output {output_path} is a directory; pass a file name ending in .npy or .npz")
+    if output_path.endswith(".npy") and os.path.lexists(record_file(output_path)) and \
+            not _is_plain_file(record_file(output_path)):
+        raise FileExistsError(f"{record_file(output_path)}, where the output's provenance record goes, is not a "
+                              "regular file; move it away")
     check_writable(output_path, overwrite, what="output", flag=OVERWRITE_FLAG)
 
 
@@ -358,12 +389,7 @@ def read_output_shape(path: str) -> tuple[int, int]:
             shape = np.load(path, mmap_mode="r").shape
         else:
             with zipfile.ZipFile(path) as archive, archive.open("features.npy") as handle:
-                version = np.lib.format.read_magic(handle)
-                read_header = {(1, 0): np.lib.format.read_array_header_1_0,
-                               (2, 0): np.lib.format.read_array_header_2_0}.get(version)
-                if read_header is None:
-                    raise ValueError(f"unexpected .npy format version {version}")
-                shape = read_header(handle)[0]
+                shape = _read_npy_header(handle)[0]
                 lengths = np.load(path)["lengths"] if "lengths.npy" in archive.namelist() else None
     except (OSError, ValueError, KeyError, zipfile.BadZipFile) as error:
         raise FileFormatError(f"not a contextembed output ({type(error).__name__}: {error})", path=path) from None
@@ -373,6 +399,16 @@ def read_output_shape(path: str) -> tuple[int, int]:
         raise FileFormatError(f"'lengths' add up to {int(np.sum(lengths))} tokens but 'features' has {shape[0]} rows",
                               path=path)
     return int(shape[0]), int(shape[1])
+
+
+def _read_npy_header(handle) -> tuple:
+    """``(shape, fortran_order, dtype)`` of the ``.npy`` stream ``handle``, left at its first data byte."""
+    version = np.lib.format.read_magic(handle)
+    read_header = {(1, 0): np.lib.format.read_array_header_1_0,
+                   (2, 0): np.lib.format.read_array_header_2_0}.get(version)
+    if read_header is None:
+        raise ValueError(f"unexpected .npy format version {version}")
+    return read_header(handle)
 
 
 class ArrayWriter:
@@ -406,6 +442,7 @@ class ArrayWriter:
         self.path, self.shape, self.dtype = path, (int(n_rows), int(dim)), np.dtype(dtype)
         self.overwrite, self.row, self.closed = overwrite, 0, False
         self._npy = path.endswith(".npy")
+        self._digest = hashlib.blake2b(digest_size=16)
         self._stack: Optional[ExitStack] = None
 
     def __enter__(self) -> "ArrayWriter":
@@ -452,11 +489,16 @@ class ArrayWriter:
         if block.ndim != 2 or block.shape[1] != self.shape[1] or self.row + len(block) > self.shape[0]:
             raise ValueError(f"block of shape {block.shape} does not fit at row {self.row} of {self.shape}")
         block = self._checked(block)
+        self._digest.update(block)  # C-contiguous, in the output dtype: the bytes written
         if self._npy:
             self._memmap[self.row : self.row + len(block)] = block
         else:
             self._stream.write(block.tobytes())
         self.row += len(block)
+
+    def features_hash(self) -> str:
+        """``blake2b`` (128-bit, hex) of the rows written so far, as stored (the array's data bytes)."""
+        return self._digest.hexdigest()
 
     def _checked(self, block: np.ndarray) -> np.ndarray:
         """``block`` in the output dtype; NaN, infinity or a float16 overflow is an error."""
@@ -494,6 +536,225 @@ class ArrayWriter:
                     np.lib.format.write_array(handle, np.asarray(array))
         self._release()
         self.closed = True
+
+
+# -- provenance of outputs ----------------------------------------------------------------------
+
+#: the kind of artifact an output's record names
+OUTPUT_ARTIFACT = "embedding output"
+#: a ``.npz`` output holds its record as this entry (the record's UTF-8 JSON bytes as ``uint8``)
+RECORD_ENTRY = "provenance"
+#: a ``.npy`` output (one array) has its record beside it: ``a.npy`` -> ``a.npy.provenance.json``
+RECORD_SUFFIX = ".provenance.json"
+#: encoder settings that change the features, recorded where the encoder has them
+_ENCODER_OPTIONS = ("window", "stride", "pad_multiple")
+#: what a differing field usually means, added to the error
+_HINTS = {
+    "input": "the input's text changed since",
+    "model": "another model, or the model's files changed",
+    "precision": "precision='auto' is chosen by measuring on each run: name a precision to keep one",
+    "device": "the features of another device type differ in rounding",
+}
+
+
+def record_file(output_path: str) -> str:
+    """The file that holds the provenance record of the ``.npy`` output ``output_path``."""
+    return os.fspath(output_path) + RECORD_SUFFIX
+
+
+def output_fields(spec, output_path: str, extractor, *, input_hash: str, input_format: str, tokenizer: str,
+                  level: str, text_pooling: str, dtype: str) -> dict:
+    """The fields of an output's provenance record, except ``content`` (what was written).
+
+    The input's content hash, its format and tokenizer, the model's fingerprint, every option that
+    changes the features as the loaded encoder resolved it (layer indexes, combine, the precision it
+    runs, its device type, its window settings) and the output's dtype and format.
+    """
+    from .encoders.identity import identify
+
+    encoder = extractor.encoder
+    device = getattr(encoder, "device", None)
+    return {
+        "input": input_hash, "input_format": input_format, "tokenizer": tokenizer,
+        "model": identify(encoder.spec or spec).fingerprint,
+        "level": level, "layers": list(extractor.pooling.layer_indexes), "combine": extractor.pooling.combine,
+        "subword_pooling": extractor.subword_pooling, "text_pooling": text_pooling if level == "text" else None,
+        "precision": getattr(encoder, "precision", None), "device": getattr(device, "type", device),
+        "encoder_options": {name: getattr(encoder, name) for name in _ENCODER_OPTIONS if hasattr(encoder, name)},
+        "dtype": dtype, "output_format": os.path.splitext(os.fspath(output_path))[1].lstrip("."),
+    }
+
+
+def expected_record(spec, input_path: str, output_path: str, *, encoder, **options) -> dict:
+    """The record (without ``content``) that ``embed_file(spec, input_path, output_path,
+    encoder=encoder, **options)`` would write now: what an existing output must match to be reused.
+
+    ``options`` are :func:`embed_file`'s keyword arguments, with its defaults.
+    """
+    from .features import FeatureExtractor
+
+    given = inspect.signature(embed_file).bind(spec, input_path, output_path, encoder=encoder, **options)
+    given.apply_defaults()
+    arg = given.arguments
+    _check_embed_options(arg["level"], arg["tokenizer"], arg["dtype"], arg["chunk_sentences"])
+    input_format = check_input(input_path, arg["input_format"])
+    extractor = FeatureExtractor(encoder, arg["layers"], arg["combine"], arg["subword_pooling"], arg["text_pooling"])
+    fields = output_fields(spec, output_path, extractor, input_hash=provenance.file_hash(input_path),
+                           input_format=input_format, tokenizer=arg["tokenizer"], level=arg["level"],
+                           text_pooling=arg["text_pooling"], dtype=arg["dtype"])
+    return provenance.record(OUTPUT_ARTIFACT, **fields)
+
+
+def read_output_record(output_path: str, *, artifact: Optional[str] = None) -> Optional[dict]:
+    """The provenance record of an output written by :func:`embed_file`; ``None`` if it has none.
+
+    Read without unpickling anything: a ``.npz`` entry must be ``uint8`` bytes.
+    """
+    output_path = os.fspath(output_path)
+    artifact = artifact or f"output {output_path}"
+    if output_path.endswith(".npy"):
+        return provenance.read(record_file(output_path), artifact=artifact)
+    try:
+        with zipfile.ZipFile(output_path) as archive:
+            if f"{RECORD_ENTRY}.npy" not in archive.namelist():
+                return None
+            with archive.open(f"{RECORD_ENTRY}.npy") as handle:
+                data = np.lib.format.read_array(handle, allow_pickle=False)
+    except (OSError, ValueError, zipfile.BadZipFile) as error:
+        raise ProvenanceError(f"{artifact} has a damaged provenance record ({type(error).__name__}: {error})",
+                              artifact=artifact, field=None) from None
+    if data.dtype != np.uint8 or data.ndim != 1:
+        raise ProvenanceError(f"{artifact} has a damaged provenance record (a {data.dtype} array of shape "
+                              f"{data.shape}, not bytes)", artifact=artifact, field=None)
+    return provenance.loads(data.tobytes(), artifact=artifact)
+
+
+def check_reusable(output_path: str, expected: dict, *, input_path: str) -> None:
+    """Refuse to reuse the existing output ``output_path`` unless it is what would be written now.
+
+    It must open as an output, record ``expected`` (:func:`expected_record`: same input content,
+    model, options) and hold exactly the features and lengths it recorded when written (a file
+    edited or cut since is refused). The features are read once to compare their hash.
+
+    Raises
+    ------
+    ProvenanceError
+        Naming the output, its input, the field that differs and the fix.
+    FileFormatError
+        If it is not an output of :func:`embed_file` at all (damaged, truncated).
+    """
+    output_path = os.fspath(output_path)
+    artifact = f"output {output_path} (of input {input_path})"
+    fix = f"pass {OVERWRITE_FLAG} to redo it"
+    try:
+        shape = read_output_shape(output_path)
+    except FileFormatError as error:
+        raise FileFormatError(f"{error}; it cannot be reused: {fix}") from None
+    found = read_output_record(output_path, artifact=artifact)
+    content = found.pop("content", None) if isinstance(found, dict) else None
+    try:
+        provenance.check(found, expected, artifact=artifact, fix=fix)
+    except ProvenanceError as error:
+        if error.field not in _HINTS:
+            raise
+        message = str(error).replace(f"; {fix}", f" ({_HINTS[error.field]}); {fix}")
+        raise ProvenanceError(message, artifact=artifact, field=error.field) from None
+    _check_content(output_path, content, shape, artifact, fix)
+
+
+def _content(writer: "ArrayWriter", lengths: Optional[np.ndarray]) -> dict:
+    """What an output holds, as written: its shape and the hashes of its arrays."""
+    return {"rows": writer.shape[0], "dim": writer.shape[1], "features": writer.features_hash(),
+            "lengths": None if lengths is None else _array_hash(lengths)}
+
+
+def _array_hash(array: np.ndarray) -> str:
+    return hashlib.blake2b(np.ascontiguousarray(array).tobytes(), digest_size=16).hexdigest()
+
+
+def _check_content(path: str, content, shape: tuple[int, int], artifact: str, fix: str) -> None:
+    """``path`` holds the arrays its record's ``content`` describes (nothing edited, cut or added)."""
+
+    def changed(what: str) -> ProvenanceError:
+        return ProvenanceError(f"{artifact} {what}: the file was changed after it was written; {fix}",
+                               artifact=artifact, field="content")
+
+    if not isinstance(content, dict):
+        raise ProvenanceError(f"{artifact} records no content hash, so what it holds cannot be checked; {fix}",
+                              artifact=artifact, field="content")
+    if [content.get("rows"), content.get("dim")] != list(shape):
+        raise changed(f"holds {shape[0]} x {shape[1]} features where {content.get('rows')} x {content.get('dim')} "
+                      "were written")
+    try:
+        features, lengths = _stored_hashes(path)
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile) as error:
+        raise changed(f"cannot be read back ({type(error).__name__}: {error})") from None
+    if features != content.get("features"):
+        raise changed("holds other features than were written (their hash differs from the one recorded)")
+    if lengths != content.get("lengths"):
+        raise changed("holds other 'lengths' than were written")
+
+
+def _stored_hashes(path: str) -> tuple[str, Optional[str]]:
+    """Hashes of the data of ``features`` and of ``lengths`` (``None`` if absent) as stored in ``path``."""
+    with ExitStack() as stack:
+        if path.endswith(".npy"):
+            handle, names = stack.enter_context(open(path, "rb")), []
+        else:
+            archive = stack.enter_context(zipfile.ZipFile(path))
+            handle, names = stack.enter_context(archive.open("features.npy")), archive.namelist()
+        _read_npy_header(handle)
+        digest = hashlib.blake2b(digest_size=16)
+        while chunk := handle.read(1 << 20):  # a zip entry also checks its CRC at the end
+            digest.update(chunk)
+        lengths = None
+        if "lengths.npy" in names:
+            with archive.open("lengths.npy") as stored:
+                lengths = _array_hash(np.lib.format.read_array(stored, allow_pickle=False))
+    return digest.hexdigest(), lengths
+
+
+def _close_with_record(writer: "ArrayWriter", fields: dict, lengths: np.ndarray) -> None:
+    """Finish ``writer`` with the output's provenance record: a ``.npz`` entry, or beside a ``.npy``
+    (written before the output is renamed into place, so an output never exists without it)."""
+    npz = writer.path.endswith(".npz")
+    record = provenance.record(OUTPUT_ARTIFACT, **fields, content=_content(writer, lengths if npz else None))
+    if npz:
+        writer.close(lengths=lengths, **{RECORD_ENTRY: np.frombuffer(provenance.dumps(record), dtype=np.uint8)})
+    else:
+        writer.close()
+        provenance.write(record_file(writer.path), record)
+
+
+@contextmanager
+def _record_kept_on_error(output_path: str) -> Iterator[None]:
+    """For a ``.npy`` output: if the block fails (after its record was written beside it, before
+    the output was renamed into place), put the record file back as it was, or remove a new one."""
+    sidecar = record_file(output_path)
+    if not output_path.endswith(".npy") or (os.path.lexists(sidecar) and not _is_plain_file(sidecar)):
+        yield
+        return
+    before = _read_bytes(sidecar)
+    try:
+        yield
+    except BaseException:
+        if before is None and os.path.lexists(sidecar):
+            os.remove(sidecar)
+        elif before is not None and _read_bytes(sidecar) != before:
+            with atomic_file(sidecar, what="provenance record") as temporary, open(temporary, "wb") as handle:
+                handle.write(before)
+        raise
+
+
+def _read_bytes(path: str) -> Optional[bytes]:
+    if not _is_plain_file(path):
+        return None
+    with open(path, "rb") as handle:
+        return handle.read()
+
+
+def _is_plain_file(path: str) -> bool:
+    return os.path.isfile(path) and not os.path.islink(path)
 
 
 def _chunks(iterable, size: int):
@@ -576,17 +837,30 @@ def embed_file(
     _check_embed_options(level, tokenizer, dtype, chunk_sentences)
     input_format = check_input(input_path, input_format)
     check_output(output_path, input_path=input_path, overwrite=overwrite)
+    input_hash = provenance.file_hash(input_path)  # before reading: the record names the text that was read
     split = get_tokenizer(tokenizer)
     lengths = np.fromiter((len(s) for s in read_sentences(input_path, input_format, split)), dtype=np.int64)
     encoder = encoder or load_encoder(spec, device=device, precision=precision)
     extractor = FeatureExtractor(encoder, layers, combine, subword_pooling, text_pooling)
+    fields = output_fields(spec, output_path, extractor, input_hash=input_hash, input_format=input_format,
+                           tokenizer=tokenizer, level=level, text_pooling=text_pooling, dtype=dtype)
     n_rows = int(lengths.sum()) if level == "word" else len(lengths)
+    chunks = _checked_chunks(read_sentences(input_path, input_format, split), lengths, chunk_sentences, input_path)
+    with _record_kept_on_error(output_path), \
+            ArrayWriter(output_path, n_rows, extractor.dim, dtype, overwrite=overwrite) as writer:
+        _write_rows(writer, extractor, chunks, level, total=len(lengths), show_progress=show_progress)
+        if provenance.file_hash(input_path) != input_hash:
+            raise ValueError(f"input {input_path} changed while it was being read; nothing was written")
+        _close_with_record(writer, fields, lengths)
+    return {"sentences": len(lengths), "rows": n_rows, "dim": extractor.dim, "output": output_path}
+
+
+def _write_rows(writer: ArrayWriter, extractor, chunks, level: str, *, total: int, show_progress: bool) -> None:
+    """Encode each chunk of sentences and append its rows: one per token, or one per sentence."""
     from tqdm.auto import tqdm
 
-    sentences = read_sentences(input_path, input_format, split)
-    with ArrayWriter(output_path, n_rows, extractor.dim, dtype, overwrite=overwrite) as writer, \
-            tqdm(total=len(lengths), unit="sent", disable=not show_progress) as progress:
-        for chunk in _checked_chunks(sentences, lengths, chunk_sentences, input_path):
+    with tqdm(total=total, unit="sent", disable=not show_progress) as progress:
+        for chunk in chunks:
             if level == "word":
                 rows = list(extractor.iter_words(chunk))
                 if rows:
@@ -594,5 +868,3 @@ def embed_file(
             else:
                 writer.write(np.stack(list(extractor.iter_texts(chunk))))
             progress.update(len(chunk))
-        writer.close(**({"lengths": lengths} if output_path.endswith(".npz") else {}))
-    return {"sentences": len(lengths), "rows": n_rows, "dim": extractor.dim, "output": output_path}

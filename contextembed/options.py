@@ -15,8 +15,10 @@ option                 definition (type and check)
 ``subword_pooling``    :data:`contextembed.pooling.subword.SubwordPooling`, ``check_subword_pooling``
 ``text_pooling``       :data:`contextembed.pooling.text.TextPooling`, ``check_text_pooling``;
                        with the encoder: ``check_text_options``
-``precision``          :data:`contextembed.devices.Precision`, ``resolve_precision``
-``device``             ``contextembed.devices.resolve_device``
+``precision``          :data:`contextembed.devices.Precision` (per family:
+                       ``FAMILY_PRECISIONS``), ``check_precision``
+``device``             :data:`contextembed.devices.Device`, ``check_device`` (form) and
+                       ``resolve_device`` (present here)
 ``tokenizer``          :data:`contextembed.tokenizers.TOKENIZERS`, ``get_tokenizer``
 ``window``, ``stride`` ``contextembed.alignment.check_window``
 =====================  ==================================================================

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import islice
 from typing import Optional
 
 #: a batch of pre-tokenized sentences: one list of str tokens per sentence
@@ -35,6 +36,33 @@ def check_sentences(sentences: object) -> Sentences:
     for i, sentence in enumerate(checked):
         _check_tokens(sentence, f"sentence {i}")
     return checked
+
+
+def check_sentence_chunks(sentences: object, size: int) -> Iterator[list[Sequence[str]]]:
+    """:func:`check_sentences` in consecutive lists of at most ``size`` sentences, for encoders that
+    stream their input.
+
+    An iterator (a generator, ``map(str.split, lines)``, ``iter(...)``) is read and checked one
+    chunk at a time, so at most ``size`` of its sentences are held at once; an error names the
+    sentence's index in the whole input (the sentences before it have been yielded). Anything else
+    (a list, a tuple) goes through :func:`check_sentences` whole before the first chunk.
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :func:`check_sentences`.
+    """
+    if not isinstance(sentences, Iterator):
+        checked = check_sentences(sentences)
+        for begin in range(0, len(checked), size):
+            yield checked[begin : begin + size]
+        return
+    first = 0
+    while chunk := list(islice(sentences, size)):
+        for i, sentence in enumerate(chunk, start=first):
+            _check_tokens(sentence, f"sentence {i}")
+        first += len(chunk)
+        yield chunk
 
 
 def _check_tokens(sentence: object, where: str) -> None:
@@ -119,4 +147,7 @@ def _preview(text, limit: int = 40) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-__all__ = ["Pairs", "Sentences", "check_encodable", "check_pairs", "check_sentences", "unencodable_position"]
+__all__ = [
+    "Pairs", "Sentences", "check_encodable", "check_pairs", "check_sentence_chunks", "check_sentences",
+    "unencodable_position",
+]

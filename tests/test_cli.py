@@ -349,6 +349,9 @@ def test_conllu_errors(tmp_path):
 
 
 def test_reader_argument_errors(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"input file '.*in\.csv' does not exist"):  # before its format
+        read_sentences(str(tmp_path / "in.csv"))
+    (tmp_path / "in.csv").write_text("a,b\n", encoding="utf-8")
     with pytest.raises(ValueError, match="cannot tell the format"):
         read_sentences(str(tmp_path / "in.csv"))
     with pytest.raises(ValueError, match="input format 'csv' is not one of text, conll, conllu, jsonl"):

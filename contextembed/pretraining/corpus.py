@@ -13,6 +13,7 @@ the file and line.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
 import warnings
@@ -20,6 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Literal, Union, get_args
 
+from .. import provenance
 from ..options import check_choice
 
 #: what to do with a line that is not UTF-8 (see the module docstring)
@@ -95,6 +97,19 @@ def corpus_files(path: PathLike) -> list[str]:
     if not found:
         raise FileNotFoundError(f"corpus directory {path!r} holds no files")
     return sorted(found)
+
+
+def corpus_hash(path: PathLike) -> str:
+    """Content hash of CORPUS: of the file, or of a directory's files (:func:`corpus_files`) by
+    relative name and content (:func:`contextembed.provenance.file_hash`); moving the corpus keeps it."""
+    files = corpus_files(path)
+    if os.path.isfile(path):
+        return provenance.file_hash(files[0])
+    digest = hashlib.blake2b(digest_size=16)
+    for name in files:
+        relative = os.path.relpath(name, path).replace(os.sep, "/")
+        digest.update(relative.encode("utf-8", "surrogateescape") + b"\0" + provenance.file_hash(name).encode() + b"\n")
+    return digest.hexdigest()
 
 
 def read_corpus(path: PathLike, *, encoding_errors: EncodingErrors = "skip") -> Corpus:

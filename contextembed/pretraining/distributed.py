@@ -6,13 +6,14 @@ functions here are no-ops. The backend is ``nccl`` on CUDA and ``gloo`` on the C
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
 
+from .. import settings
 from ..devices import resolve_device
+from ..errors import SettingError
 
 
 @dataclass(frozen=True)
@@ -51,11 +52,15 @@ class DistributedContext:
 
 
 def world_from_env() -> tuple[int, int, int]:
-    """``(rank, world_size, local_rank)`` from torchrun's environment (``(0, 1, 0)`` outside it)."""
-    world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    if world_size <= 1:
+    """``(rank, world_size, local_rank)`` from torchrun's environment (``(0, 1, 0)`` outside it),
+    checked by :mod:`contextembed.settings` (``SettingError`` naming the variable)."""
+    world_size = settings.whole_number("WORLD_SIZE", 1, minimum=1, hint="the number of processes torchrun started")
+    if world_size == 1:
         return 0, 1, 0
-    return int(os.environ["RANK"]), world_size, int(os.environ.get("LOCAL_RANK", "0"))
+    rank = settings.whole_number("RANK", -1, maximum=world_size - 1, hint=f"this process's rank of WORLD_SIZE={world_size}")
+    if rank < 0:
+        raise SettingError(f"WORLD_SIZE={world_size} but RANK is unset; start the processes with torchrun, which sets both")
+    return rank, world_size, settings.whole_number("LOCAL_RANK", 0, hint="this process's rank on its machine")
 
 
 def setup_distributed(device: str = "auto") -> DistributedContext:

@@ -15,7 +15,17 @@ from typing import Optional
 
 import torch
 
+from ..bounds import Bound, check_settings
+
 IGNORE_INDEX = -100
+
+
+#: the numeric settings of :class:`MaskingOptions` (see :mod:`.settings`)
+MASKING_BOUNDS: dict[str, Bound] = {
+    "mask_probability": Bound(float, 0, 1, "--mask-probability", low_open=True, high_open=True),
+    "replace_with_mask": Bound(float, 0, 1),
+    "replace_with_random": Bound(float, 0, 1),
+}
 
 
 @dataclass(frozen=True)
@@ -27,14 +37,11 @@ class MaskingOptions:
     replace_with_random: float = 0.1
 
     def __post_init__(self) -> None:
-        if not 0.0 < self.mask_probability < 1.0:
-            raise ValueError(f"mask_probability={self.mask_probability} must be in (0, 1)")
-        if min(self.replace_with_mask, self.replace_with_random) < 0 or (
-            self.replace_with_mask + self.replace_with_random > 1.0
-        ):
+        check_settings(self, MASKING_BOUNDS)
+        if self.replace_with_mask + self.replace_with_random > 1.0:
             raise ValueError(
                 f"replace_with_mask={self.replace_with_mask} and replace_with_random={self.replace_with_random} "
-                "must be >= 0 and sum to at most 1 (the rest stays unchanged)"
+                "must sum to at most 1 (the rest stays unchanged)"
             )
 
 

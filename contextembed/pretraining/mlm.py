@@ -28,7 +28,9 @@ import torch.nn.functional as F
 from .corpus import EncodingErrors, check_encoding_errors
 from .masking import IGNORE_INDEX, MaskingOptions, mask_tokens
 from .outline import NeuralRecipe, Run, run_objective
+from .run_files import TOKENIZER_DIR
 from .seeds import held_out_seed, nsp_pairs_seed
+from ..bounds import Bound, check_setting, check_settings
 from .training import Objective, TrainingOptions
 
 #: BERT miniature sizes (Turc et al. 2019) and BERT-base; a config file may override any field
@@ -41,6 +43,26 @@ BERT_PRESETS: dict[str, dict] = {
 
 #: peak learning rates that work for each preset (continued pretraining with ``init``: 5e-5)
 PRESET_LEARNING_RATES = {"tiny": 1e-3, "mini": 5e-4, "small": 3e-4, "base": 1e-4, "init": 5e-5, "file": 1e-4}
+
+#: the numeric settings of :class:`MLMConfig` (see :mod:`.settings`)
+MLM_BOUNDS: dict[str, Bound] = {
+    "vocab_size": Bound(int, 100, 10**6, "--vocab-size"),
+    "min_frequency": Bound(int, 1, 10**9, "--min-frequency"),
+    "max_length": Bound(int, 8, 2**16, "--max-length"),
+}
+#: the numeric ``BertConfig`` fields a ``--size`` JSON file may set, and their ranges
+BERT_FIELD_BOUNDS: dict[str, Bound] = {
+    "num_hidden_layers": Bound(int, 1, 256, "--size file"),
+    "hidden_size": Bound(int, 1, 2**16, "--size file"),
+    "num_attention_heads": Bound(int, 1, 2**10, "--size file"),
+    "intermediate_size": Bound(int, 1, 2**18, "--size file"),
+    "max_position_embeddings": Bound(int, 8, 2**16, "--size file"),
+    "type_vocab_size": Bound(int, 1, 2**10, "--size file"),
+    "hidden_dropout_prob": Bound(float, 0, 1, "--size file", high_open=True),
+    "attention_probs_dropout_prob": Bound(float, 0, 1, "--size file", high_open=True),
+    "initializer_range": Bound(float, 0, 10, "--size file", low_open=True),
+    "layer_norm_eps": Bound(float, 0, 1, "--size file", low_open=True),
+}
 
 
 @dataclass
@@ -84,10 +106,7 @@ class MLMConfig:
     def __post_init__(self) -> None:
         if isinstance(self.masking, dict):
             self.masking = MaskingOptions(**self.masking)
-        if self.max_length < 8:
-            raise ValueError(f"max_length={self.max_length} is too short; use at least 8 pieces")
-        if self.vocab_size < 100:
-            raise ValueError(f"vocab_size={self.vocab_size} is too small; use at least 100")
+        check_settings(self, MLM_BOUNDS)
         check_encoding_errors(self.encoding_errors)
         if self.init is not None:
             check_bert_directory(self.init)
@@ -95,6 +114,8 @@ class MLMConfig:
             raise ValueError(
                 f"size={self.size!r} is neither a preset ({', '.join(BERT_PRESETS)}) nor an existing config file"
             )
+        else:
+            size_fields(self.size, self.max_length)
 
 
 def default_learning_rate(config: MLMConfig) -> float:
@@ -127,14 +148,16 @@ def check_bert_directory(path: Union[str, os.PathLike]) -> dict:
     return config
 
 
-def bert_config(size: str, vocab_size: int, max_length: int, pad_token_id: int):
-    """A ``BertConfig`` from a preset name or a JSON file of fields."""
-    from transformers import BertConfig
-
+def size_fields(size: str, max_length: int) -> dict:
+    """The ``BertConfig`` fields of a preset name or a JSON file of fields, checked (types, ranges,
+    heads that divide the width, positions for ``max_length``)."""
     if size in BERT_PRESETS:
         fields = dict(BERT_PRESETS[size])
     else:
-        data = json.loads(Path(size).read_text(encoding="utf-8"))
+        try:
+            data = json.loads(Path(size).read_text(encoding="utf-8"))
+        except ValueError as error:
+            raise ValueError(f"config file {size!r} is not valid JSON ({error})") from None
         if not isinstance(data, dict):
             raise ValueError(f"config file {size!r} must hold a JSON object of BertConfig fields")
         if data.get("model_type", "bert") != "bert":
@@ -143,12 +166,33 @@ def bert_config(size: str, vocab_size: int, max_length: int, pad_token_id: int):
         if preset not in BERT_PRESETS:
             raise ValueError(f"config file {size!r}: preset={preset!r} is not one of {', '.join(BERT_PRESETS)}")
         fields = {**BERT_PRESETS[preset], **{k: v for k, v in data.items() if k != "model_type"}}
+        _check_bert_fields(fields, size)
     fields.setdefault("max_position_embeddings", max_length)
     if fields["max_position_embeddings"] < max_length:
         raise ValueError(
             f"max_length={max_length} exceeds the model's max_position_embeddings={fields['max_position_embeddings']}"
         )
-    return BertConfig(vocab_size=vocab_size, pad_token_id=pad_token_id, **fields)
+    return fields
+
+
+def bert_config(size: str, vocab_size: int, max_length: int, pad_token_id: int):
+    """A ``BertConfig`` from a preset name or a JSON file of fields (:func:`size_fields`)."""
+    from transformers import BertConfig
+
+    return BertConfig(vocab_size=vocab_size, pad_token_id=pad_token_id, **size_fields(size, max_length))
+
+
+def _check_bert_fields(fields: dict, source: str) -> None:
+    """The numeric fields of a ``--size`` file: types and ranges, and heads that divide the width."""
+    for name, bound in BERT_FIELD_BOUNDS.items():
+        if name in fields:
+            try:
+                check_setting(name, fields[name], bound)
+            except (TypeError, ValueError) as error:
+                raise type(error)(f"config file {source}: {error}") from None
+    if fields["hidden_size"] % fields["num_attention_heads"]:
+        raise ValueError(f"config file {source}: hidden_size={fields['hidden_size']} is not a multiple of "
+                         f"num_attention_heads={fields['num_attention_heads']}")
 
 
 def train_wordpiece(sentences, vocab_size: int, *, lowercase: bool, min_frequency: int, max_length: int,
@@ -417,6 +461,8 @@ class MLMRecipe(NeuralRecipe):
     """BERT with MLM (+NSP) in the outline of :func:`~.outline.run_objective`."""
 
     name = "mlm"
+    #: a ``--size`` file and an ``--init`` directory are checked through the model's shape and vocabulary
+    path_settings = ("size", "init")
 
     def __init__(self, config: MLMConfig, training: Optional[TrainingOptions] = None) -> None:
         super().__init__(config, training or TrainingOptions(learning_rate=default_learning_rate(config)))
@@ -424,21 +470,23 @@ class MLMRecipe(NeuralRecipe):
         self.model = None
 
     def prepare(self, documents, run: Run) -> None:
-        """The ``init`` model's tokenizer, the one saved in OUT (resume), or a new WordPiece vocabulary
-        trained on the whole corpus by the main process."""
-        config, out, context = self.config, run.out, run.context
+        """The ``init`` model's tokenizer, the one the checkpoints were trained with (resume), or a new
+        WordPiece vocabulary trained on the whole corpus by the main process (kept beside the
+        checkpoints, ``OUT/checkpoints/tokenizer``, until the model is written)."""
+        config, directory, context = self.config, run.out / TOKENIZER_DIR, run.context
         if config.init is not None:
             self.tokenizer = load_tokenizer(config.init)
             return
-        if run.checkpoint is not None and (out / "tokenizer_config.json").is_file():
-            self.tokenizer = load_tokenizer(out)
+        if run.checkpoint is not None and (directory / "tokenizer_config.json").is_file():
+            self.tokenizer = load_tokenizer(directory)
             return
         if context.is_main:
             sentences = (sentence for document in documents for sentence in document)
             train_wordpiece(sentences, config.vocab_size, lowercase=config.lowercase,
-                            min_frequency=config.min_frequency, max_length=config.max_length, directory=out)
+                            min_frequency=config.min_frequency, max_length=config.max_length,
+                            directory=directory)
         context.barrier()
-        self.tokenizer = load_tokenizer(out)
+        self.tokenizer = load_tokenizer(directory)
 
     def encode(self, documents) -> list[list[np.ndarray]]:
         return tokenize_documents(self.tokenizer, documents)
@@ -449,9 +497,9 @@ class MLMRecipe(NeuralRecipe):
         self.objective = BertObjective(train, held, SpecialIds.from_tokenizer(self.tokenizer), self.config,
                                        self.training.seed, _fingerprint(self.model, self.tokenizer, self.config))
 
-    def save(self, out: Path) -> None:
-        self.model.save_pretrained(out)
-        self.tokenizer.save_pretrained(out)
+    def save(self, folder: Path) -> None:
+        self.model.save_pretrained(folder)
+        self.tokenizer.save_pretrained(folder)
 
 
 def pretrain_mlm(

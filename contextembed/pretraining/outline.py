@@ -2,13 +2,16 @@
 
 :func:`run_objective` runs a :class:`Recipe` on CORPUS into OUT:
 
-1. check CORPUS, and OUT (main process); write ``pretrain_config.json`` when asked;
-2. find the checkpoint to resume from;
+1. check CORPUS and OUT (apart from each other and from ``init``; main process: OUT's content); hash
+   the corpus; write ``pretrain_config.json`` when asked;
+2. find the checkpoint to resume from (its provenance record must match this run's, see
+   :meth:`NeuralRecipe.checkpoint_record`);
 3. read the corpus; the recipe sees all of it first (MLM trains its WordPiece vocabulary there);
 4. hold out documents; the recipe encodes both parts into its examples (the raw lines are dropped);
 5. seed model initialisation; the recipe builds its model and objective;
 6. the recipe trains (neural methods: :func:`~.training.train`; word2vec: its own loop);
-7. the main process saves the model; the recipe's summary is returned.
+7. the main process writes the model into OUT as a fresh set, with its provenance record
+   (:func:`~.run_files.publish_model`); the recipe's summary is returned.
 
 A resumed run that fails before its first new checkpoint puts the previous ``pretrain_config.json``
 back (it describes the checkpoints in OUT). :func:`~.mlm.pretrain_mlm`, :func:`~.bilm.pretrain_bilm`
@@ -26,10 +29,19 @@ from typing import Any, ClassVar, Optional, Union
 
 import torch
 
-from .corpus import EncodingErrors, corpus_files, read_corpus, split_held_out
+from .. import provenance
+from .._files import check_apart
+from .corpus import EncodingErrors, corpus_files, corpus_hash, read_corpus, split_held_out
 from .distributed import DistributedContext, setup_distributed, teardown_distributed
-from .run_files import config_kept_on_failure, prepare_output_dir, resolve_resume, write_config
-from .training import Objective, TrainingOptions, train
+from .run_files import (
+    MODEL_ARTIFACT,
+    config_kept_on_failure,
+    prepare_output_dir,
+    publish_model,
+    resolve_resume,
+    write_config,
+)
+from .training import Objective, TrainingOptions, checkpoint_record, train
 
 PathLike = Union[str, os.PathLike]
 
@@ -44,6 +56,8 @@ class Run:
     context: DistributedContext
     #: the checkpoint to continue from, if any
     checkpoint: Optional[Path] = None
+    #: content hash of the corpus files (:func:`~.corpus.corpus_hash`)
+    corpus_hash: str = ""
 
 
 class Recipe(ABC):
@@ -79,6 +93,15 @@ class Recipe(ABC):
     def config_record(self) -> dict:
         """The resolved settings, as sections of ``pretrain_config.json``."""
 
+    def input_paths(self) -> dict[str, str]:
+        """Inputs besides the corpus that OUT must stay apart from, by option (``{"--init": DIR}``)."""
+        return {}
+
+    def model_record(self, run: Run) -> dict:
+        """The provenance record of the model written into OUT: the corpus's hash and every setting."""
+        return provenance.record(MODEL_ARTIFACT, method=self.name, corpus=run.corpus_hash,
+                                 **flatten_settings(self.config_record()))
+
     # -- steps
 
     @abstractmethod
@@ -101,8 +124,9 @@ class Recipe(ABC):
         """Train; returns the run's summary."""
 
     @abstractmethod
-    def save(self, out: Path) -> None:
-        """Write the trained model into OUT (called on the main process only)."""
+    def save(self, folder: Path) -> None:
+        """Write the trained model's files into ``folder`` (an empty directory; main process only),
+        which :func:`~.run_files.publish_model` then moves into OUT as one set."""
 
     def summary(self, result: dict) -> dict:
         """What the library function returns (default: ``result`` of :meth:`fit`)."""
@@ -114,6 +138,12 @@ class NeuralRecipe(Recipe):
 
     :meth:`build` sets :attr:`module` (the module trained and checkpointed) and :attr:`objective`.
     """
+
+    #: training settings a resumed run may change; every other setting must be the checkpoint's
+    RESUMABLE: ClassVar[tuple[str, ...]] = ("max_steps", "learning_rate", "log_every", "checkpoint_every",
+                                            "keep_checkpoints", "device", "show_progress")
+    #: settings that are paths, checked through what they produce (model shape, vocabulary) instead
+    path_settings: ClassVar[tuple[str, ...]] = ("init",)
 
     def __init__(self, config: Any, training: TrainingOptions) -> None:
         self.config, self.training = config, training
@@ -135,12 +165,39 @@ class NeuralRecipe(Recipe):
     def config_record(self) -> dict:
         return {self.name: asdict(self.config), "training": asdict(self.training)}
 
+    def input_paths(self) -> dict[str, str]:
+        init = getattr(self.config, "init", None)
+        return {} if init is None else {"--init": os.fspath(init)}
+
+    def checkpoint_record(self, run: Run) -> dict:
+        """What a checkpoint of this run records and a resumed run must match: the corpus's hash,
+        the settings (but :attr:`RESUMABLE` and :attr:`path_settings`), the model's shape and
+        vocabulary (:meth:`~.training.Objective.fingerprint`)."""
+        skipped = {f"training.{name}" for name in self.RESUMABLE}
+        skipped |= {f"{self.name}.{name}" for name in self.path_settings}
+        settings = {name: value for name, value in flatten_settings(self.config_record()).items()
+                    if name not in skipped}
+        return checkpoint_record(self.objective, method=self.name, corpus=run.corpus_hash, **settings)
+
     def start(self) -> DistributedContext:
         return setup_distributed(self.training.device)
 
     def fit(self, run: Run) -> dict:
         return train(self.module, self.objective, self.training, out=run.out, context=run.context,
-                     resume=run.checkpoint)
+                     resume=run.checkpoint, record=self.checkpoint_record(run))
+
+
+def flatten_settings(sections: dict, prefix: str = "") -> dict:
+    """``{"training": {"seed": 0}}`` -> ``{"training.seed": 0}`` (so that a differing setting is named
+    by its own name); paths become strings."""
+    flat = {}
+    for key, value in sections.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            flat.update(flatten_settings(value, f"{name}."))
+        else:
+            flat[name] = os.fspath(value) if isinstance(value, os.PathLike) else value
+    return flat
 
 
 def run_objective(
@@ -181,10 +238,19 @@ def run_objective(
     FileNotFoundError
         If CORPUS does not exist (before OUT is touched), or ``resume`` finds no checkpoint.
     FileExistsError
-        If OUT holds files and neither ``overwrite`` nor ``resume`` is given.
+        If OUT holds files and neither ``overwrite`` nor ``resume`` is given (or, with ``overwrite``,
+        files no earlier run wrote, see :func:`~.run_files.prepare_output_dir`).
+    ValueError
+        If OUT is, lies inside or contains CORPUS or ``init``.
+    ProvenanceError
+        If the ``resume`` checkpoint was made from another corpus, other settings or another model.
+    TrainingDivergedError
+        If training diverged (no model is written; earlier checkpoints are kept).
     """
     corpus_files(corpus)
     out = Path(out)
+    for option, path in {"CORPUS": os.fspath(corpus), **recipe.input_paths()}.items():
+        check_apart(out, path, output_what="OUT", source_what=option)
     context = recipe.start()
     try:
         with config_kept_on_failure(out, enabled=save_config and bool(resume) and context.is_main):
@@ -192,7 +258,7 @@ def run_objective(
             _build(recipe, corpus, run)
             result = recipe.fit(run)
             if context.is_main:
-                recipe.save(run.out)
+                publish_model(run.out, recipe.save, recipe.model_record(run))
             return recipe.summary(result)
     finally:
         teardown_distributed(context)
@@ -207,7 +273,7 @@ def _open(recipe: Recipe, corpus: PathLike, out: Path, context: DistributedConte
             write_config(out, {"objective": recipe.name, "corpus": str(Path(corpus).resolve()),
                                **recipe.config_record()})
     context.barrier()
-    return Run(out, context, resolve_resume(out, resume))
+    return Run(out, context, resolve_resume(out, resume), corpus_hash(corpus))
 
 
 def _build(recipe: Recipe, corpus: PathLike, run: Run) -> None:

@@ -14,6 +14,7 @@ both readable by :func:`contextembed.load_encoder` and gensim's ``KeyedVectors.l
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections import Counter
@@ -34,6 +35,8 @@ from .corpus import EncodingErrors, check_encoding_errors, split_words
 from .distributed import DistributedContext
 from .outline import Recipe, Run, run_objective
 from .run_files import RunLog
+from ..bounds import LEARNING_RATE, SEED, Bound, check_settings
+from .training import TrainingDivergedError, nonfinite_parameters
 
 Architecture = Literal["skipgram", "cbow"]
 ARCHITECTURES: tuple[str, ...] = get_args(Architecture)
@@ -45,6 +48,21 @@ MIN_LEARNING_RATE_FACTOR = 1e-4
 NOISE_POWER = 0.75
 #: the files written into OUT: word2vec text and binary
 TEXT_FILE, BINARY_FILE = "vectors.txt", "vectors.bin"
+
+#: the numeric settings of :class:`StaticConfig` (see :mod:`.settings`)
+STATIC_BOUNDS: dict[str, Bound] = {
+    "dim": Bound(int, 1, 10**4, "--dim"),
+    "window": Bound(int, 1, 100, "--window"),
+    "negative": Bound(int, 1, 100, "--negative"),
+    "min_count": Bound(int, 1, 10**9, "--min-count"),
+    "max_vocab": Bound(int, 1, 10**9, "--max-vocab", optional=True),
+    "sample": Bound(float, 0, 1, "--sample", note="0: no subsampling"),
+    "epochs": Bound(int, 1, 10**4, "--epochs"),
+    "batch_size": Bound(int, 1, 2**20, "--batch-size"),
+    "learning_rate": Bound(float, LEARNING_RATE.low, LEARNING_RATE.high, "--lr", low_open=True, optional=True,
+                           note="None: word2vec's default for the architecture"),
+    "seed": SEED,
+}
 
 
 @dataclass
@@ -70,12 +88,7 @@ class StaticConfig:
     def __post_init__(self) -> None:
         check_choice("architecture", self.architecture, Architecture)
         check_encoding_errors(self.encoding_errors)
-        for name in ("dim", "window", "negative", "min_count", "epochs", "batch_size"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name}={value!r} must be a positive integer")
-        if self.sample < 0:
-            raise ValueError(f"sample={self.sample} must be >= 0 (0 disables subsampling)")
+        check_settings(self, STATIC_BOUNDS)
 
     @property
     def lr(self) -> float:
@@ -316,10 +329,24 @@ class StaticRecipe(Recipe):
             # linear decay over the whole run, as in word2vec
             lr = config.lr * max(MIN_LEARNING_RATE_FACTOR, 1.0 - (epoch + number / n_batches) / config.epochs)
             batch = slice(start, start + config.batch_size)
-            loss_sum += self._step(context[batch], target[batch], lr, sgd)
+            loss = self._step(context[batch], target[batch], lr, sgd)
+            if not math.isfinite(loss):
+                self._diverged(epoch, f"batch {number + 1} of {n_batches}", f"the loss is {loss}", lr)
+            loss_sum += loss
+        broken = nonfinite_parameters(self.model)
+        if broken:
+            self._diverged(epoch, "its end", f"the vectors hold non-finite numbers ({', '.join(broken)})", lr)
         elapsed = time.perf_counter() - started
         return {"epoch": epoch + 1, "loss": loss_sum / len(target), "lr": lr, "examples": len(target),
                 "examples_per_s": len(target) / elapsed if elapsed > 0 else None}
+
+    def _diverged(self, epoch: int, where: str, what: str, lr: float) -> None:
+        """Raise :class:`~.training.TrainingDivergedError` (nothing is written: the vectors never are)."""
+        config = self.config
+        raise TrainingDivergedError(
+            f"word2vec training diverged in epoch {epoch + 1} of {config.epochs}, at {where}: {what} (learning "
+            f"rate {lr:g}, --lr {config.lr:g}). No vectors were written. Lower --lr (learning_rate), e.g. to "
+            f"{config.lr / 10:g}, and run again with --overwrite", step=epoch + 1)
 
     def _epoch_examples(self, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         """``(context (n, k), target (n,))`` of one epoch after subsampling, shuffled."""
@@ -348,10 +375,10 @@ class StaticRecipe(Recipe):
         sgd.bar.set_postfix(loss=f"{value / len(batch_target):.4f}")
         return value
 
-    def save(self, out: Path) -> None:
+    def save(self, folder: Path) -> None:
         vectors = self.model.inputs.weight.detach()[: len(self.vocabulary.words)].float().cpu().numpy()
-        write_word2vec(out / TEXT_FILE, self.vocabulary.words, vectors)
-        write_word2vec(out / BINARY_FILE, self.vocabulary.words, vectors, binary=True)
+        write_word2vec(folder / TEXT_FILE, self.vocabulary.words, vectors)
+        write_word2vec(folder / BINARY_FILE, self.vocabulary.words, vectors, binary=True)
 
 
 def most_similar(words: list[str], vectors: np.ndarray, query: str, k: int = 5) -> list[tuple[str, float]]:

@@ -5,6 +5,12 @@ clipping, bf16/fp16 autocast (fp16 with a gradient scaler), DistributedDataParal
 a tqdm bar with the running loss, ``log.jsonl``, periodic checkpoints, ``resume``, and held-out
 evaluation before training and at the end.
 
+Training stops on divergence: a loss that is not finite (on any process) stops the run before the
+update, weights that are not finite after it stop it too (:class:`TrainingDivergedError`); the
+diverged state is never checkpointed, so the last checkpoint in OUT is the last good one. Every
+checkpoint carries the run's provenance record (:func:`checkpoint_record`), which a resumed run must
+match.
+
 An *objective* supplies the data and the loss (see :class:`Objective`); the loop knows nothing of
 BERT or LSTMs. :func:`train` keeps what stays fixed in a :class:`Loop` and what changes (step,
 running loss, optimizer, scheduler and scaler, the log) in a :class:`RunState`.
@@ -20,6 +26,7 @@ order drawn from ``seed`` and the epoch number; micro-batch ``i`` draws its rand
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 from abc import ABC, abstractmethod
 from collections import defaultdict
@@ -31,11 +38,20 @@ from typing import Literal, Optional
 import torch
 from tqdm.auto import tqdm
 
+from .. import provenance
 from ..devices import PRECISIONS
 from ..options import check_choice
 from .distributed import DistributedContext, wrap_model
-from .run_files import RunLog, check_no_newer_checkpoints, load_checkpoint, save_checkpoint, write_json
+from .run_files import (
+    RunLog,
+    check_no_newer_checkpoints,
+    latest_checkpoint,
+    load_checkpoint,
+    save_checkpoint,
+    write_json,
+)
 from .seeds import data_order_seed, dropout_seed, mask_seed
+from ..bounds import LEARNING_RATE, SEED, Bound, check_settings
 
 #: autocast dtype of the forward pass (fp16 with a gradient scaler); ``devices.PRECISIONS`` maps them
 #: autocast dtype of pretraining (inference precisions are contextembed.devices.Precision)
@@ -45,6 +61,23 @@ Batch = dict[str, torch.Tensor]
 Stats = dict[str, float]
 #: weight of the newest step's loss in the running (exponentially smoothed) training loss
 RUNNING_LOSS_WEIGHT = 0.1
+
+
+#: the numeric settings of :class:`TrainingOptions` (see :mod:`.settings`)
+TRAINING_BOUNDS: dict[str, Bound] = {
+    "max_steps": Bound(int, 1, 10**9, "--max-steps"),
+    "batch_size": Bound(int, 1, 2**16, "--batch-size"),
+    "grad_accumulation": Bound(int, 1, 2**16, "--grad-accumulation"),
+    "learning_rate": LEARNING_RATE,
+    "warmup_steps": Bound(int, 0, 10**9, "--warmup-steps", optional=True),
+    "weight_decay": Bound(float, 0, 1, "--weight-decay"),
+    "max_grad_norm": Bound(float, 0, 1e6, "--max-grad-norm", note="0: no clipping"),
+    "seed": SEED,
+    "log_every": Bound(int, 1, 10**9, "--log-every"),
+    "checkpoint_every": Bound(int, 0, 10**9, "--checkpoint-every", note="0: the final checkpoint only"),
+    "keep_checkpoints": Bound(int, 1, 10**4, "--keep-checkpoints"),
+    "held_out_fraction": Bound(float, 0, 0.5, "--held-out-fraction", note="0: nothing held out"),
+}
 
 
 @dataclass
@@ -102,19 +135,11 @@ class TrainingOptions:
     show_progress: bool = True
 
     def __post_init__(self) -> None:
-        positive = {"max_steps": self.max_steps, "batch_size": self.batch_size,
-                    "grad_accumulation": self.grad_accumulation, "log_every": self.log_every,
-                    "keep_checkpoints": self.keep_checkpoints}
-        for name, value in positive.items():
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name}={value!r} must be a positive integer")
+        check_settings(self, TRAINING_BOUNDS)
         check_choice("precision", self.precision, TrainingPrecision)
-        if not self.learning_rate > 0:
-            raise ValueError(f"learning_rate={self.learning_rate} must be > 0")
-        if self.warmup_steps is not None and not 0 <= self.warmup_steps <= self.max_steps:
-            raise ValueError(f"warmup_steps={self.warmup_steps} must be between 0 and max_steps={self.max_steps}")
-        if self.checkpoint_every < 0:
-            raise ValueError(f"checkpoint_every={self.checkpoint_every} must be >= 0 (0: final checkpoint only)")
+        if self.warmup_steps is not None and self.warmup_steps > self.max_steps:
+            raise ValueError(f"warmup_steps={self.warmup_steps} (--warmup-steps) is more than max_steps="
+                             f"{self.max_steps} (--max-steps); expected 0 to {self.max_steps}")
 
     @property
     def warmup(self) -> int:
@@ -169,9 +194,18 @@ def linear_schedule(step: int, warmup: int, total: int) -> float:
     return max(0.0, (total - step) / max(1, total - warmup))
 
 
-def make_scheduler(optimizer: torch.optim.Optimizer, options: TrainingOptions) -> torch.optim.lr_scheduler.LambdaLR:
+def make_scheduler(optimizer: torch.optim.Optimizer, options: TrainingOptions,
+                   step: int = 0) -> torch.optim.lr_scheduler.LambdaLR:
+    """The schedule of ``options`` (peak ``learning_rate``), positioned at ``step``.
+
+    The schedule is a function of the step and the current options alone, so a resumed run follows
+    its own ``max_steps`` and ``learning_rate`` (a lower ``--lr`` after a divergence takes effect).
+    """
     warmup, total = options.warmup, options.max_steps
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: linear_schedule(step, warmup, total))
+    for group in optimizer.param_groups:
+        group["initial_lr"] = options.learning_rate
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda at: linear_schedule(at, warmup, total),
+                                             last_epoch=step - 1)
 
 
 @dataclass
@@ -195,7 +229,8 @@ class Optimisation:
         return self.scheduler.get_last_lr()[0]
 
     def step(self, parameters: Iterable[torch.nn.Parameter], max_grad_norm: float) -> None:
-        """Clip the (unscaled) gradients, update, clear the gradients, advance the schedule."""
+        """Clip the (unscaled) gradients, update (fp16: skipped when a gradient overflowed), clear the
+        gradients, advance the schedule."""
         if max_grad_norm:
             self.scaler.unscale_(self.optimizer)
             torch.nn.utils.clip_grad_norm_(parameters, max_grad_norm)
@@ -205,13 +240,13 @@ class Optimisation:
         self.scheduler.step()
 
     def state_dict(self) -> dict:
-        return {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
-                "scaler": self.scaler.state_dict()}
+        return {"optimizer": self.optimizer.state_dict(), "scaler": self.scaler.state_dict()}
 
-    def load_state_dict(self, state: dict) -> None:
+    def load_state_dict(self, state: dict, options: TrainingOptions, step: int) -> None:
+        """The optimizer's and scaler's state of a checkpoint; the schedule of ``options`` at ``step``."""
         self.optimizer.load_state_dict(state["optimizer"])
-        self.scheduler.load_state_dict(state["scheduler"])
         self.scaler.load_state_dict(state["scaler"])
+        self.scheduler = make_scheduler(self.optimizer, options, step)
 
 
 # -- data stream --------------------------------------------------------------------------------
@@ -260,6 +295,41 @@ def summarize(stats: Stats) -> dict[str, float]:
 # -- the loop -----------------------------------------------------------------------------------
 
 
+class TrainingDivergedError(ValueError):
+    """The loss, or the weights after an update, stopped being finite numbers: training diverged.
+
+    Nothing of the diverged state is written (no checkpoint, no model); the checkpoints already in OUT
+    are kept.
+
+    Attributes
+    ----------
+    step : int
+        The update at which it was seen (1-based, as in ``log.jsonl``); word2vec: the epoch.
+    """
+
+    def __init__(self, message: str, *, step: int) -> None:
+        self.step = step
+        super().__init__(message)
+
+    def __reduce__(self):
+        return (_rebuild_diverged, (str(self), self.step))
+
+
+def _rebuild_diverged(message: str, step: int) -> "TrainingDivergedError":
+    return TrainingDivergedError(message, step=step)
+
+
+#: the kind of artifact a checkpoint's provenance record names
+CHECKPOINT_ARTIFACT = "pretraining checkpoint"
+
+
+def checkpoint_record(objective: Objective, **fields) -> dict:
+    """The provenance record a checkpoint of this run carries and a resumed run must match:
+    ``fields`` (corpus hash, settings) and the objective's model fingerprint, as ``model.<key>``."""
+    model = {f"model.{key}": value for key, value in objective.fingerprint().items()}
+    return provenance.record(CHECKPOINT_ARTIFACT, **fields, **model)
+
+
 @dataclass(frozen=True)
 class Loop:
     """What stays fixed while a run trains."""
@@ -275,6 +345,8 @@ class Loop:
     out: Path
     #: autocast dtype (``options.precision``)
     dtype: torch.dtype
+    #: the provenance record every checkpoint carries (:func:`checkpoint_record`)
+    record: dict
 
 
 @dataclass
@@ -313,6 +385,7 @@ def train(
     out: Path,
     context: DistributedContext,
     resume: Optional[Path] = None,
+    record: Optional[dict] = None,
 ) -> dict:
     """Run the optimisation from step 0 (or the ``resume`` checkpoint's step) to ``options.max_steps``.
 
@@ -330,17 +403,28 @@ def train(
     context : DistributedContext
         This process's rank and device (:func:`~.distributed.setup_distributed`).
     resume : Path, optional
-        A checkpoint to continue from (its fingerprint must match the objective's).
+        A checkpoint to continue from (its provenance record must equal ``record``).
+    record : dict, optional
+        The provenance record of this run's checkpoints (default: the objective's fingerprint alone,
+        :func:`checkpoint_record`).
 
     Returns
     -------
     dict
         ``steps``, ``held_out_before`` (``None`` when resumed or nothing is held out),
         ``held_out`` (statistics after training) and ``running_loss`` (smoothed training loss).
+
+    Raises
+    ------
+    TrainingDivergedError
+        When the loss or the weights stop being finite (nothing of that state is saved).
+    ProvenanceError
+        When the ``resume`` checkpoint was made from another corpus, settings or model.
     """
     model.to(context.device)
     loop = Loop(model=model, wrapped=wrap_model(model, context), objective=objective, options=options,
-                context=context, out=out, dtype=PRECISIONS[options.precision])
+                context=context, out=out, dtype=PRECISIONS[options.precision],
+                record=record if record is not None else checkpoint_record(objective))
     run = RunState(Optimisation.create(model, options, context.device),
                    RunLog(out / "log.jsonl", enabled=context.is_main))
     if resume is not None:
@@ -364,24 +448,27 @@ def _optimise(loop: Loop, run: RunState) -> None:
     bar = tqdm(total=options.max_steps, initial=run.step, desc="pretrain", unit="step",
                disable=not (context.is_main and options.show_progress))
     run.window = Window()
-    while run.step < options.max_steps:
-        loss = _update(loop, run, micro_batches)
-        run.step += 1
-        run.add_loss(loss)
-        bar.update(1)
-        bar.set_postfix(loss=f"{run.running_loss:.4f}")
-        if run.step % options.log_every == 0 or run.step == options.max_steps:
-            _log_window(loop, run)
-        if run.step == options.max_steps or (options.checkpoint_every and run.step % options.checkpoint_every == 0):
-            _checkpoint(loop, run)
-    bar.close()
+    try:
+        while run.step < options.max_steps:
+            loss = _update(loop, run, micro_batches)
+            run.step += 1
+            run.add_loss(loss)
+            bar.update(1)
+            bar.set_postfix(loss=f"{run.running_loss:.4f}")
+            if run.step % options.log_every == 0 or run.step == options.max_steps:
+                _log_window(loop, run)
+            if run.step == options.max_steps or (options.checkpoint_every and run.step % options.checkpoint_every == 0):
+                _checkpoint(loop, run)
+    finally:
+        bar.close()
 
 
 def _update(loop: Loop, run: RunState, micro_batches: Iterator[Batch]) -> float:
     """One optimizer update over ``grad_accumulation`` micro-batches.
 
     Adds their statistics to ``run.window`` and returns the update's loss (the mean over its
-    micro-batches).
+    micro-batches). A loss that is not finite stops the run before the update, weights that are not
+    finite after it stop it too (:class:`TrainingDivergedError`).
     """
     loop.wrapped.train()
     accumulation, context = loop.options.grad_accumulation, loop.context
@@ -400,8 +487,52 @@ def _update(loop: Loop, run: RunState, micro_batches: Iterator[Batch]) -> float:
         window["loss_count"] += 1
         for key, value in stats.items():
             window[key] += value
+    if not _finite_everywhere(context, step_loss):
+        where = "" if math.isfinite(step_loss) else f" ({step_loss} here)"
+        _diverged(loop, run, f"the training loss is not a finite number{where}")
     run.optimisation.step(loop.wrapped.parameters(), loop.options.max_grad_norm)
+    broken = nonfinite_parameters(loop.model)
+    if broken:
+        shown = ", ".join(broken[:3]) + (f" and {len(broken) - 3} more" if len(broken) > 3 else "")
+        _diverged(loop, run, f"the update made weights that are not finite numbers ({shown})")
     return step_loss
+
+
+def _finite_everywhere(context: DistributedContext, loss: float) -> bool:
+    """Whether ``loss`` is finite on every process (one small all-reduce under torchrun, so that all
+    processes stop together)."""
+    bad = 0.0 if math.isfinite(loss) else 1.0
+    if context.is_distributed:
+        bad = context.all_reduce_sums({"nonfinite": bad})["nonfinite"]
+    return bad == 0.0
+
+
+def nonfinite_parameters(module: torch.nn.Module) -> list[str]:
+    """Names of ``module``'s parameters holding NaN or infinity (one device sync for all of them)."""
+    named = list(module.named_parameters())
+    if not named:
+        return []
+    finite = torch.stack([torch.isfinite(parameter.detach()).all() for _, parameter in named])
+    if bool(finite.all()):
+        return []
+    return [name for (name, _), ok in zip(named, finite.tolist()) if not ok]
+
+
+def _diverged(loop: Loop, run: RunState, what: str) -> None:
+    """Log and raise :class:`TrainingDivergedError` for the update after ``run.step``."""
+    step, options = run.step + 1, loop.options
+    run.log.write({"step": step, "diverged": what})
+    kept = latest_checkpoint(loop.out) if loop.context.is_main else None
+    lower = f"{options.learning_rate / 10:g}"
+    if kept is not None:
+        then = (f"the last good checkpoint, {kept}, is kept. Lower the learning rate (--lr, e.g. {lower}) and "
+                "continue from it with --resume, or start again with --overwrite")
+    else:
+        then = f"no checkpoint had been written yet. Lower the learning rate (--lr, e.g. {lower}) and run again"
+    raise TrainingDivergedError(
+        f"training diverged at step {step} of {options.max_steps}: {what}; the learning rate was "
+        f"{run.optimisation.learning_rate:g} (peak --lr {options.learning_rate:g}). Nothing of this step was "
+        f"saved and no model was written; {then}", step=step)
 
 
 def _log_window(loop: Loop, run: RunState) -> None:
@@ -449,29 +580,34 @@ def _autocast(device: torch.device, dtype: torch.dtype):
 
 
 def _checkpoint(loop: Loop, run: RunState) -> None:
-    """Save model, optimisation state and step (main process), then wait for every process."""
+    """Save model, optimisation state, step and provenance (main process), then wait for every process.
+
+    Only weights checked finite by :func:`_update` get here."""
     if loop.context.is_main:
-        state = {"step": run.step, "fingerprint": loop.objective.fingerprint(), "model": loop.model.state_dict(),
+        state = {"step": run.step, "provenance": loop.record, "model": loop.model.state_dict(),
                  **run.optimisation.state_dict(), "options": asdict(loop.options)}
         save_checkpoint(loop.out, run.step, state, loop.options.keep_checkpoints)
     loop.context.barrier()
 
 
 def _restore(loop: Loop, run: RunState, checkpoint: Path) -> None:
-    """Continue from ``checkpoint``: its weights, optimisation state and step.
+    """Continue from ``checkpoint``: its weights, optimizer state and step.
 
     Raises
     ------
+    ProvenanceError
+        If the checkpoint was made from another corpus, settings or model (its provenance record
+        differs from ``loop.record``).
     ValueError
-        If the checkpoint belongs to another run (fingerprint) or its weights do not fit the model.
+        If the checkpoint cannot be read or its weights do not fit the model.
     FileExistsError
         If OUT holds checkpoints of later steps (:func:`~.run_files.check_no_newer_checkpoints`).
     """
-    state = load_checkpoint(checkpoint, loop.objective.fingerprint())
+    state = load_checkpoint(checkpoint, loop.record)
     try:
         loop.model.load_state_dict(state["model"])
     except RuntimeError as error:
         raise ValueError(f"the checkpoint's weights do not fit this model: {error}") from None
-    run.optimisation.load_state_dict(state)
     run.step = int(state["step"])
+    run.optimisation.load_state_dict(state, loop.options, run.step)
     check_no_newer_checkpoints(loop.out, run.step, checkpoint)

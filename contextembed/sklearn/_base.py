@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import atexit
 import dataclasses
-import hashlib
 import importlib.util
 import os
-import shutil
-import tempfile
 from collections.abc import Sequence
 from typing import Optional
 
@@ -18,12 +14,12 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Transfo
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from .._files import atomic_file
 from ..encoders.base import Encoder, check_sentences
-from ..encoders.identity import ModelIdentity, fingerprint, locate
+from ..encoders.identity import locate
 from ..encoders.loading import NAMED_MODELS
-from ..errors import ModelFormatError, ModelNotFoundError
+from ..errors import ModelNotFoundError
 from ..pooling import LayerPooling, check_combine, check_subword_pooling, subword_output_width
+from ._embedded import pack_encoder, unpack_encoder
 from ._encoding import EncoderRef, Kind, disk_cache, encode_all, get_encoder
 from ._probe import MixResult, ProbeSettings, learn_mix
 
@@ -132,7 +128,7 @@ class LayerFeaturesBase(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         if isinstance(state.get("pooling_"), LayerPooling):
             state["pooling_"] = state["pooling_"].to_state()  # plain data, no torch objects
         if self.embed_weights and "encoder_ref_" in state:
-            state["_embedded_encoder"] = _pack_encoder(get_encoder(self.encoder_ref_))
+            state["_embedded_encoder"] = pack_encoder(get_encoder(self.encoder_ref_), self.encoder_ref_)
         return state
 
     def __setstate__(self, state):
@@ -145,7 +141,7 @@ class LayerFeaturesBase(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
             return
         ref = self.encoder_ref_
         if embedded is not None:
-            self.encoder_ref_ = _unpack_encoder(embedded, ref)
+            self.encoder_ref_ = unpack_encoder(embedded, ref)
         elif ref.identity is not None:
             # the same model files must be found (absolute path, else the spec relative to here)
             spec = locate(ref.identity)
@@ -155,15 +151,57 @@ class LayerFeaturesBase(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
             check_available(ref.spec)
 
 
+#: what the token-level estimators take as ``X``
+TOKENS_EXPECTED = "a list of tokenized sentences (list of list of str), e.g. [['EU', 'rejects', 'German', 'call']]"
+
+
 def check_tokens(X) -> list:
-    """Validate a list of token lists (TypeError naming the fix on anything else)."""
+    """Validate a list of token lists (TypeError naming the fix on anything else).
+
+    A pandas DataFrame is taken when it has one column (its cells are the token lists), like a
+    one-column DataFrame of texts in :class:`TextEmbedder`; ``None`` and other non-iterables,
+    numeric arrays and other DataFrames are a ``TypeError`` naming ``X``.
+    """
     reject_sparse(X)
+    X = check_iterable(one_column(X, "X", "token lists"), "X", TOKENS_EXPECTED)
     if isinstance(X, np.ndarray) and X.dtype != object:
         raise TypeError(
             f"expected a list of tokenized sentences (list of list of str), got a numeric array of "
             f"shape {X.shape} and dtype {X.dtype}; pass e.g. [['EU', 'rejects', 'German', 'call']]"
         )
     return check_sentences(X)
+
+
+def check_iterable(X, name: str, expected: str):
+    """``X`` itself if it can be iterated; otherwise a ``TypeError`` naming ``name`` and ``expected``."""
+    if X is None or not hasattr(X, "__iter__"):
+        received = "None" if X is None else f"{type(X).__name__} ({str(X)[:40]!r})"
+        raise TypeError(f"{name} is {received}; expected {expected}")
+    return X
+
+
+def one_column(X, name: str, holding: str):
+    """A pandas DataFrame with one column as that column's cells (a list); ``X`` itself if not a DataFrame.
+
+    Iterating a DataFrame gives its column labels, never its cells, so any other DataFrame is a
+    ``TypeError`` naming its columns and how to pass the one that holds ``holding``.
+    """
+    if not is_dataframe(X):
+        return X
+    columns = list(X.columns)
+    if len(columns) == 1:
+        return X.iloc[:, 0].tolist()
+    shown = ", ".join(map(repr, columns[:5])) + (", ..." if len(columns) > 5 else "")
+    example = repr(columns[0]) if columns else "'tokens'"
+    raise TypeError(
+        f"{name} is a DataFrame with {len(columns)} columns ({shown or 'none'}); expected one column of {holding}: "
+        f"pass the column that holds them, e.g. {name}=df[{example}].tolist()"
+    )
+
+
+def is_dataframe(X) -> bool:
+    """Whether ``X`` is a pandas DataFrame (without importing pandas)."""
+    return hasattr(X, "iloc") and hasattr(X, "columns") and getattr(X, "ndim", None) == 2
 
 
 def reject_sparse(X) -> None:
@@ -223,78 +261,5 @@ def _check_finite(features: np.ndarray, ref: EncoderRef) -> np.ndarray:
     return features
 
 
-# -- embedded weights -------------------------------------------------------------------------
-
-
-def _pack_encoder(encoder: Encoder) -> dict:
-    """Serialise an encoder's saved files (:meth:`Encoder.save`) into ``{"files": {path: bytes}}``,
-    with the fingerprint of those files (checked when they are unpacked)."""
-    with tempfile.TemporaryDirectory() as parent:
-        folder = os.path.join(parent, "encoder")
-        try:
-            encoder.save(folder)
-        except NotImplementedError:
-            raise ValueError(
-                f"embed_weights=True is not supported for {encoder.family!r} encoders; save with "
-                "embed_weights=False and install the model where you load it"
-            ) from None
-        files = {}
-        for root, _, names in os.walk(folder):
-            for name in names:
-                path = os.path.join(root, name)
-                with open(path, "rb") as handle:
-                    files[os.path.relpath(path, folder).replace(os.sep, "/")] = handle.read()
-        return {"files": dict(sorted(files.items())), "fingerprint": fingerprint(folder)}
-
-
-_EMBEDDED_ROOT: list[str] = []
-
-
-def embedded_root() -> str:
-    """This process's folder for unpacked embedded encoders, removed when the process exits.
-
-    One folder per process (never shared, so no process can delete files another one loads);
-    within it, each encoder's files go to a content-addressed subfolder, reused by every estimator
-    that embeds the same files.
-    """
-    if not _EMBEDDED_ROOT:
-        root = tempfile.mkdtemp(prefix="contextembed-embedded-")
-        atexit.register(shutil.rmtree, root, ignore_errors=True)
-        _EMBEDDED_ROOT.append(root)
-    return _EMBEDDED_ROOT[0]
-
-
-def _unpack_encoder(packed: dict, ref: EncoderRef) -> EncoderRef:
-    """Write embedded files to a content-addressed folder of :func:`embedded_root`; return a
-    reference to them.
-
-    Each file is written under a temporary name and renamed, so an interrupted unpacking never
-    leaves a partial file for the next one to trust; the folder's fingerprint must equal the one
-    recorded when packing.
-    """
-    digest = hashlib.blake2b(digest_size=16)
-    for name, data in sorted(packed["files"].items()):
-        digest.update(name.encode())
-        digest.update(data)
-    folder = os.path.join(embedded_root(), digest.hexdigest())
-    for name, data in packed["files"].items():
-        path = os.path.join(folder, *name.split("/"))
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        if not os.path.exists(path) or os.path.getsize(path) != len(data):
-            with atomic_file(path) as temporary, open(temporary, "wb") as handle:
-                handle.write(data)
-    if packed.get("kind") == "static":  # pickled before Encoder.save existed: a bare vectors.bin
-        return EncoderRef(os.path.join(folder, "vectors.bin"), ref.device, ref.precision, ref.batch_tokens)
-    identity = None
-    if "fingerprint" in packed:
-        identity = ModelIdentity(ref.spec, "path", folder, packed["fingerprint"])
-        if fingerprint(folder) != packed["fingerprint"]:
-            raise ModelFormatError(
-                f"the embedded encoder unpacked into {folder} does not match the fingerprint recorded when it "
-                "was saved (a damaged copy in the temporary directory?); delete that folder and load again",
-                path=folder,
-            )
-    return EncoderRef(folder, ref.device, ref.precision, ref.batch_tokens, identity)
-
-
-__all__ = ["LayerFeaturesBase", "check_available", "check_tokens", "reject_sparse"]
+__all__ = ["LayerFeaturesBase", "check_available", "check_iterable", "check_tokens", "is_dataframe", "one_column",
+           "reject_sparse"]

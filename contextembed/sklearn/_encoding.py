@@ -8,8 +8,9 @@ encoder once per distinct sentence.
 - :func:`get_encoder` keeps one loaded encoder per ``(spec, device, precision, options)`` in the
   process, so clones made by ``GridSearchCV`` never reload the model.
 - :data:`MEMORY_CACHE` is an LRU cache bounded by bytes (``CONTEXTEMBED_CACHE_BYTES``, default
-  1 GiB; change it with :func:`set_cache_size`), keyed by a hash of the encoder's identity and
-  the token list.
+  1 GiB, read and checked at the cache's first use by :func:`contextembed.settings.byte_size`:
+  ``0``, ``536870912``, ``512MB``, ``1GiB``; change it with :func:`set_cache_size`), keyed by a
+  hash of the encoder's identity and the token list.
 - ``cache=`` a directory or a :class:`joblib.Memory` adds an on-disk cache shared across processes
   and sessions.
 - ``n_jobs`` splits the sentences that still need encoding into fixed blocks run by joblib workers
@@ -20,6 +21,7 @@ encoder once per distinct sentence.
 from __future__ import annotations
 
 import hashlib
+import numbers
 import os
 import threading
 from collections import OrderedDict
@@ -32,10 +34,14 @@ import numpy as np
 from ..encoders.base import Encoder, PairPieces, PieceEncoding
 from ..encoders.identity import ModelIdentity, fingerprint, identify, locate
 from ..encoders.loading import load_encoder
+from ..settings import MAX_BYTES, byte_size, parse_byte_size
 
 #: sentences per encoding block (the unit of work of one joblib task)
 BLOCK_SIZE = 512
-DEFAULT_CACHE_BYTES = int(os.environ.get("CONTEXTEMBED_CACHE_BYTES", 1 << 30))
+#: environment variable that bounds :data:`MEMORY_CACHE` (a byte size, :mod:`contextembed.settings`)
+CACHE_BYTES_ENV = "CONTEXTEMBED_CACHE_BYTES"
+#: the bound of :data:`MEMORY_CACHE` when neither the variable nor :func:`set_cache_size` sets it
+DEFAULT_CACHE_BYTES = 1 << 30
 
 
 @dataclass(frozen=True)
@@ -126,12 +132,14 @@ class EncodingCache:
 
     Parameters
     ----------
-    max_bytes : int
-        Upper bound on the summed ``nbytes`` of the stored arrays; ``0`` disables the cache.
+    max_bytes : int or str, optional
+        Upper bound on the summed ``nbytes`` of the stored arrays (a byte size such as ``"512MB"``
+        too); ``0`` disables the cache. ``None``: ``CONTEXTEMBED_CACHE_BYTES``, read when the bound
+        is first needed (an invalid value fails there, naming the variable), else 1 GiB.
     """
 
-    def __init__(self, max_bytes: int = DEFAULT_CACHE_BYTES) -> None:
-        self.max_bytes = int(max_bytes)
+    def __init__(self, max_bytes: Union[int, str, None] = None) -> None:
+        self._max_bytes = None if max_bytes is None else check_cache_size(max_bytes)
         self._items: OrderedDict[str, PieceEncoding] = OrderedDict()
         self._sizes: dict[str, int] = {}
         self.nbytes = 0
@@ -139,6 +147,17 @@ class EncodingCache:
 
     def __len__(self) -> int:
         return len(self._items)
+
+    @property
+    def max_bytes(self) -> int:
+        """The bound in bytes (``CONTEXTEMBED_CACHE_BYTES`` is read here, the first time)."""
+        if self._max_bytes is None:
+            self._max_bytes = byte_size(CACHE_BYTES_ENV, DEFAULT_CACHE_BYTES)
+        return self._max_bytes
+
+    @max_bytes.setter
+    def max_bytes(self, value: Union[int, str]) -> None:
+        self._max_bytes = check_cache_size(value)
 
     def get(self, key: str) -> Optional[PieceEncoding]:
         with self._lock:
@@ -181,13 +200,38 @@ def _nbytes(encoding) -> int:
 MEMORY_CACHE = EncodingCache()
 
 
-def set_cache_size(max_bytes: int) -> None:
-    """Bound the process-wide in-memory encoding cache to ``max_bytes`` (``0`` turns it off)."""
-    if max_bytes < 0:
-        raise ValueError(f"max_bytes must be >= 0, got {max_bytes}")
-    MEMORY_CACHE.max_bytes = int(max_bytes)
-    if MEMORY_CACHE.nbytes > max_bytes:
+def set_cache_size(max_bytes: Union[int, str]) -> None:
+    """Bound the process-wide in-memory encoding cache to ``max_bytes`` (``0`` turns it off); this
+    replaces ``CONTEXTEMBED_CACHE_BYTES``.
+
+    Parameters
+    ----------
+    max_bytes : int or str
+        Bytes, from 0 to 1 PiB: a whole number, or a byte size such as ``"512MB"`` or ``"1GiB"``
+        (the spellings of :mod:`contextembed.settings`).
+
+    Raises
+    ------
+    TypeError, ValueError
+        For anything else (a fraction, NaN, a negative number), naming the value.
+    """
+    MEMORY_CACHE.max_bytes = max_bytes
+    if MEMORY_CACHE.nbytes > MEMORY_CACHE.max_bytes:
         MEMORY_CACHE.clear()
+
+
+def check_cache_size(max_bytes: Union[int, str]) -> int:
+    """``max_bytes`` as a number of bytes from 0 to 1 PiB (see :func:`set_cache_size`)."""
+    if isinstance(max_bytes, str):
+        return parse_byte_size("max_bytes", max_bytes)
+    if not isinstance(max_bytes, numbers.Integral) or isinstance(max_bytes, bool):
+        raise TypeError(
+            f"max_bytes={max_bytes!r} ({type(max_bytes).__name__}): expected a whole number of bytes or a "
+            "byte size such as '512MB'"
+        )
+    if not 0 <= max_bytes <= MAX_BYTES:
+        raise ValueError(f"max_bytes={max_bytes}: expected 0 (no cache) to {MAX_BYTES:,} bytes (1 PiB)")
+    return int(max_bytes)
 
 
 def clear_cache() -> None:

@@ -24,7 +24,7 @@ from ..heads.bilstm_crf import BiLSTMCRF, TaggerBatch, TaggerSettings, TaggerSha
 from ..heads.crf import allowed_transitions
 from .features import SHAPE_NAMES, shape_features, word_shape
 from .scoring import detect_scheme, entity_f1
-from .tagger import _resolve_shape, check_tagged
+from .tagger import _resolve_shape, check_tag_lists, check_tagged
 from .token import TokenEmbedder, check_tokens
 
 #: characters of a word the character CNN reads
@@ -158,7 +158,9 @@ class BiLSTMCRFTagger(BaseEstimator):
         self.allowed_ = allowed_transitions(list(self.classes_), self.tag_scheme_).numpy()
         codes = [np.array([index[t] for t in tags_i], dtype=np.int64) for tags_i in y]
         _check_valid_paths(codes, self.allowed_, self.classes_, self.tag_scheme_)
-        return sentences, codes
+        # an empty sentence has no rows to learn from (and the LSTM and CRF need one token per row)
+        kept = [i for i, sentence in enumerate(sentences) if len(sentence)]
+        return [sentences[i] for i in kept], [codes[i] for i in kept]
 
     def _embedders(self) -> list[TokenEmbedder]:
         if self.embedder is None:
@@ -251,7 +253,7 @@ class BiLSTMCRFTagger(BaseEstimator):
 
     def score(self, X, y) -> float:
         """Entity-level micro F1 (seqeval) of the predictions against ``y``."""
-        return entity_f1(list(y), self.predict(X))
+        return entity_f1(check_tag_lists(y), self.predict(X))
 
     def _decode(self, model: BiLSTMCRF, data: "_Inputs", rows: np.ndarray, batch_size: int = 256) -> list[list[str]]:
         model.eval()
@@ -371,9 +373,12 @@ def _split(n: int, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _check_valid_paths(codes: list[np.ndarray], allowed: np.ndarray, classes: np.ndarray, scheme: str) -> None:
-    """Gold tag sequences must be valid in their scheme (a CRF cannot learn a forbidden move)."""
+    """Gold tag sequences must be valid in their scheme (a CRF cannot learn a forbidden move); an
+    empty sentence has no moves."""
     n = len(classes)
     for i, sentence in enumerate(codes):
+        if not len(sentence):
+            continue
         previous = n  # start
         for j, tag in enumerate(sentence.tolist() + [n + 1]):
             if not allowed[previous, tag]:

@@ -10,7 +10,7 @@ import numpy as np
 from ..options import check_choice
 from ..pooling import LayerSpec, check_text_pooling, pool_subwords_numpy, pool_text_numpy
 from ..tokenizers import get_tokenizer, tokenize_item
-from ._base import LayerFeaturesBase, reject_sparse
+from ._base import LayerFeaturesBase, check_iterable, is_dataframe, reject_sparse
 from ._encoding import CacheOption, encode_all
 from .text import STREAM_TEXTS, _class_labels
 
@@ -165,13 +165,22 @@ class TextPairEmbedder(LayerFeaturesBase):
         return pairs
 
 
+#: what TextPairEmbedder takes as ``X``
+PAIRS_EXPECTED = "a sequence of (first, second) pairs of texts or token lists, or a two-column array or DataFrame"
+
+
 def _pair_rows(X) -> list:
     """Accept a sequence of pairs, or a two-column 2-D array or DataFrame of texts."""
     reject_sparse(X)
     if isinstance(X, (str, bytes)):
         raise TypeError("expected a sequence of (first, second) pairs, got a single string")
-    if hasattr(X, "iloc") and getattr(X, "ndim", 1) == 2:
+    if is_dataframe(X):
+        if X.shape[1] != 2:
+            columns = ", ".join(map(repr, list(X.columns)[:5]))
+            raise TypeError(f"X is a DataFrame with {X.shape[1]} columns ({columns or 'none'}); expected two columns "
+                            "of texts (first, second): pass them, e.g. X=df[['premise', 'hypothesis']]")
         X = X.to_numpy()
+    X = check_iterable(X, "X", PAIRS_EXPECTED)
     if isinstance(X, np.ndarray):
         if X.ndim != 2 or X.shape[1] != 2:
             raise TypeError(f"expected pairs (a two-column array of texts), got an array of shape {X.shape}")

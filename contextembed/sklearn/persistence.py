@@ -6,7 +6,11 @@ the estimator classes and two frozen dataclasses of plain fields (the encoder re
 model identity). Their state is plain data: the layer pooling is stored as NumPy arrays and
 numbers (never a torch object), and embedded weights (``embed_weights=True``) as the bytes of the
 files :meth:`contextembed.Encoder.save` writes (safetensors, HDF5, JSON), which are parsed, not
-executed, when loaded.
+executed, when loaded. Loading checks every embedded file name (relative, no ``..``, no absolute,
+drive or control-character names, bounded length and count, no collisions) before writing
+anything, unpacks into a fresh temporary directory, and makes the files visible only once their
+fingerprint and provenance record (the model the estimator was fitted with, the encoder family)
+match; see :mod:`contextembed.sklearn._embedded`.
 
 >>> import skops.io
 >>> skops.io.dump(fitted, "embedder.skops")  # doctest: +SKIP

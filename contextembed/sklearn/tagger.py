@@ -10,6 +10,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.utils.validation import check_is_fitted
 
 from ..encoders.base import Encoder, is_cased
+from ._base import check_iterable, one_column
 from .features import SHAPE_NAMES, context_window, shape_features, window_index
 from .scoring import detect_scheme, entity_f1
 from .token import TokenEmbedder, _check_nonempty, check_tokens, token_labels
@@ -112,7 +113,7 @@ class SequenceTagger(BaseEstimator):
 
     def score(self, X, y) -> float:
         """Entity-level micro F1 (seqeval) of the predictions against ``y``."""
-        return entity_f1(list(y), self.predict(X))
+        return entity_f1(check_tag_lists(y), self.predict(X))
 
     def transform_features(self, X) -> np.ndarray:
         """The classifier's input rows: ``(total_tokens, n_features)`` float32."""
@@ -173,10 +174,30 @@ def _resolve_shape(option, encoder: Encoder) -> bool:
     return (not is_cased(encoder)) if option == "auto" else bool(option)
 
 
+#: what the taggers take as ``y``
+TAGS_EXPECTED = "one tag list per sentence of X (list of list of str), e.g. [['B-ORG', 'O', 'B-MISC', 'O']]"
+
+
 def check_tagged(X, y) -> tuple[list, list, np.ndarray]:
-    """Training sentences and their tag lists, checked: ``(sentences, tag lists, flat tags)``."""
+    """Training sentences and their tag lists, checked: ``(sentences, tag lists, flat tags)``.
+
+    Empty sentences are allowed (they contribute no rows); training data without any token is a
+    ``ValueError``.
+    """
     sentences = _check_nonempty(check_tokens(X))
-    y = list(y)
+    y = check_tag_lists(y)
     if len(y) != len(sentences):
         raise ValueError(f"X has {len(sentences)} sentences but y has {len(y)} tag lists")
-    return sentences, y, token_labels(sentences, y, strings=True)
+    tags = token_labels(sentences, y, strings=True)
+    if not len(tags):
+        raise ValueError(f"the training data holds no tokens: all {len(sentences)} sentences of X are empty; a "
+                         "tagger learns from tagged tokens, so pass sentences with tokens")
+    return sentences, y, tags
+
+
+def check_tag_lists(y) -> list:
+    """``y`` as a list of tag lists (a one-column DataFrame as its cells); ``TypeError`` naming ``y`` otherwise."""
+    if isinstance(y, (str, bytes)):
+        raise TypeError("y must be a list of tag lists (one per sentence), got a single string")
+    return list(check_iterable(one_column(y, "y", "tag lists"), "y", TAGS_EXPECTED))
+

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Callable
 from typing import Optional, Union
 
@@ -9,7 +11,7 @@ import numpy as np
 from sklearn.preprocessing import normalize as unit_rows
 
 from ..pooling import LayerSpec, check_text_options, check_text_pooling, pool_subwords_numpy, pool_text_numpy
-from ._base import LayerFeaturesBase, reject_sparse
+from ._base import LayerFeaturesBase, check_iterable, one_column, reject_sparse
 from ..tokenizers import get_tokenizer, tokenize_item
 from ._encoding import CacheOption
 
@@ -167,13 +169,16 @@ class TextEmbedder(LayerFeaturesBase):
         return [tokenize_item(item, split, f"text {i}") for i, item in enumerate(_column(X))]
 
 
+#: what TextEmbedder takes as ``X``
+TEXTS_EXPECTED = "an iterable of texts (str) or of token lists, e.g. ['EU rejects German call', 'Peter Blackburn']"
+
+
 def _column(X) -> list:
     """Accept a list/Series of texts, or a one-column 2-D array/DataFrame of texts."""
     reject_sparse(X)
     if isinstance(X, str):
         raise TypeError("expected an iterable of texts, got a single string; pass [text]")
-    if hasattr(X, "iloc") and getattr(X, "ndim", 1) == 2:
-        X = X.to_numpy()
+    X = check_iterable(one_column(X, "X", "texts"), "X", TEXTS_EXPECTED)
     if isinstance(X, np.ndarray):
         if X.ndim == 2 and X.shape[1] == 1:
             X = X[:, 0]
@@ -186,12 +191,61 @@ def _column(X) -> list:
 
 
 def _class_labels(y, n_texts: int) -> np.ndarray:
-    labels = np.asarray(y)
-    if labels.ndim != 1 or len(labels) != n_texts:
-        raise ValueError(f"y must hold one class label per text: {n_texts} texts, got y of shape {labels.shape}")
+    """Check class labels once, at the entry: ``(n_texts,)``, all str, all numbers or all bools.
+
+    Raises
+    ------
+    ValueError
+        ``y`` has another length or shape, or a label is missing (``None``, NaN, NaT, ``pd.NA``),
+        infinite or continuous; the message names its index and value.
+    TypeError
+        A label is not a str, number or bool, or ``y`` mixes them; the message names the index and
+        value (nothing is turned into text silently).
+    """
+    if isinstance(y, (str, bytes)):
+        raise TypeError("y must hold one class label per text, got a single string")
+    values = np.asarray(y, dtype=object)  # the labels as given: [1, "a"] is not turned into ["1", "a"]
+    if values.ndim != 1 or len(values) != n_texts:
+        raise ValueError(f"y must hold one class label per text: {n_texts} texts, got y of shape {values.shape}")
+    first = None
+    for i, label in enumerate(values):
+        kind = _label_kind(label, i)
+        if first is None:
+            first = (kind, i, label)
+        elif kind != first[0]:
+            raise TypeError(
+                f"y mixes kinds of class labels: y[{first[1]}] is {type(first[2]).__name__} ({first[2]!r}) but y[{i}] "
+                f"is {type(label).__name__} ({label!r}); use one kind (all str, all int or all bool)"
+            )
+    labels = np.asarray(values.tolist())
     if labels.dtype.kind == "f" and not np.all(np.mod(labels, 1) == 0):
         raise ValueError(
             "combine='scalar_mix' learns its weights from class labels, but y is continuous; use "
             "combine='mean' (or another fixed combine) for regression targets"
         )
     return labels
+
+
+def _label_kind(label, i: int) -> str:
+    """``"str"``, ``"number"`` or ``"bool"``; an error naming ``y[i]`` for anything else."""
+    if _is_missing(label):
+        raise ValueError(f"y[{i}] is {label!r}, a missing class label; give every text a label (drop the texts "
+                         "without one, or give them a class of their own)")
+    if isinstance(label, str):
+        return "str"
+    if isinstance(label, (bool, np.bool_)):
+        return "bool"
+    if isinstance(label, numbers.Real):
+        if not math.isfinite(label):
+            raise ValueError(f"y[{i}] is {label!r}; class labels are finite")
+        return "number"
+    raise TypeError(f"y[{i}] is {type(label).__name__} ({str(label)[:40]!r}); expected a class label (str, int or bool)")
+
+
+def _is_missing(label) -> bool:
+    """None, a NaN float, NumPy's NaT, or pandas' ``NA`` / ``NaT`` (pandas is not imported)."""
+    if label is None or type(label).__name__ in ("NAType", "NaTType"):
+        return True
+    if isinstance(label, np.datetime64):
+        return bool(np.isnat(label))
+    return isinstance(label, numbers.Real) and not isinstance(label, numbers.Integral) and math.isnan(label)

@@ -147,6 +147,9 @@ class TokenEmbedder(LayerFeaturesBase):
             raise ValueError(f"codes must hold one class per token: {n_tokens} tokens, got shape {codes.shape}")
         if self.combine != "scalar_mix":
             return self
+        if n_tokens == 0:
+            raise ValueError(f"the scalar mix is learned from labelled tokens, but all {len(sentences)} sentences of X "
+                             "are empty; pass sentences with tokens, or fit without y")
         hidden = self._selected_words(sentences)
         groups = np.repeat(np.arange(len(sentences)), [len(s) for s in sentences])
         self._learn_mix(hidden, codes, groups, window=window, extra=extra)
@@ -192,9 +195,10 @@ class TokenEmbedder(LayerFeaturesBase):
 
     def transform_sentences(self, X) -> list[np.ndarray]:
         """Like :meth:`transform`, split per sentence: a list of ``(tokens, n_features)`` arrays."""
-        features = self.transform(X)
-        bounds = np.cumsum([len(s) for s in check_tokens(X)])[:-1]
-        return np.split(features, bounds) if len(X) else []
+        sentences = check_tokens(X)
+        features = self.transform(sentences)
+        bounds = np.cumsum([len(s) for s in sentences])[:-1]
+        return np.split(features, bounds) if sentences else []
 
     def fit_transform(self, X, y=None, **fit_params):
         return self.fit(X, y).transform(X)

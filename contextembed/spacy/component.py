@@ -5,11 +5,41 @@ pooled features to ``doc.tensor`` and installs user hooks so that ``token.vector
 ``span.vector``, ``doc.vector`` and ``similarity`` use them. During a batch every listener gets the
 layers it pools; the doc keeps all layers (``doc._.contextembed[name]``) only with
 ``store_layers=True``.
+
+Saving and loading
+------------------
+``to_disk`` writes the component's directory whole, into a temporary directory beside it that is
+swapped in only when complete (:func:`contextembed._files.atomic_directory`; ``nlp.to_disk``
+calls it with ``path / name``): nothing from an earlier save into the same place survives (an
+``encoder/`` left by an ``embed_weights=True`` save would otherwise be loaded again), and an
+interrupted save leaves the previous one as it was. Its ``cfg`` holds a provenance record
+(:mod:`contextembed.provenance`, artifact ``"spacy encoder component"``): whether weights are
+embedded, the hash of every file of the embedded ``encoder/`` (names and contents), the model's
+fingerprint and the options that shape the features (``subword_pooling``, ``window``,
+``stride``, ``tensor_layers``, ``tensor_combine``; ``device`` and ``precision`` may change when
+loading).
+
+``from_disk`` checks, before any encoder loads: the record against the component as configured
+now (another ``subword_pooling``, ``window`` or ``stride`` in ``config.cfg`` is a
+:class:`~contextembed.errors.ProvenanceError`), an ``encoder/`` the record does not expect or a
+missing one it does, an ``encoder/`` whose files differ from the record (edited, truncated,
+swapped in from another save), and inside it any link, special file or meta ``subdir`` other than
+``"model"`` (:class:`~contextembed.errors.ModelFormatError`). It writes nothing.
+``exclude=["encoder"]`` saves without the weights (the record says so) and loads the original
+model instead of an embedded copy.
+
+Pipelines saved before records existed (a ``cfg`` without ``"provenance"``) load as before where
+that is unambiguous: without ``encoder/`` the recorded model loads by its identity; with
+``encoder/`` and ``embed_weights: true`` the copy loads once the checks of its own meta pass
+(no links, ``subdir`` ``"model"``, files matching the meta's fingerprint; a meta without a
+fingerprint is refused). An ``encoder/`` beside ``embed_weights: false`` is the stale state this
+record exists to catch and is refused: save the pipeline again.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+import os
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Optional, Union
 
@@ -22,7 +52,10 @@ from spacy.training import Example, validate_examples
 from spacy.vocab import Vocab
 from thinc.api import Model, NumpyOps, Optimizer
 
+from .. import provenance
+from .._files import atomic_directory
 from ..encoders.identity import ModelIdentity
+from ..errors import ProvenanceError
 from ..pooling.layers import FixedCombine, LayerSpec, check_fixed_combine, check_layer_spec, resolve_layers
 from ..pooling.subword import SubwordPooling
 from .encoder_layer import ContextEncoder
@@ -30,7 +63,7 @@ from .features import DocFeatures
 from .hooks import install_hooks
 from .combine_layers import pool_layers
 from .listener import ContextListener
-from .loader import EncoderLoader, save_encoder
+from .loader import EmbeddedCopy, EncoderLoader, embedded_fingerprint, embedded_meta, read_embedded, save_encoder
 
 NUMPY_OPS = NumpyOps()
 #: Doc extension holding ``{component name: (layers, tokens, width)}`` when ``store_layers=True``
@@ -38,6 +71,15 @@ DOC_EXTENSION = "contextembed"
 ENCODER_DIR = "encoder"
 #: key of the encoder's identity in the serialized cfg
 IDENTITY_KEY = "encoder_identity"
+#: key of the provenance record in the serialized cfg (see the module docstring)
+PROVENANCE_KEY = "provenance"
+ARTIFACT = "spacy encoder component"
+_RESAVE = "save the pipeline again"
+_FIX_SETTINGS = (
+    "if the setting was changed in the pipeline's config.cfg (or in the overrides passed to spacy.load), set it "
+    "back; otherwise save the pipeline again with this contextembed and these settings (components trained on "
+    "other features must be trained again)"
+)
 
 DEFAULT_CONFIG = {
     "encoder": {
@@ -289,34 +331,142 @@ class ContextEmbedder(TrainablePipe):
     # -- serialization --------------------------------------------------------------------------
 
     def to_disk(self, path: Union[str, Path], *, exclude: Iterable[str] = tuple()) -> None:
-        """Write cfg (and the encoder's weights with ``embed_weights=True``) under ``path``."""
+        """Write the directory ``path`` whole: cfg with its provenance record, and the encoder's
+        weights with ``embed_weights=True`` (unless ``"encoder"`` is in ``exclude``).
+
+        Whatever was at ``path`` is replaced only once the new directory is complete.
+        """
         path = Path(path)
-        path.mkdir(parents=True, exist_ok=True)
-        srsly.write_json(path / "cfg", self._cfg_with_identity())
-        if self.cfg["embed_weights"] and ENCODER_DIR not in exclude:
-            save_encoder(self.encoder, path / ENCODER_DIR)
+        embed = bool(self.cfg["embed_weights"]) and ENCODER_DIR not in exclude
+        self._check_keeps_its_encoder(path, embed)
+        with atomic_directory(path, overwrite=True, what=f"directory of the {self.name!r} component") as temporary:
+            embedded = None
+            if embed:
+                save_encoder(self.encoder, Path(temporary, ENCODER_DIR))
+                embedded = embedded_fingerprint(Path(temporary, ENCODER_DIR))
+            srsly.write_json(Path(temporary, "cfg"), self._cfg_to_save(embedded))
 
     def from_disk(self, path: Union[str, Path], *, exclude: Iterable[str] = tuple()) -> "ContextEmbedder":
-        """Read cfg; use an embedded encoder when the directory holds one."""
+        """Read cfg and check it and the embedded encoder, if any, before anything loads (see the
+        module docstring); ``exclude=["encoder"]`` ignores an embedded copy."""
         path = Path(path)
-        if (path / "cfg").exists():
-            self._read_cfg(srsly.read_json(path / "cfg"))
-        if (path / ENCODER_DIR).is_dir() and ENCODER_DIR not in exclude:
-            self.model.loader.use_embedded(path / ENCODER_DIR)
+        if not (path / "cfg").exists():
+            if os.path.lexists(path / ENCODER_DIR):
+                raise ProvenanceError(f"{path / ENCODER_DIR} is there without the component's cfg; the component "
+                                      f"directory {path} is incomplete: {_RESAVE}", artifact=str(path), field=None)
+            return self
+        cfg = dict(srsly.read_json(path / "cfg"))
+        record = cfg.pop(PROVENANCE_KEY, None)
+        use_copy = ENCODER_DIR not in exclude
+        if record is None:
+            copy = self._legacy_copy(path, cfg) if use_copy else None
+        else:
+            self._check_record(record, cfg, f"the saved {self.name!r} component {path}", embedded=None)
+            copy = self._recorded_copy(path, record) if use_copy else None
+        self._read_cfg(cfg)
+        if copy is not None:
+            self.model.loader.use_embedded(copy)
         return self
 
     def to_bytes(self, *, exclude: Iterable[str] = tuple()) -> bytes:
         """Serialize cfg only; the encoder is referred to by name (``embed_weights`` needs to_disk)."""
-        return srsly.msgpack_dumps({"cfg": self._cfg_with_identity()})
+        return srsly.msgpack_dumps({"cfg": self._cfg_to_save(None)})
 
     def from_bytes(self, bytes_data: bytes, *, exclude: Iterable[str] = tuple()) -> "ContextEmbedder":
-        self._read_cfg(srsly.msgpack_loads(bytes_data)["cfg"])
+        cfg = dict(srsly.msgpack_loads(bytes_data)["cfg"])
+        record = cfg.pop(PROVENANCE_KEY, None)
+        if record is not None:  # bytes written before records carry no weights: nothing is ambiguous
+            self._check_record(record, cfg, f"the serialized {self.name!r} component", embedded=False)
+        self._read_cfg(cfg)
         return self
 
-    def _cfg_with_identity(self) -> dict:
-        """cfg plus the encoder's identity (location and file fingerprint), so that a loaded
-        pipeline refuses another model found under the same name or path."""
-        return {**self.cfg, IDENTITY_KEY: self.model.loader.identify().as_dict()}
+    def _cfg_to_save(self, embedded: Optional[str]) -> dict:
+        """cfg plus the encoder's identity (location and file fingerprint), so that a loaded pipeline
+        refuses another model found under the same name or path, and the provenance record
+        (``embedded``: the hash of the embedded encoder directory, ``None`` without one)."""
+        identity = self.model.loader.identify().as_dict()
+        record = self._record(self.cfg, identity["fingerprint"], embedded is not None, embedded)
+        return {**self.cfg, IDENTITY_KEY: identity, PROVENANCE_KEY: record}
+
+    def _record(self, cfg: Mapping, model: Optional[str], embedded, embedded_hash: Optional[str]) -> dict:
+        """The provenance record of a save of this component with ``cfg`` (see the module docstring)."""
+        options = self.model.loader.options
+        return provenance.record(
+            ARTIFACT, embedded=embedded, embedded_fingerprint=embedded_hash, model=model,
+            subword_pooling=self.model.attrs["subword_pooling"], window=options.get("window"),
+            stride=options.get("stride"), tensor_layers=cfg.get("tensor_layers"),
+            tensor_combine=cfg.get("tensor_combine"))
+
+    def _check_record(self, record, cfg: Mapping, artifact: str, *, embedded: Optional[bool]) -> None:
+        """Refuse a saved record that differs from what this component, configured as now, would
+        write for ``cfg`` (``embedded=None``: whatever the record says, checked against the files by
+        :meth:`_recorded_copy`)."""
+        saved = record if isinstance(record, Mapping) else {}
+        if embedded is None:
+            embedded = saved.get("embedded")
+            embedded_hash = saved.get("embedded_fingerprint")
+        else:
+            embedded_hash = None
+        identity = cfg.get(IDENTITY_KEY)
+        model = identity.get("fingerprint") if isinstance(identity, Mapping) else None
+        expected = self._record(cfg, model, embedded, embedded_hash)
+        provenance.check(record, expected, artifact=artifact, fix=_FIX_SETTINGS)
+        if not isinstance(embedded, bool):
+            raise ProvenanceError(f"{artifact} has a damaged provenance record (embedded={embedded!r}, expected true "
+                                  f"or false); {_RESAVE}", artifact=artifact, field="embedded")
+
+    def _recorded_copy(self, path: Path, record: Mapping) -> Optional[EmbeddedCopy]:
+        """The embedded encoder the record says was saved, checked against it file by file."""
+        encoder_dir = path / ENCODER_DIR
+        present = os.path.lexists(encoder_dir)
+        artifact = f"the embedded encoder {encoder_dir}"
+        if not record["embedded"]:
+            if present:
+                raise ProvenanceError(
+                    f"{encoder_dir} is not part of this save ({path / 'cfg'} records no embedded encoder): it is left "
+                    f"over from an earlier save or was copied in; delete it, or {_RESAVE}",
+                    artifact=artifact, field="embedded")
+            return None
+        if not present:
+            raise ProvenanceError(
+                f"{path / 'cfg'} records an embedded encoder in {encoder_dir}, but there is none: the pipeline was "
+                f"copied without it; copy the whole pipeline directory, or {_RESAVE}", artifact=artifact,
+                field="embedded")
+        meta = embedded_meta(encoder_dir)  # no links, no subdir leading elsewhere: before hashing anything
+        found = embedded_fingerprint(encoder_dir)
+        if found != record["embedded_fingerprint"]:
+            raise ProvenanceError(
+                f"the files in {encoder_dir} differ from the ones this pipeline saved (embedded_fingerprint "
+                f"{found[:12]} found, {str(record['embedded_fingerprint'])[:12]} recorded in {path / 'cfg'}): edited, "
+                f"truncated, or swapped in from another save; {_RESAVE} from the pipeline or model it came from",
+                artifact=artifact, field="embedded_fingerprint")
+        return read_embedded(encoder_dir, meta)
+
+    def _legacy_copy(self, path: Path, cfg: Mapping) -> Optional[EmbeddedCopy]:
+        """The embedded encoder of a pipeline saved before provenance records, where unambiguous."""
+        encoder_dir = path / ENCODER_DIR
+        if not os.path.lexists(encoder_dir):
+            return None
+        if not cfg.get("embed_weights"):
+            raise ProvenanceError(
+                f"{encoder_dir} is there, but {path / 'cfg'} says embed_weights=false and records no provenance "
+                "(saved by an older contextembed): the directory is most likely left over from an earlier save, "
+                f"and which encoder the pipeline was trained with cannot be told; delete {encoder_dir} if it "
+                f"should use {self.model.loader.name!r}, or {_RESAVE}",
+                artifact=f"the saved {self.name!r} component {path}", field="embed_weights")
+        return read_embedded(encoder_dir, embedded_meta(encoder_dir))
+
+    def _check_keeps_its_encoder(self, path: Path, embed: bool) -> None:
+        """Refuse to save without weights over the embedded copy this component loads from."""
+        source = self.model.loader.embedded_source
+        if embed or source is None:
+            return
+        if Path(source).resolve().is_relative_to(path.resolve()):
+            raise ValueError(
+                f"the {self.name!r} component's encoder was loaded from the embedded copy {source}, which saving "
+                f"to {path} without its weights would delete (the saved pipeline could not load); keep "
+                "embed_weights=true (and 'encoder' out of exclude), or save to another directory"
+            )
 
     def _read_cfg(self, cfg: dict) -> None:
         cfg = dict(cfg)

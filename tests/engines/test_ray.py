@@ -66,8 +66,9 @@ def test_a_fitted_text_embedder_is_shipped_with_its_mix(ray_cluster, tiny_vector
     embed_file(tiny_vectors, tmp_path / "texts.txt", tmp_path / "cli.npz", level="text", show_progress=False)
     write_array(dataset, tmp_path / "ray.npz", tiny_vectors, level="text", concurrency=2, batch_size=4)
     cli, mine = np.load(tmp_path / "cli.npz"), np.load(tmp_path / "ray.npz")
-    assert sorted(mine.files) == sorted(cli.files) == ["features", "lengths"]  # the layout of contextembed embed
-    for key in cli.files:
+    # the layout of contextembed embed, less the provenance record it keeps for resuming
+    assert sorted(mine.files) == ["features", "lengths"] and sorted(cli.files) == ["features", "lengths", "provenance"]
+    for key in mine.files:
         np.testing.assert_array_equal(mine[key], cli[key])
 
 
@@ -123,3 +124,17 @@ def test_the_corpus_engine_ray_writes_what_the_local_engine_writes(ray_cluster, 
         np.testing.assert_array_equal(a["lengths"], b["lengths"])
     again = embed_corpus(tiny_vectors, str(tmp_path / "in"), str(tmp_path / "ray"), engine="ray")
     assert again["skipped"] == 3 and again["embedded"] == 0
+
+
+def test_a_running_cluster_passes_the_address_check(ray_cluster):
+    """The bounded check that runs before ``ray.init(address)`` (a gRPC server must answer, see
+    tests/robustness/test_resource_bounds_cluster.py) accepts a real cluster's GCS at once."""
+    import time
+
+    from contextembed.engines.ray import check_address
+
+    address = ray_cluster.get_runtime_context().gcs_address
+    start = time.monotonic()
+    check_address(address, 5)
+    check_address("ray://" + address, 5)  # the same check for a Ray Client address (also gRPC)
+    assert time.monotonic() - start < 2

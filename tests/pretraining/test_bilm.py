@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import torch
 
+from contextembed.errors import ProvenanceError
 from contextembed.pretraining import BiLMConfig, pretrain_bilm
 from contextembed.pretraining.bilm import BiLMLanguageModel, WordVocabulary, cut_sentences
 
@@ -113,7 +114,7 @@ def test_bilm_resume_rejects_another_architecture(tmp_path, corpus_file, pretrai
     out = tmp_path / "copy"
     shutil.copytree(pretrained_bilm[0], out)
     config = BiLMConfig(size="tiny", n_layers=1, min_count=1, softmax="adaptive", cutoffs=[10, 20])
-    with pytest.raises(ValueError, match="incompatible with this run: options"):
+    with pytest.raises(ProvenanceError, match="was made with bilm.n_layers=2, but this run has bilm.n_layers=1"):
         pretrain_bilm(corpus_file, out, config, tiny_training(max_steps=4), resume=True)
     same = BiLMConfig(size="tiny", n_layers=2, min_count=1, softmax="adaptive", cutoffs=[10, 20])
     assert pretrain_bilm(corpus_file, out, same, tiny_training(max_steps=4), resume=True)["steps"] == 4

@@ -79,7 +79,7 @@ def test_mlm_command_resume(tmp_path, corpus_file, tiny_size, capsys):
     capsys.readouterr()
     other = _mlm_args(corpus_file, out, tiny_size, "--nsp") + ["--max-steps", "4", "--resume"]
     assert main(other) == 2
-    assert "incompatible with this run: objective: checkpoint has 'mlm', this run has 'mlm+nsp'" in capsys.readouterr().err
+    assert "was made with mlm.nsp=false, but this run has mlm.nsp=true" in capsys.readouterr().err
     # the refused run leaves the configuration the checkpoints were made with
     kept = json.loads((out / "pretrain_config.json").read_text())
     assert kept["mlm"]["nsp"] is False and kept["training"]["max_steps"] == 3

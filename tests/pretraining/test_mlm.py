@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from contextembed.errors import ProvenanceError
 from contextembed.pretraining import MLMConfig, pretrain_mlm
 from contextembed.pretraining.mlm import nsp_pairs, pack_segments, tokenize_documents
 
@@ -78,7 +79,7 @@ def test_log_and_held_out_records(pretrained_mlm):
     assert [r["step"] for r in held] == [0, 4]
     assert summary["held_out"]["mlm_loss"] == held[-1]["held_out"]["mlm_loss"]
     assert json.loads((out / "held_out.json").read_text())["steps"] == 4
-    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step-00000002.pt", "step-00000004.pt"]
+    assert sorted(p.name for p in (out / "checkpoints").glob("step-*.pt")) == ["step-00000002.pt", "step-00000004.pt"]
 
 
 def test_resume_continues_and_rejects_incompatible_checkpoints(tmp_path, corpus_file, tiny_size):
@@ -90,7 +91,7 @@ def test_resume_continues_and_rejects_incompatible_checkpoints(tmp_path, corpus_
     records = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records if "held_out" not in r] == [2, 4]
     # a different architecture: clear error naming the difference
-    with pytest.raises(ValueError, match=r"incompatible with this run: objective"):
+    with pytest.raises(ProvenanceError, match=r"was made with mlm\.nsp=false, but this run has mlm\.nsp=true"):
         pretrain_mlm(corpus_file, out, MLMConfig(size=tiny_size, vocab_size=120, max_length=32, min_frequency=1,
                                                  nsp=True), tiny_training(max_steps=6), resume=True)
     garbage = tmp_path / "garbage.pt"
@@ -169,3 +170,16 @@ def test_collated_rows_and_segment_types(tmp_path):
     assert unmasked.tolist() == [[2, 5, 6, 7, 3, 8, 9, 3], [2, 10, 3, 0, 0, 0, 0, 0]]
     assert batch["token_type_ids"].tolist() == [[0, 0, 0, 0, 0, 1, 1, 1], [0] * 8]
     assert batch["attention_mask"].tolist() == [[1] * 8, [1, 1, 1, 0, 0, 0, 0, 0]]
+
+
+def test_out_may_not_be_the_init_model(tmp_path, corpus_file, tiny_bert_dir):
+    import shutil
+
+    init = tmp_path / "bert"
+    shutil.copytree(tiny_bert_dir, init)
+    before = {path.name: path.read_bytes() for path in init.iterdir()}
+    config = MLMConfig(init=str(init), max_length=32)
+    for out in (init, init / "continued"):
+        with pytest.raises(ValueError, match=r"OUT .* (is|lies inside) --init .*bert \("):
+            pretrain_mlm(corpus_file, out, config, tiny_training(max_steps=1), overwrite=True)
+    assert {path.name: path.read_bytes() for path in init.iterdir()} == before

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from contextembed.errors import ProvenanceError
 from contextembed.pretraining.outline import NeuralRecipe, Run, run_objective
 from contextembed.pretraining.training import Objective, TrainingOptions
 
@@ -143,8 +144,41 @@ def test_a_refused_resume_keeps_the_configuration_of_the_checkpoints(tmp_path, c
     out = tmp_path / "out"
     run_objective(_recipe(max_steps=2), corpus_file, out, save_config=True)
     before = (out / "pretrain_config.json").read_bytes()
-    with pytest.raises(ValueError, match="incompatible with this run: width: checkpoint has 4, this run has 8"):
+    with pytest.raises(ProvenanceError, match="was made with toy.width=4, but this run has toy.width=8"):
         run_objective(_recipe(width=8, max_steps=4), corpus_file, out, resume=True, save_config=True)
     assert (out / "pretrain_config.json").read_bytes() == before
     run_objective(_recipe(max_steps=4), corpus_file, out, resume=True, save_config=True)
     assert json.loads((out / "pretrain_config.json").read_text())["training"]["max_steps"] == 4
+
+
+def test_out_must_stay_apart_from_the_corpus(tmp_path, corpus_file):
+    import shutil
+
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    shutil.copy(corpus_file, folder / "a.txt")
+    recipe = _recipe()
+    # inside the corpus directory, the run's logs and checkpoints would become corpus on the next read
+    with pytest.raises(ValueError, match=r"OUT .*corpus/out \(.*\) lies inside CORPUS .*corpus \("):
+        run_objective(recipe, folder, folder / "out", save_config=True)
+    with pytest.raises(ValueError, match=r"OUT .* contains CORPUS"):
+        run_objective(recipe, folder / "a.txt", tmp_path, overwrite=True)
+    with pytest.raises(ValueError, match=r"OUT .* is CORPUS"):
+        run_objective(recipe, folder, folder, overwrite=True)
+    assert recipe.calls == [] and sorted(p.name for p in folder.iterdir()) == ["a.txt"]
+
+
+def test_the_model_is_written_with_its_provenance_and_replaced_as_a_set(tmp_path, corpus_file):
+    from contextembed import provenance
+    from contextembed.pretraining.corpus import corpus_hash
+
+    out = tmp_path / "out"
+    run_objective(_recipe(), corpus_file, out)
+    record = provenance.read(out / provenance.PROVENANCE_FILE)
+    assert record["artifact"] == "pretrained model" and record["files"] == ["toy.pt"]
+    assert record["corpus"] == corpus_hash(corpus_file) and record["training.seed"] == 3 and record["toy.width"] == 4
+    state = torch.load(sorted((out / "checkpoints").glob("step-*.pt"))[-1], weights_only=True)
+    assert state["provenance"]["artifact"] == "pretraining checkpoint"
+    assert state["provenance"]["corpus"] == record["corpus"] and state["provenance"]["model.width"] == 4
+    assert "training.max_steps" not in state["provenance"]  # may change on resume
+    assert not [p.name for p in out.iterdir() if p.name.startswith(".")]

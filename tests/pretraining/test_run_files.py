@@ -63,7 +63,7 @@ def test_sigterm_stops_pretraining_cleanly_and_resume_continues(tmp_path, corpus
     argv = _mlm_args(corpus_file, out, tiny_size, "--checkpoint-every", "2", "--max-steps", "4")
     assert main(argv) == 143
     assert capsys.readouterr().err.strip().endswith("contextembed pretrain: interrupted by SIGTERM")
-    assert sorted(os.listdir(out / "checkpoints")) == ["step-00000002.pt"]
+    assert sorted(path.name for path in (out / "checkpoints").glob("step-*.pt")) == ["step-00000002.pt"]
     assert not (out / "held_out.json").exists()
     monkeypatch.undo()
     assert main(argv + ["--resume"]) == 0

@@ -11,7 +11,7 @@ import spacy
 from contextembed import load_encoder
 from contextembed.encoders import write_word2vec
 from contextembed.features import FeatureExtractor
-from contextembed.sklearn import SequenceTagger, TextEmbedder, TokenEmbedder
+from contextembed.sklearn import SequenceTagger, TextEmbedder, TextPairEmbedder, TokenEmbedder
 
 GOOD = [["EU", "rejects", "German", "call"], ["Peter", "Blackburn"]]
 TAGS = [["B-ORG", "O", "B-MISC", "O"], ["B-PER", "I-PER"]]
@@ -182,3 +182,50 @@ def test_spacy_component_refuses_non_docs_and_spacy_refuses_surrogates(tiny_bert
         nlp("EU \ud800 rejects")
     doc = nlp("EU  rejects\u200b German\n call")  # whitespace tokens and zero-width characters
     assert doc.tensor.shape[0] == len(doc)
+
+
+@pytest.mark.parametrize("bad", [None, 3, 2.5, object()], ids=["None", "int", "float", "object"])
+def test_estimators_name_x_when_it_is_not_iterable(fitted, tiny_bert_dir, bad):
+    """``TextEmbedder().fit(None)`` said "'NoneType' object is not iterable" without naming X."""
+    spec = str(tiny_bert_dir)
+    fresh = {"layers": -1, "device": "cpu", "precision": "fp32"}
+    calls = {**_sklearn_entry_points(fitted, tiny_bert_dir),
+             # the entry points' own fit and score derive y from X
+             "SequenceTagger.fit": lambda X: SequenceTagger(TokenEmbedder(spec, **fresh)).fit(X, TAGS),
+             "SequenceTagger.score": lambda X: fitted["tagger"].score(X, TAGS),
+             "TextEmbedder.fit": TextEmbedder(spec, **fresh).fit,
+             "TextPairEmbedder.fit": TextPairEmbedder(spec, **fresh).fit}
+    received = "None" if bad is None else type(bad).__name__
+    for name, call in calls.items():
+        with pytest.raises(TypeError, match=f"^X is {received}\\b.*; expected "):
+            call(bad)
+
+
+def _token_frames():
+    import pandas as pd
+
+    two = pd.DataFrame({"tokens": GOOD, "tags": TAGS})
+    nested = pd.DataFrame({("doc", "tokens"): GOOD, ("doc", "tags"): TAGS})  # MultiIndex columns
+    return pd.DataFrame({"tokens": GOOD}), pd.DataFrame({("doc", "tokens"): GOOD}), two, nested
+
+
+def test_a_one_column_dataframe_is_its_token_lists(fitted):
+    """A DataFrame was iterated as its column names ("sentence 0 is a plain string ('tokens')")."""
+    one, one_nested, _, _ = _token_frames()
+    for frame in (one, one_nested):
+        np.testing.assert_array_equal(fitted["token"].transform(frame), fitted["token"].transform(GOOD))
+        assert fitted["tagger"].predict(frame) == fitted["tagger"].predict(GOOD)
+        assert fitted["tagger"].score(frame, TAGS) == fitted["tagger"].score(GOOD, TAGS)
+
+
+def test_other_dataframes_name_their_columns_and_the_fix(fitted, tiny_bert_dir):
+    """With MultiIndex columns, the column labels were embedded as tokens."""
+    _, _, two, nested = _token_frames()
+    for frame, columns, fix in [(two, r"\('tokens', 'tags'\)", r"X=df\['tokens'\]\.tolist\(\)"),
+                                (nested, r"\(\('doc', 'tokens'\), \('doc', 'tags'\)\)", r"X=df\[\('doc', 'tokens'\)\]")]:
+        for name, call in _sklearn_entry_points(fitted, tiny_bert_dir).items():
+            if "TextEmbedder" in name:
+                continue
+            with pytest.raises(TypeError, match=f"X is a DataFrame with 2 columns {columns}; expected one column of "
+                                                f"token lists: pass the column that holds them, e.g. {fix}"):
+                call(frame)

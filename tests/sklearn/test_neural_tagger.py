@@ -127,3 +127,43 @@ def test_length_batches_cover_every_row_once_with_little_padding():
     other = _length_batches(rows, lengths, 8, np.random.default_rng(1))
     assert not all(np.array_equal(a, b) for a, b in zip(batches, other))
     assert POOL_BATCHES * 8 < len(rows)  # more than one pool was exercised
+
+
+def _with_empty(items, empty):
+    """``items`` with an empty entry first, in the middle and last."""
+    return [empty] + items[:3] + [empty] + items[3:] + [empty]
+
+
+def test_empty_sentences_contribute_nothing(static_path, sentences, tags):
+    """An empty training sentence was a CRF error ("the end cannot follow the start"); now it adds no
+    row: the tagger learns exactly what it learns without it, and predicts [] for it."""
+    def tagger():
+        return BiLSTMCRFTagger(TokenEmbedder(static_path), **{**FAST, "max_epochs": 3})
+
+    plain = tagger().fit(sentences, tags)
+    padded = tagger().fit(_with_empty(sentences, []), _with_empty(tags, []))
+    assert plain.model_state_.keys() == padded.model_state_.keys()
+    for name, value in plain.model_state_.items():
+        np.testing.assert_array_equal(padded.model_state_[name], value, err_msg=name)
+    predicted = padded.predict(_with_empty(sentences, []))
+    assert predicted == _with_empty(plain.predict(sentences), [])
+    assert padded.score(_with_empty(sentences, []), _with_empty(tags, [])) == plain.score(sentences, tags)
+
+
+def test_training_data_without_tokens_is_refused(bert):
+    with pytest.raises(ValueError, match="the training data holds no tokens: all 3 sentences of X are empty"):
+        _tagger(bert).fit([[], [], []], [[], [], []])
+
+
+def test_missing_or_dataframe_input_is_named(bert, sentences, tags):
+    import pandas as pd
+
+    tagger = _tagger(bert, max_epochs=1).fit(pd.DataFrame({"tokens": sentences}), tags)
+    assert tagger.predict(pd.DataFrame({"tokens": sentences})) == tagger.predict(sentences)
+    for call in (tagger.predict, lambda X: tagger.score(X, tags), lambda X: _tagger(bert).fit(X, tags)):
+        with pytest.raises(TypeError, match="X is None; expected a list of tokenized sentences"):
+            call(None)
+        with pytest.raises(TypeError, match=r"X is a DataFrame with 2 columns"):
+            call(pd.DataFrame({"tokens": sentences, "tags": tags}))
+    with pytest.raises(TypeError, match="y is None; expected one tag list per sentence"):
+        tagger.score(sentences, None)

@@ -115,3 +115,43 @@ def test_shape_features_auto_follows_casing(bert, static_path, sentences, tags):
     assert not _tagger(bert).fit(sentences, tags).uses_shape_
     static = SequenceTagger(TokenEmbedder(static_path)).fit(sentences, tags)
     assert static.uses_shape_
+
+
+def _with_empty(items, empty):
+    """``items`` with an empty entry first, in the middle and last."""
+    return [empty] + items[:3] + [empty] + items[3:] + [empty]
+
+
+def test_empty_sentences_contribute_nothing(static_path, sentences, tags):
+    """An empty sentence adds no row: the same classifier as without it, and [] predicted for it."""
+    plain = SequenceTagger(TokenEmbedder(static_path)).fit(sentences, tags)
+    padded = SequenceTagger(TokenEmbedder(static_path)).fit(_with_empty(sentences, []), _with_empty(tags, []))
+    np.testing.assert_array_equal(padded.classifier_.coef_, plain.classifier_.coef_)
+    predicted = padded.predict(_with_empty(sentences, []))
+    assert predicted == _with_empty(plain.predict(sentences), [])
+    assert padded.score(_with_empty(sentences, []), _with_empty(tags, [])) == plain.score(sentences, tags)
+
+
+def test_training_data_without_tokens_is_refused(static_path):
+    with pytest.raises(ValueError, match="the training data holds no tokens: all 2 sentences of X are empty"):
+        SequenceTagger(TokenEmbedder(static_path)).fit([[], []], [[], []])
+
+
+def test_dataframes_and_missing_x_or_y_are_named(static_path, sentences, tags):
+    import pandas as pd
+
+    tagger = SequenceTagger(TokenEmbedder(static_path)).fit(pd.DataFrame({"tokens": sentences}),
+                                                            pd.DataFrame({"tags": tags}))
+    assert tagger.predict(pd.DataFrame({"tokens": sentences})) == tagger.predict(sentences)
+    both = pd.DataFrame({"tokens": sentences, "tags": tags})
+    for call in (tagger.predict, tagger.transform_features, lambda X: tagger.score(X, tags),
+                 lambda X: SequenceTagger(TokenEmbedder(static_path)).fit(X, tags)):
+        with pytest.raises(TypeError, match=r"X is a DataFrame with 2 columns \('tokens', 'tags'\); expected one column "
+                                            r"of token lists: .* X=df\['tokens'\]\.tolist\(\)"):
+            call(both)
+        with pytest.raises(TypeError, match="X is None; expected a list of tokenized sentences"):
+            call(None)
+    with pytest.raises(TypeError, match="y is None; expected one tag list per sentence of X"):
+        tagger.score(sentences, None)
+    with pytest.raises(TypeError, match="y is int"):
+        tagger.score(sentences, 3)

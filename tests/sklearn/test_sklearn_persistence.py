@@ -108,11 +108,11 @@ def test_embedded_static_vectors_and_elmo(static_path, tiny_elmo_dir, sentences,
 
 
 def test_earlier_embedded_static_vectors_still_load(static_path, sentences):
-    from contextembed.sklearn._base import _unpack_encoder
+    from contextembed.sklearn._embedded import unpack_encoder
     from contextembed.sklearn._encoding import EncoderRef, get_encoder
 
     packed = {"kind": "static", "files": {"vectors.bin": _vectors_bin(static_path)}}
-    ref = _unpack_encoder(packed, EncoderRef("gone.txt", "cpu", "fp32"))
+    ref = unpack_encoder(packed, EncoderRef("gone.txt", "cpu", "fp32"))
     np.testing.assert_array_equal(get_encoder(ref).encode(sentences)[0],
                                   get_encoder(EncoderRef(static_path, "cpu", "fp32")).encode(sentences)[0])
 

@@ -137,3 +137,70 @@ def test_cls_needs_an_encoder_with_one(static_path):
 def test_bad_input_is_named(bert, bad, message):
     with pytest.raises(TypeError, match=message):
         TextEmbedder(bert).fit(bad)
+
+
+def _labels_with(missing, kind="str"):
+    base = ["pos", "neg"] if kind == "str" else [1, 0]
+    return base * 2 + [missing]
+
+
+MISSING_LABELS = {
+    "list NaN": (lambda: _labels_with(float("nan")), "y\\[4\\] is nan, a missing class label"),
+    "list None": (lambda: _labels_with(None), "y\\[4\\] is None, a missing class label"),
+    "numpy object NaN": (lambda: np.array(_labels_with(np.nan), dtype=object), "y\\[4\\] is nan"),
+    "numpy float NaN": (lambda: np.array([1.0, 0.0, 1.0, 0.0, np.nan]), "y\\[4\\] is nan"),
+    "numpy NaT": (lambda: np.array(_labels_with(np.datetime64("NaT")), dtype=object), "y\\[4\\] is .*NaT.*, a missing class label"),
+    "Series NaN": (lambda: __import__("pandas").Series(_labels_with(np.nan)), "y\\[4\\] is nan"),
+    "Series None": (lambda: __import__("pandas").Series(_labels_with(None)), "y\\[4\\] is (None|nan), a missing"),  # pandas may make it NaN
+    "Series NA": (lambda: __import__("pandas").array(_labels_with(None, "int"), dtype="Int64"), "y\\[4\\] is <NA>"),
+    "Series NaT": (lambda: __import__("pandas").Series(_labels_with(__import__("pandas").NaT)), "y\\[4\\] is NaT"),
+}
+
+
+@pytest.mark.parametrize("case", list(MISSING_LABELS))
+def test_missing_class_labels_name_their_index(static_path, case):
+    """A missing label was a class 'nan' (lists) or a "'<' not supported" error (None, pandas NaN)."""
+    make, message = MISSING_LABELS[case]
+    with pytest.raises(ValueError, match=message):
+        TextEmbedder(static_path, combine="scalar_mix").fit(["eu call"] * 5, make())
+
+
+@pytest.mark.parametrize("labels, error, message", [
+    (["pos", "neg", 1, "pos", "neg"], TypeError, "y mixes kinds of class labels: y\\[0\\] is str \\('pos'\\) but y\\[2\\] is int"),
+    ([1, 0, True, 1, 0], TypeError, "y\\[2\\] is bool"),
+    ([1, 0, float("inf"), 1, 0], ValueError, "y\\[2\\] is inf; class labels are finite"),
+    ([1, 0, b"x", 1, 0], TypeError, "y\\[2\\] is bytes"),
+    ([1, 0, (1, 2), 1, 0], TypeError, "y\\[2\\] is tuple"),
+])
+def test_class_labels_of_another_kind_name_their_index(static_path, labels, error, message):
+    with pytest.raises(error, match=message):
+        TextEmbedder(static_path, combine="scalar_mix").fit(["eu call"] * 5, labels)
+
+
+def test_valid_class_labels_still_learn(bert):
+    import pandas as pd
+
+    texts = TEXTS * 4
+    for labels in (["a", "b", "a"] * 4, pd.Series([1.0, 0.0, 1.0] * 4), np.array([True, False, True] * 4)):
+        fitted = TextEmbedder(bert, max_epochs=2, device="cpu", precision="fp32").fit(texts, labels)
+        assert fitted.mix_weights_.sum() == pytest.approx(1.0, abs=1e-6)
+
+
+@pytest.mark.parametrize("bad", [None, 3, 2.5, object()])
+def test_x_that_is_not_iterable_is_named(static_path, bad):
+    fitted = TextEmbedder(static_path).fit(["eu call"])
+    for call in (TextEmbedder(static_path).fit, fitted.transform, fitted.fit_transform):
+        with pytest.raises(TypeError, match=f"X is {'None' if bad is None else type(bad).__name__}.*; expected an "
+                                            "iterable of texts"):
+            call(bad)
+
+
+def test_dataframes_of_texts(static_path):
+    import pandas as pd
+
+    fitted = TextEmbedder(static_path, combine="mean").fit(["eu call"])
+    texts = ["eu call", "peter blackburn"]
+    np.testing.assert_array_equal(fitted.transform(pd.DataFrame({"text": texts})), fitted.transform(texts))
+    with pytest.raises(TypeError, match=r"X is a DataFrame with 2 columns \('text', 'id'\); expected one column of "
+                                        r"texts: .* X=df\['text'\]\.tolist\(\)"):
+        fitted.transform(pd.DataFrame({"text": texts, "id": [1, 2]}))

@@ -137,3 +137,27 @@ def test_each_pair_is_encoded_once_across_a_grid_search(bert, monkeypatch):
 def test_piece_mean_is_refused_for_pair_sides(bert):
     with pytest.raises(ValueError, match="text_pooling='piece_mean' is not available for the sides of a pair"):
         TextPairEmbedder(bert, text_pooling="piece_mean").fit([("a b", "c")])
+
+
+@pytest.mark.parametrize("labels, error, message", [
+    ([1, 0, None, 0] * 3, ValueError, "y\\[2\\] is None, a missing class label"),
+    ([1.0, 0.0, float("nan"), 0.0] * 3, ValueError, "y\\[2\\] is nan, a missing class label"),
+    (["a", "b", 1, "b"] * 3, TypeError, "y mixes kinds of class labels"),
+])
+def test_class_labels_are_checked_with_their_index(bert, labels, error, message):
+    import pandas as pd
+
+    for y in (labels, pd.Series(labels, dtype=object)):
+        with pytest.raises(error, match=message):
+            TextPairEmbedder(bert, device="cpu", precision="fp32").fit(PAIRS, y)
+
+
+def test_x_that_is_not_pairs_is_named(bert):
+    import pandas as pd
+
+    fitted = TextPairEmbedder(bert, layers=-1, device="cpu", precision="fp32").fit(PAIRS)
+    for bad, message in [(None, "X is None; expected a sequence of"), (3, "X is int \\('3'\\); expected a sequence of"),
+                         (pd.DataFrame({"a": ["x"], "b": ["y"], "c": ["z"]}), r"X is a DataFrame with 3 columns \('a', 'b', 'c'\)")]:
+        for call in (fitted.transform, TextPairEmbedder(bert, device="cpu", precision="fp32").fit):
+            with pytest.raises(TypeError, match=message):
+                call(bad)

@@ -115,3 +115,159 @@ def test_named_model_is_saved_by_name(minilm, tmp_path):
     assert saved["components"]["contextembed"]["encoder"]["name"] == "minilm-l6"
     assert sum(f.stat().st_size for f in (tmp_path / "pipeline").rglob("*") if f.is_file()) < 200_000
     np.testing.assert_array_equal(spacy.load(tmp_path / "pipeline")(TEXTS[0]).tensor, before)
+
+
+# -- embedded weights are checked against the cfg's provenance record before anything loads ------
+
+
+def _static_pipeline(tmp_path, name: str, seed: int, **options):
+    """A pipeline over small static vectors, saved to ``tmp_path / name``; returns it."""
+    from contextembed.encoders import write_word2vec
+
+    source = tmp_path / f"{name}.txt"
+    words = ["Peter", "Blackburn", "met", "EU", "officials", "in", "Brussels"]
+    write_word2vec(source, words, np.random.default_rng(seed).normal(size=(len(words), 8)).astype("f"))
+    nlp = spacy.blank("en")
+    nlp.add_pipe("contextembed", config={**encoder_config(source), **options})
+    nlp.to_disk(tmp_path / name)
+    return nlp
+
+
+def _component_cfg(pipeline):
+    import json
+
+    return json.loads((pipeline / "contextembed" / "cfg").read_text())
+
+
+def _drop_record(pipeline):
+    """The cfg as contextembed wrote it before provenance records."""
+    import json
+
+    cfg = _component_cfg(pipeline)
+    cfg.pop("provenance", None)
+    (pipeline / "contextembed" / "cfg").write_text(json.dumps(cfg))
+
+
+def test_the_cfg_records_what_was_saved(tmp_path):
+    from contextembed.provenance import tree_hash
+
+    _static_pipeline(tmp_path, "embedded", 0, embed_weights=True, subword_pooling="mean")
+    _static_pipeline(tmp_path, "by_name", 0)
+    embedded, by_name = _component_cfg(tmp_path / "embedded"), _component_cfg(tmp_path / "by_name")
+    record = embedded["provenance"]
+    assert record["artifact"] == "spacy encoder component" and record["embedded"] is True
+    assert record["embedded_fingerprint"] == tree_hash(tmp_path / "embedded" / "contextembed" / "encoder")
+    assert record["model"] == embedded["encoder_identity"]["fingerprint"]
+    assert record["subword_pooling"] == "mean" and record["tensor_layers"] == -1 and record["window"] is None
+    assert by_name["provenance"]["embedded"] is False and by_name["provenance"]["embedded_fingerprint"] is None
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "extra file"])
+def test_changed_embedded_files_are_refused_before_loading(tmp_path, damage):
+    from contextembed.errors import ProvenanceError
+
+    _static_pipeline(tmp_path, "pipeline", 0, embed_weights=True)
+    model = tmp_path / "pipeline" / "contextembed" / "encoder" / "model"
+    weights = model / "vectors.safetensors"
+    raw = bytearray(weights.read_bytes())
+    if damage == "flip":
+        raw[-1] ^= 0xFF  # same size, other content
+    elif damage == "truncate":
+        raw = raw[: len(raw) // 2]
+    else:
+        (model / ".hidden_extra").write_text("x")
+    weights.write_bytes(bytes(raw))
+    with pytest.raises(ProvenanceError, match="embedded_fingerprint") as raised:
+        spacy.load(tmp_path / "pipeline")  # refused here, not at the first doc
+    assert raised.value.field == "embedded_fingerprint"
+    assert str(tmp_path / "pipeline" / "contextembed" / "encoder") in str(raised.value)
+    assert "save the pipeline again" in str(raised.value)
+
+
+def test_an_encoder_directory_swapped_in_from_another_save_is_refused(tmp_path):
+    from contextembed.errors import ProvenanceError
+
+    _static_pipeline(tmp_path, "pipeline", 0, embed_weights=True)
+    _static_pipeline(tmp_path, "other", 1, embed_weights=True)
+    encoder = tmp_path / "pipeline" / "contextembed" / "encoder"
+    shutil.rmtree(encoder)
+    shutil.copytree(tmp_path / "other" / "contextembed" / "encoder", encoder)
+    with pytest.raises(ProvenanceError, match="swapped") as raised:
+        spacy.load(tmp_path / "pipeline")
+    assert raised.value.field == "embedded_fingerprint"
+
+
+def test_a_missing_embedded_encoder_is_refused_even_if_the_original_model_is_there(tmp_path):
+    from contextembed.errors import ProvenanceError
+
+    _static_pipeline(tmp_path, "pipeline", 0, embed_weights=True)
+    shutil.rmtree(tmp_path / "pipeline" / "contextembed" / "encoder")
+    with pytest.raises(ProvenanceError, match="records an embedded encoder") as raised:
+        spacy.load(tmp_path / "pipeline")
+    assert raised.value.field == "embedded"
+
+
+def test_an_encoder_directory_the_cfg_does_not_expect_is_refused(tmp_path):
+    from contextembed.errors import ProvenanceError
+
+    _static_pipeline(tmp_path, "pipeline", 0)
+    _static_pipeline(tmp_path, "other", 1, embed_weights=True)
+    shutil.copytree(tmp_path / "other" / "contextembed" / "encoder", tmp_path / "pipeline" / "contextembed" / "encoder")
+    with pytest.raises(ProvenanceError, match="not part of this save") as raised:
+        spacy.load(tmp_path / "pipeline")
+    assert raised.value.field == "embedded"
+
+
+def test_an_edited_record_is_refused(tmp_path):
+    import json
+
+    from contextembed.errors import ProvenanceError
+
+    _static_pipeline(tmp_path, "pipeline", 0, embed_weights=True)
+    cfg = _component_cfg(tmp_path / "pipeline")
+    cfg["tensor_combine"] = "sum"  # the cfg no longer says what the record says
+    (tmp_path / "pipeline" / "contextembed" / "cfg").write_text(json.dumps(cfg))
+    with pytest.raises(ProvenanceError, match="tensor_combine") as raised:
+        spacy.load(tmp_path / "pipeline")
+    assert raised.value.field == "tensor_combine"
+
+
+def test_from_disk_excluding_the_encoder_loads_the_original_model(tmp_path):
+    nlp = _static_pipeline(tmp_path, "pipeline", 0, embed_weights=True)
+    shutil.rmtree(tmp_path / "pipeline" / "contextembed" / "encoder" / "model")  # not even read
+    loaded = spacy.blank("en")
+    loaded.add_pipe("contextembed", config={**encoder_config(tmp_path / "pipeline.txt"), "embed_weights": True})
+    loaded.get_pipe("contextembed").from_disk(tmp_path / "pipeline" / "contextembed", exclude=["encoder"])
+    np.testing.assert_array_equal(loaded(TEXTS[0]).tensor, nlp(TEXTS[0]).tensor)
+
+
+def test_a_pipeline_saved_before_records_loads_when_unambiguous(tmp_path):
+    nlp = _static_pipeline(tmp_path, "by_name", 0)
+    embedded = _static_pipeline(tmp_path, "embedded", 1, embed_weights=True)
+    (tmp_path / "embedded.txt").unlink()
+    _drop_record(tmp_path / "by_name"), _drop_record(tmp_path / "embedded")
+    np.testing.assert_array_equal(spacy.load(tmp_path / "by_name")(TEXTS[0]).tensor, nlp(TEXTS[0]).tensor)
+    np.testing.assert_array_equal(spacy.load(tmp_path / "embedded")(TEXTS[0]).tensor, embedded(TEXTS[0]).tensor)
+
+
+def test_a_pipeline_saved_before_records_with_a_stale_encoder_directory_is_refused(tmp_path):
+    from contextembed.errors import ProvenanceError
+
+    _static_pipeline(tmp_path, "pipeline", 0)
+    _static_pipeline(tmp_path, "other", 1, embed_weights=True)
+    shutil.copytree(tmp_path / "other" / "contextembed" / "encoder", tmp_path / "pipeline" / "contextembed" / "encoder")
+    _drop_record(tmp_path / "pipeline")
+    with pytest.raises(ProvenanceError, match="save the pipeline again") as raised:
+        spacy.load(tmp_path / "pipeline")
+    assert raised.value.field == "embed_weights"
+
+
+def test_a_damaged_embedded_copy_of_a_pipeline_saved_before_records_is_refused(tmp_path):
+    from contextembed.errors import ModelFormatError
+
+    _static_pipeline(tmp_path, "pipeline", 0, embed_weights=True)
+    _drop_record(tmp_path / "pipeline")
+    weights = tmp_path / "pipeline" / "contextembed" / "encoder" / "model" / "vectors.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-8])
+    with pytest.raises(ModelFormatError, match="fingerprint"):
+        spacy.load(tmp_path / "pipeline")

@@ -15,14 +15,13 @@ from typing import Union
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
 from ... import forking, streams
-from ...devices import compute_dtype, resolve_device, resolve_precision
+from ...devices import check_settings, compute_dtype, resolve_device, resolve_precision
 from ...quantization import quantize_int8
 from ...errors import ModelNotFoundError
 from ...pooling.layers import LayerSpec
-from ..base import Encoder, PieceEncoding, Sentences, check_savable, check_sentences
+from ..base import Encoder, PieceEncoding, Sentences, check_savable, check_sentence_chunks, progress_bar
 from .characters import BOS_IDS, EOS_IDS, word_char_ids
 from .modules import BiLMEncoderModule
 from .options import read_options, write_options
@@ -125,6 +124,7 @@ class ElmoEncoder(Encoder):
 
         ``kwargs`` go to the constructor (``device``, ``precision``, ``batch_words``, ...).
         """
+        check_settings(kwargs.get("device", "auto"), kwargs.get("precision", "auto"), cls.family)  # before loading
         module = load_bilm(directory)
         return cls(module, spec=kwargs.pop("spec", os.fspath(directory)), **kwargs)
 
@@ -157,11 +157,9 @@ class ElmoEncoder(Encoder):
     def iter_encode_pieces(
         self, sentences: Sentences, layers: LayerSpec = "all", *, show_progress: bool = False
     ) -> Iterator[PieceEncoding]:
-        sentences = check_sentences(sentences)
         layer_index = self.layer_indexes(layers)
-        with tqdm(total=len(sentences), disable=not show_progress, unit="sent") as progress:
-            for begin in range(0, len(sentences), self.chunk_size):
-                chunk = sentences[begin : begin + self.chunk_size]
+        with progress_bar(sentences, show_progress) as progress:  # an iterator is read chunk by chunk
+            for chunk in check_sentence_chunks(sentences, self.chunk_size):
                 hidden = self._encode_chunk(chunk, layer_index)
                 progress.update(len(chunk))
                 for sentence, states in zip(chunk, hidden):

@@ -1,0 +1,186 @@
+"""Settings from environment variables (:mod:`contextembed.settings`): every spelling accepted is
+documented, everything else (0 where it makes no sense, negatives, fractions, exponents, NaN/inf,
+non-ASCII digits such as '²' or '٣', huge numbers) is an error naming the variable and the value;
+a bad value never breaks ``import contextembed``, it fails the first use; nothing is silently
+turned off.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from contextembed import settings
+from contextembed.errors import SettingError
+from contextembed.pretraining.distributed import world_from_env
+from contextembed.sklearn import _encoding
+from contextembed.sklearn._encoding import CACHE_BYTES_ENV, DEFAULT_CACHE_BYTES, EncodingCache, set_cache_size
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+#: spellings that are not a whole number in ASCII digits
+NOT_WHOLE = ["", "abc", "-5", "+5", "1.5", "1e3", "1e20", "1_000", "1,000", "nan", "inf", "²", "٣", "８", "5 streams"]
+
+
+@pytest.mark.parametrize("text, expected", [("0", 0), ("7", 7), (" 12\t", 12), ("000123", 123)])
+def test_whole_numbers_in_ascii_digits_are_read(text, expected):
+    assert settings.parse_whole_number("X", text) == expected
+
+
+@pytest.mark.parametrize("text", [t for t in NOT_WHOLE if t])
+def test_anything_else_is_not_a_whole_number(text):
+    with pytest.raises(SettingError, match=re.escape(f"X={text!r}: expected a whole number >= 0 written in ASCII")):
+        settings.parse_whole_number("X", text)
+
+
+def test_a_whole_number_out_of_range_names_the_range():
+    with pytest.raises(SettingError, match=re.escape("RANK='4': expected a whole number from 0 to 3")):
+        settings.parse_whole_number("RANK", "4", maximum=3)
+    with pytest.raises(SettingError, match=re.escape("N='0': expected a positive whole number")):
+        settings.parse_whole_number("N", "0", minimum=1)
+    with pytest.raises(SettingError, match="has 40 digits"):
+        settings.parse_whole_number("N", "9" * 40)  # not a 40-digit int(), nor a ValueError from Python's digit limit
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("0", 0), ("1073741824", 1 << 30), ("512MB", 512 * 10**6), ("512 mb", 512 * 10**6), ("1GiB", 1 << 30),
+    ("1gib", 1 << 30), ("3KB", 3000), ("3KiB", 3072), ("2TB", 2 * 10**12), ("7B", 7), (" 1 GiB ", 1 << 30),
+    ("1024TiB", settings.MAX_BYTES),
+])
+def test_byte_sizes_with_units_are_read(text, expected):
+    assert settings.parse_byte_size("X", text) == expected
+
+
+@pytest.mark.parametrize("text", [t for t in NOT_WHOLE if t] + ["1G", "1.5GB", "GB", "1 GB GB", "1PB", "1e9B"])
+def test_anything_else_is_not_a_byte_size(text):
+    with pytest.raises(SettingError, match=re.escape(f"X={text!r}: expected a byte size")):
+        settings.parse_byte_size("X", text)
+
+
+def test_a_byte_size_beyond_1_pib_is_refused():
+    with pytest.raises(SettingError, match=re.escape("X='1025TiB' is 1,126,999,418,470,400 bytes; expected at most")):
+        settings.parse_byte_size("X", "1025TiB")
+
+
+def test_unset_or_blank_variables_take_the_default(monkeypatch):
+    monkeypatch.delenv("CONTEXTEMBED_TEST_SETTING", raising=False)
+    assert settings.whole_number("CONTEXTEMBED_TEST_SETTING", 5) == 5
+    monkeypatch.setenv("CONTEXTEMBED_TEST_SETTING", "  ")
+    assert settings.byte_size("CONTEXTEMBED_TEST_SETTING", 9) == 9
+    monkeypatch.setenv("CONTEXTEMBED_TEST_SETTING", "\u00a0")  # a no-break space is a value, and not a number
+    with pytest.raises(SettingError, match=re.escape("CONTEXTEMBED_TEST_SETTING='\\xa0': expected a whole number")):
+        settings.whole_number("CONTEXTEMBED_TEST_SETTING", 5)
+
+
+# -- CONTEXTEMBED_CACHE_BYTES ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["abc", "1e9", "-5", "1.5GB", "²"])
+def test_a_bad_cache_size_fails_at_first_use_naming_the_variable(monkeypatch, value):
+    """``-5`` used to turn the cache off silently, ``abc`` and ``1e9`` to fail the import with a bare
+    ``int()`` error."""
+    monkeypatch.setenv(CACHE_BYTES_ENV, value)
+    cache = EncodingCache()
+    with pytest.raises(SettingError, match=re.escape(f"{CACHE_BYTES_ENV}={value!r}: expected a byte size")):
+        cache.max_bytes
+
+
+@pytest.mark.parametrize("value, expected", [("512MB", 512 * 10**6), ("0", 0), ("", DEFAULT_CACHE_BYTES)])
+def test_the_cache_size_is_read_at_first_use(monkeypatch, value, expected):
+    monkeypatch.setenv(CACHE_BYTES_ENV, value)
+    assert EncodingCache().max_bytes == expected
+
+
+def test_a_bad_setting_does_not_break_the_import():
+    """``import contextembed`` (and its scikit-learn adapters) with every variable set wrong; the
+    first use then names the variable."""
+    code = (
+        "import contextembed, contextembed.sklearn\n"
+        "from contextembed.sklearn._encoding import MEMORY_CACHE\n"
+        "from contextembed.streams import cpu_streams\n"
+        "for use in (lambda: MEMORY_CACHE.max_bytes, cpu_streams):\n"
+        "    try:\n"
+        "        use()\n"
+        "    except ValueError as error:\n"
+        "        print(type(error).__name__, error)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "CONTEXTEMBED_CACHE_BYTES": "abc",
+           "CONTEXTEMBED_CPU_STREAMS": "²", "CONTEXTEMBED_AUTO_CPU_PRECISION": "fp8", "WORLD_SIZE": "x"}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "SettingError CONTEXTEMBED_CACHE_BYTES='abc'" in result.stdout
+    assert "SettingError CONTEXTEMBED_CPU_STREAMS='²'" in result.stdout
+
+
+@pytest.fixture
+def cache_size():
+    """Give the process-wide cache its bound back after the test."""
+    previous = _encoding.MEMORY_CACHE.max_bytes
+    yield
+    set_cache_size(previous)
+
+
+@pytest.mark.parametrize("value, error", [
+    (-1, ValueError), (2**51, ValueError), (math.nan, TypeError), (math.inf, TypeError), (1.5, TypeError),
+    (1e9, TypeError), (True, TypeError), (None, TypeError), ("1e9", SettingError), ("-5", SettingError),
+])
+def test_set_cache_size_refuses_what_is_not_a_byte_count(cache_size, value, error):
+    with pytest.raises(error, match=re.escape(f"max_bytes={value!r}")):
+        set_cache_size(value)
+
+
+@pytest.mark.parametrize("value, expected", [(0, 0), (12345, 12345), ("64MiB", 64 << 20)])
+def test_set_cache_size_takes_bytes_or_a_byte_size(cache_size, value, expected):
+    set_cache_size(value)
+    assert _encoding.MEMORY_CACHE.max_bytes == expected
+
+
+# -- torchrun's variables ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("environment, message", [
+    ({"WORLD_SIZE": "two"}, "WORLD_SIZE='two': expected a positive whole number"),
+    ({"WORLD_SIZE": "0"}, "WORLD_SIZE='0': expected a positive whole number"),
+    ({"WORLD_SIZE": "2", "RANK": "2"}, "RANK='2': expected a whole number from 0 to 1"),
+    ({"WORLD_SIZE": "2", "RANK": "-1"}, "RANK='-1': expected a whole number from 0 to 1"),
+    ({"WORLD_SIZE": "2"}, "WORLD_SIZE=2 but RANK is unset"),
+    ({"WORLD_SIZE": "2", "RANK": "1", "LOCAL_RANK": "٣"}, "LOCAL_RANK='٣': expected a whole number >= 0"),
+])
+def test_bad_torchrun_variables_name_the_variable(monkeypatch, environment, message):
+    for name in ("WORLD_SIZE", "RANK", "LOCAL_RANK"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(SettingError, match=re.escape(message)):
+        world_from_env()
+
+
+def test_torchrun_variables_are_read(monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    monkeypatch.setenv("RANK", "3")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    assert world_from_env() == (3, 4, 1)
+    monkeypatch.delenv("WORLD_SIZE")
+    assert world_from_env() == (0, 1, 0)
+
+
+# -- one place -----------------------------------------------------------------------------------
+
+#: variables read elsewhere on purpose: Ray's own, read the way Ray reads them
+ELSEWHERE = {("engines/ray.py", "RAY_USE_TLS"), ("engines/ray.py", "RAY_ADDRESS")}
+_READ = re.compile(r"""os\.(?:environ\.get\(|getenv\(|environ\[(?![^\]]*\]\s*=[^=]))\s*["']?([A-Z_]*)""")
+
+
+def test_environment_variables_are_read_in_settings_only():
+    package = REPO_ROOT / "contextembed"
+    reads = {
+        (path.relative_to(package).as_posix(), name)
+        for path in package.rglob("*.py") if path != package / "settings.py"
+        for name in _READ.findall(path.read_text(encoding="utf-8"))
+    }
+    assert reads <= ELSEWHERE, f"read outside contextembed/settings.py: {sorted(reads - ELSEWHERE)}"
