@@ -181,9 +181,9 @@ def _run_command(words: list[str], folder: Path, where: str) -> None:
     elif words[:1] == ["torchrun"]:
         _parse_contextembed(words[words.index("contextembed") + 1 :], where)
     elif words[:2] == ["python", "examples/spacy_ner/run.py"]:
-        _example_module("spacy_ner/run.py").parse_args(words[2:])
+        _run_spacy_example(words[2:], folder, where)
     elif words[:4] == ["python", "-m", "spacy", "train"]:
-        _check_spacy_train(words[4:], where)
+        _check_spacy_train(words[4:], folder, where)
     else:
         pytest.fail(f"{where}: the docs runner does not know how to run this command")
 
@@ -226,11 +226,27 @@ def _example_module(relative: str):
     return module
 
 
-def _check_spacy_train(args: list[str], where: str) -> None:
+def _run_spacy_example(args: list[str], folder: Path, where: str) -> None:
+    """``--convert-only`` runs for real (in ``folder``; CoNLL-2003 from the shared data when present);
+    a training run is only parsed (minutes long: tests/spacy/test_example_ner.py runs ``--small``)."""
+    module = _example_module("spacy_ner/run.py")
+    parsed, _ = module.parse_args(args)
+    if not parsed.convert_only:
+        return
+    if not (parsed.data / "train.txt").exists():
+        pytest.skip(f"{where}: CoNLL-2003 is not in {parsed.data}")
+    args = [word if word != parsed.out.as_posix() else str(folder / parsed.out) for word in args]
+    assert module.main(args) == 0, where
+
+
+def _check_spacy_train(args: list[str], folder: Path, where: str) -> None:
+    """The config loads, and the data paths exist when an earlier line of the block converted them."""
     config = ROOT / args[0]
     assert config.is_file(), f"{where}: {config} does not exist"
     overrides = {args[i].removeprefix("--"): args[i + 1] for i in range(1, len(args) - 1, 2)}
     assert set(overrides) <= {"output", "paths.train", "paths.dev"}, f"{where}: unexpected options {overrides}"
+    for name in ("paths.train", "paths.dev"):
+        assert name not in overrides or (folder / overrides[name]).is_file(), f"{where}: {overrides[name]} is missing"
     _load_config(config.read_text(encoding="utf-8"))
 
 

@@ -6,6 +6,7 @@ import os
 from itertools import islice
 from typing import Optional, Union
 
+from ..io import _lines
 from ..io import read_conll as read_columns
 
 
@@ -43,22 +44,23 @@ def read_conll(
 
 
 def read_labelled_text(path: Union[str, os.PathLike], limit: Optional[int] = None) -> tuple[list[str], list[int]]:
-    """Read ``label<TAB>text`` lines (SST-2 style); a header line whose label is not an int is skipped."""
+    """Read ``label<TAB>text`` lines (SST-2 style); a header line whose label is not an int is skipped.
+
+    Blank lines are skipped. A later label that is not an int is a ``ValueError`` naming the line;
+    text that is not UTF-8 a :class:`~contextembed.errors.FileFormatError` naming the line.
+    """
     texts: list[str] = []
     labels: list[int] = []
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
+    for number, line in _lines(os.fspath(path)):
+        if not line.strip():
+            continue
+        label, _, text = line.partition("\t")
+        if not (label.isascii() and label.lstrip("-").isdigit()):
+            if number == 1:
                 continue
-            label, _, text = line.rstrip("\n").partition("\t")
-            try:
-                value = int(label)
-            except ValueError:
-                if number == 1:
-                    continue
-                raise ValueError(f"{path}, line {number}: label {label!r} is not an int") from None
-            texts.append(text)
-            labels.append(value)
-            if limit is not None and len(texts) >= limit:
-                break
+            raise ValueError(f"{path}, line {number}: label {label!r} is not an int")
+        texts.append(text)
+        labels.append(int(label))
+        if limit is not None and len(texts) >= limit:
+            break
     return texts, labels

@@ -10,9 +10,10 @@
 
 Small mode (CI): ``python examples/spacy_ner/run.py --small``. Full benchmark:
 ``python examples/spacy_ner/run.py --out out/spacy_ner_full``. The same training runs from the
-shell (the installed package registers the component through entry points; otherwise add
-``--code contextembed/spacy/__init__.py``)::
+shell once the data is converted (step 1 alone: ``--convert-only``; the installed package
+registers the component through entry points; otherwise add ``--code contextembed/spacy/__init__.py``)::
 
+    python examples/spacy_ner/run.py --convert-only --out out/spacy_ner
     python -m spacy train examples/spacy_ner/contextual_concat.cfg --output out/ner \\
         --paths.train out/spacy_ner/data/train.spacy --paths.dev out/spacy_ner/data/dev.spacy
 """
@@ -91,12 +92,18 @@ def train_and_evaluate(config: str, out: Path, data: Path, settings: RunSettings
     return {key: scores[key] for key in ("ents_p", "ents_r", "ents_f")}
 
 
-def run(out: Path, settings: RunSettings, configs=CONFIGS, conll: Path = CONLL) -> dict[str, dict]:
-    """Convert the data, train every config, write ``results.json`` and return the scores."""
+def convert_data(out: Path, settings: RunSettings, conll: Path = CONLL) -> Path:
+    """Step 1: ``OUT/data/train.spacy`` and ``dev.spacy`` from CoNLL-2003; return ``OUT/data``."""
     data = out / "data"
     n_train = convert(conll / "train.txt", data / "train.spacy", settings.train_sentences)
     n_dev = convert(conll / "dev.txt", data / "dev.spacy", settings.dev_sentences)
-    print(f"converted {n_train} train / {n_dev} dev docs (10 sentences each) to {data}")
+    print(f"converted {n_train} train / {n_dev} dev docs (up to 10 sentences each) to {data}")
+    return data
+
+
+def run(out: Path, settings: RunSettings, configs=CONFIGS, conll: Path = CONLL) -> dict[str, dict]:
+    """Convert the data, train every config, write ``results.json`` and return the scores."""
+    data = convert_data(out, settings, conll)
     results = {config: train_and_evaluate(config, out, data, settings) for config in configs}
     (out / "results.json").write_text(json.dumps({"settings": settings.__dict__, "dev": results}, indent=2))
     return results
@@ -113,6 +120,8 @@ def parse_args(argv=None) -> tuple[argparse.Namespace, RunSettings]:
     parser.add_argument("--out", type=Path, default=Path("out/spacy_ner"))
     parser.add_argument("--data", type=Path, default=CONLL, help="directory with CoNLL-2003 train.txt and dev.txt")
     parser.add_argument("--small", action="store_true", help="a small subset, for CI")
+    parser.add_argument("--convert-only", action="store_true",
+                        help="only write OUT/data/train.spacy and dev.spacy (for running `spacy train` yourself)")
     parser.add_argument("--train-sentences", type=int, help="first N training sentences (0: all)")
     parser.add_argument("--dev-sentences", type=int, help="first N dev sentences (0: all)")
     parser.add_argument("--max-steps", type=int)
@@ -136,6 +145,9 @@ def main(argv=None) -> int:
     if not (args.data / "train.txt").exists():
         print(f"error: CoNLL-2003 (train.txt, dev.txt) is not in {args.data}; pass --data DIR", file=sys.stderr)
         return 2
+    if args.convert_only:
+        convert_data(args.out, settings, args.data)
+        return 0
     try:
         import contextembed.spacy  # noqa: F401  (registers the component when not installed)
     except ImportError:  # running from a source checkout
