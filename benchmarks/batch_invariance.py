@@ -9,7 +9,10 @@ in one run:
 - the batch effect: the largest absolute difference of any feature (all layers) between a sentence
   encoded alone and the same sentence in the corpus-wide batches, and how many sentences differ.
 
+A precision written ``BACKEND:PRECISION`` runs on that backend (``openvino:fp32``, ``openvino:int8``).
+
     python benchmarks/batch_invariance.py [--sentences 2000] [--check 300] [--repeats 3]
+    python benchmarks/batch_invariance.py --precisions openvino:fp32 openvino:int8
 """
 
 from __future__ import annotations
@@ -49,7 +52,9 @@ def main() -> None:
     words = sum(map(len, sentences))
     print(f"{len(sentences)} sentences, {words} words; MiniLM-L6, last four layers, first piece")
     for precision in args.precisions:
-        encoders = {pad: load_encoder("minilm-l6", device="cpu", precision=precision, pad_multiple=pad) for pad in (1, 16)}
+        backend, _, name = precision.rpartition(":")
+        encoders = {pad: load_encoder("minilm-l6", device="cpu", precision=name, backend=backend or "torch",
+                                      pad_multiple=pad) for pad in (1, 16)}
         for encoder in encoders.values():
             encoder.encode(sentences[:200])  # warm-up
         best = {pad: float("inf") for pad in encoders}

@@ -35,7 +35,7 @@ from sklearn.linear_model import LogisticRegression  # noqa: E402
 
 from common import SHARED, conll_sentences  # noqa: E402
 from contextembed import StaticVectors, distill, load_encoder  # noqa: E402
-from contextembed.features import FeatureExtractor  # noqa: E402
+from contextembed.extraction import FeatureExtractor  # noqa: E402
 from contextembed.sklearn import SequenceTagger, TextEmbedder, TokenEmbedder, set_cache_size  # noqa: E402
 from contextembed.sklearn.datasets import read_conll, read_labelled_text  # noqa: E402
 from contextembed.tokenizers import get_tokenizer  # noqa: E402

@@ -25,7 +25,7 @@ from common import conll_sentences, synthetic_sentences, timed  # noqa: E402
 
 from contextembed import load_encoder  # noqa: E402
 from contextembed.encoders.elmo import ElmoEncoder, elmo_options  # noqa: E402
-from contextembed.features import FeatureExtractor  # noqa: E402
+from contextembed.extraction import FeatureExtractor  # noqa: E402
 
 
 def main() -> None:

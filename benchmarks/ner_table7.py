@@ -35,7 +35,7 @@ from sklearn.linear_model import LogisticRegression  # noqa: E402
 
 from contextembed.sklearn import TokenEmbedder, set_cache_size  # noqa: E402
 from contextembed.sklearn.datasets import read_conll  # noqa: E402
-from contextembed.sklearn.experiments import LAST_FOUR, TABLE7_ROWS, format_row, run_rows  # noqa: E402
+from examples.table7 import LAST_FOUR, TABLE7_ROWS, Row, format_row, run_rows  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "conll2003"
 
@@ -109,7 +109,6 @@ def stacked(args, train, dev):
     import time
 
     from contextembed.sklearn import BiLSTMCRFTagger
-    from contextembed.sklearn.experiments import Row
 
     start = time.perf_counter()
     embedders = [TokenEmbedder("minilm-l6", layers=LAST_FOUR, combine="concat"), TokenEmbedder("glove-6b-50d")]
@@ -133,8 +132,6 @@ def spacy_rows(args, size: int):
     """``spacy train`` each config of examples/spacy_ner on the first ``size`` sentences."""
     import tempfile
     import time
-
-    from contextembed.sklearn.experiments import Row
 
     sys.path.insert(0, str(ROOT / "examples" / "spacy_ner"))
     import run as spacy_ner  # noqa: E402

@@ -249,7 +249,7 @@ def time_rounds(paths: dict[str, WordFeatures], sentences: list[list[str]], repe
 def contextembed_path(precision: str) -> WordFeatures:
     """contextembed's own MiniLM-L6 word features (same layers, combination and pooling)."""
     from contextembed import load_encoder
-    from contextembed.features import FeatureExtractor
+    from contextembed.extraction import FeatureExtractor
 
     encoder = load_encoder("minilm-l6", device="cpu", precision=precision)
     return FeatureExtractor(encoder, layers=list(LAYERS), combine="concat", subword_pooling="first").words

@@ -47,7 +47,7 @@ def corpus(n_words: int) -> list[list[str]]:
 
 def one_process(spec: str, precision: str, sentences) -> tuple[float, list, dict]:
     from contextembed import load_encoder
-    from contextembed.features import FeatureExtractor
+    from contextembed.extraction import FeatureExtractor
 
     start = time.perf_counter()
     extractor = FeatureExtractor(load_encoder(spec, precision=precision))

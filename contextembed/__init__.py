@@ -1,11 +1,17 @@
 """contextembed: frozen pretrained encoders as layer-pooled features for scikit-learn and spaCy."""
 
+import logging
+
 from .distillation import distill
 from .encoders import ElmoEncoder, Encoder, PieceEncoding, StaticVectors, load_encoder
 from .errors import MissingDependencyError, ModelNotFoundError
 from .pooling import LayerPooling, ScalarMix, resolve_layers
 
 __version__ = "0.1.0"
+
+# the library logs to "contextembed" and its module loggers and adds no handler of its own:
+# logging.basicConfig(level=logging.INFO) shows them
+logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 __all__ = [
     "ElmoEncoder",

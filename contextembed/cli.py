@@ -8,6 +8,7 @@ adds one sub-parser whose ``handler`` receives the parsed arguments.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import signal
@@ -32,6 +33,8 @@ EPILOG = """examples:
 
 #: signals that stop a command cleanly (exit status 128 + the signal number: 130, 143)
 INTERRUPT_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+#: exit status when the reader of the output went away (``| head``): 128 + SIGPIPE, as a shell shows it
+PIPE_CLOSED_STATUS = 141
 
 
 class Interrupted(KeyboardInterrupt):
@@ -86,6 +89,40 @@ def signals_interrupt(
     finally:
         for signum, old in previous.items():
             signal.signal(signum, old)
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Descriptions as written, and every option's default at the end of its help.
+
+    An option whose help already says its default (one that depends on another option, or is
+    described in words) keeps its help as written; one without a default (``None``, a flag that is
+    off) says nothing.
+    """
+
+    def _format_action(self, action: argparse.Action) -> str:
+        if not action.help and _has_default(action):  # an option without help still shows its default
+            action = copy.copy(action)
+            action.help = "default: %(default)s"
+        return super()._format_action(action)
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if "default" in text or not _has_default(action):
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+def _has_default(action: argparse.Action) -> bool:
+    """An option whose default is worth stating (not ``None``, not a flag that is off)."""
+    return bool(action.option_strings) and not any(action.default is nothing for nothing in (None, False, argparse.SUPPRESS))
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """An ``argparse.ArgumentParser`` whose help shows the defaults (:class:`HelpFormatter`); the
+    sub-command parsers are of this class too."""
+
+    def __init__(self, *args, formatter_class=HelpFormatter, **kwargs) -> None:
+        super().__init__(*args, formatter_class=formatter_class, **kwargs)
 
 
 class _OutputState:
@@ -169,9 +206,18 @@ def _run_info(args: argparse.Namespace) -> int:
     return 0
 
 
+def _by_level(name: str, word_none: str = "") -> str:
+    """How the help says the default of an option that depends on ``--level`` (from the one table)."""
+    from .extraction import LEVEL_DEFAULTS
+
+    word, text = LEVEL_DEFAULTS["word"][name], LEVEL_DEFAULTS["text"][name]
+    return f"default at word level: {word_none if word is None else word}; at text level: {text}"
+
+
 def add_embed_parser(subparsers) -> None:
     from .bounds import CONNECT_TIMEOUT, Bound
     from .corpus import ENGINES, OUTPUT_FORMATS
+    from .extraction import LEVEL_DEFAULTS
     from .io import INPUT_FORMATS, LEVELS, OUTPUT_DTYPES, TOKENIZERS
 
     parser = subparsers.add_parser(
@@ -179,7 +225,8 @@ def add_embed_parser(subparsers) -> None:
         help="write features for a text, CoNLL, CoNLL-U or JSONL file to .npy/.npz",
         description=(
             "Word level (default) writes one row per input token; .npz also stores 'lengths' (tokens "
-            "per sentence). Text level writes one row per sentence/text. The output is written under a "
+            "per sentence). Text level writes one row per sentence/text: by default TextEmbedder's vector (the "
+            "mean of every piece of every layer, scaled to unit length). The output is written under a "
             "temporary name and renamed only when complete: an error or interruption leaves any previous "
             "file unchanged. With a directory or a quoted glob as INPUT, OUTPUT is a directory that gets one "
             "output per input file (same relative name; links are followed, each real file is one input). An "
@@ -197,24 +244,33 @@ def add_embed_parser(subparsers) -> None:
                         help="replace an existing output (once complete); with several inputs, redo every output "
                         "instead of checking and keeping the existing ones")
     parser.add_argument("--format", choices=INPUT_FORMATS, help="input format (default: from extension)")
-    parser.add_argument("--tokenizer", choices=list(TOKENIZERS), default="whitespace",
-                        help="how plain text lines (and JSONL 'text') are split into tokens")
+    parser.add_argument("--tokenizer", choices=list(TOKENIZERS), default=None,
+                        help="how plain text lines (and JSONL 'text') are split into tokens: auto and regex split "
+                        "words and punctuation marks, whitespace splits on white space, spacy uses spaCy's rules "
+                        f"({_by_level('tokenizer')})")
     parser.add_argument("--layers", type=parse_layers, default=None,
                         help="all | hidden | an int | comma-separated ints, written --layers=-4,-3,-2,-1 "
-                        "(default: the encoder's: transformers the last four; static and ELMo all)")
+                        f"({_by_level('layers', word_none=_ENCODER_LAYERS)})")
     parser.add_argument("--combine", choices=COMBINES, default=None,
-                        help="how layers are combined (default: the encoder's, concat for transformers; "
-                        "scalar_mix here uses equal weights and gamma 1)")
-    parser.add_argument("--subword-pooling", choices=SUBWORD_POOLINGS, default="first")
-    parser.add_argument("--level", choices=LEVELS, default="word")
-    parser.add_argument("--text-pooling", choices=TEXT_POOLINGS, default="mean")
+                        help="how layers are combined; scalar_mix here uses equal weights and gamma 1 "
+                        f"({_by_level('combine', word_none=_ENCODER_COMBINE)})")
+    parser.add_argument("--subword-pooling", choices=SUBWORD_POOLINGS, default=None,
+                        help=f"how a word's pieces become one vector ({_by_level('subword_pooling')})")
+    parser.add_argument("--level", choices=LEVELS, default="word",
+                        help="word: one row per token; text: one row per sentence/text")
+    parser.add_argument("--text-pooling", choices=TEXT_POOLINGS, default=None,
+                        help="--level text: how a text becomes one vector; piece_mean averages every piece, mean "
+                        f"every word (default {LEVEL_DEFAULTS['text']['text_pooling']})")
+    parser.add_argument("--normalize", action=argparse.BooleanOptionalAction, default=None,
+                        help="--level text: scale each text vector to unit length; an empty text stays zeros "
+                        f"(default: {'on' if LEVEL_DEFAULTS['text']['normalize'] else 'off'})")
     parser.add_argument("--dtype", choices=OUTPUT_DTYPES, default="float32",
                         help="output dtype (float16 halves the file)")
     parser.add_argument("--output-format", choices=OUTPUT_FORMATS, default="npz",
                         help="with several inputs: the output written per input (default npz, with 'lengths')")
     parser.add_argument("--engine", choices=ENGINES, default="local",
-                        help="local: this process; ray: Ray actors, one file per task (pip install "
-                        "\"contextembed[ray]\")")
+                        help="local: this process; ray: Ray actors, one file per task, with the ray extra: "
+                        "pip install \".[ray]\" in the contextembed repository")
     parser.add_argument("--address", default=None,
                         help="--engine ray: the cluster's address (default: start Ray on this machine)")
     parser.add_argument("--connect-timeout", type=CONNECT_TIMEOUT.parse, default=None, metavar="SECONDS",
@@ -226,6 +282,11 @@ def add_embed_parser(subparsers) -> None:
                         help="--engine ray: GPUs per actor (e.g. 1, 0.5)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.set_defaults(handler=_run_embed, output_file=_single_output)
+
+
+#: what the embed help says the word-level defaults of --layers and --combine are
+_ENCODER_LAYERS = "the encoder's, the last four for transformers and all for static and ELMo"
+_ENCODER_COMBINE = "the encoder's, concat for transformers"
 
 
 def _single_output(args: argparse.Namespace) -> Optional[str]:
@@ -241,7 +302,7 @@ def _run_embed(args: argparse.Namespace) -> int:
 
     options = {"input_format": args.format, "tokenizer": args.tokenizer, "layers": args.layers,
                "combine": args.combine, "subword_pooling": args.subword_pooling, "level": args.level,
-               "text_pooling": args.text_pooling, "dtype": args.dtype, "device": args.device,
+               "text_pooling": args.text_pooling, "normalize": args.normalize, "dtype": args.dtype, "device": args.device,
                "precision": args.precision, "show_progress": not args.quiet, "overwrite": args.overwrite}
     if is_corpus(args.input):
         summary = embed_corpus(args.spec, args.input, args.output, output_format=args.output_format,
@@ -256,7 +317,7 @@ def _run_embed(args: argparse.Namespace) -> int:
             if getattr(args, name) is not None:
                 raise ValueError(f"--{name.replace('_', '-')} applies to --engine ray only")
         summary = embed_file(args.spec, args.input, args.output, **options)
-    print(json.dumps(summary), file=sys.stderr)
+    print(json.dumps(summary))
     return 0
 
 
@@ -320,7 +381,7 @@ def _run_distill(args: argparse.Namespace) -> int:
                       min_count=args.min_count, case=args.case, subwords=args.subwords, oov=args.oov,
                       overwrite=args.overwrite, show_progress=not args.quiet,
                       corpus_name=args.corpus or "")
-    print(json.dumps({"output": args.output, "words": student.vocab_size, "dim": student.width}), file=sys.stderr)
+    print(json.dumps({"output": args.output, "words": student.vocab_size, "dim": student.width}))
     return 0
 
 
@@ -335,8 +396,10 @@ COMMANDS = [add_info_parser, add_embed_parser, add_distill_parser, _pretrain_par
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="contextembed", description=DESCRIPTION, epilog=EPILOG,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    from . import __version__
+
+    parser = ArgumentParser(prog="contextembed", description=DESCRIPTION, epilog=EPILOG)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True)
     for add in COMMANDS:
         add(subparsers)
@@ -354,7 +417,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     Expected errors (:data:`EXPECTED_ERRORS`) print ``contextembed <command>: error: <message>`` and
     return 2; others keep their traceback. While the command runs, SIGINT and SIGTERM raise
     :class:`Interrupted` (see :func:`signals_interrupt`), so that files being written are removed and
-    previous ones kept; the status is then 130 (SIGINT) or 143 (SIGTERM).
+    previous ones kept; the status is then 130 (SIGINT) or 143 (SIGTERM). A reader that stops early
+    (``contextembed info ... | head -1``) ends the command quietly with status 141, as SIGPIPE would.
     """
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -363,6 +427,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         with signals_interrupt(done=output.replaced if output else None) as deferred:
             status = args.handler(args)
+            sys.stdout.flush()  # a reader gone shows here, not in the interpreter's last flush
+    except BrokenPipeError:
+        _discard_stdout()
+        return PIPE_CLOSED_STATUS
     except KeyboardInterrupt as stop:  # Interrupted, or a SIGINT outside the guarded block
         signum = getattr(stop, "signum", signal.SIGINT)
         outcome = f"; {output.describe()}" if output else ""
@@ -375,6 +443,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"contextembed {args.command}: {signal.Signals(signum).name} arrived after {output.path} was "
               "written; it is complete", file=sys.stderr)
     return status
+
+
+def _discard_stdout() -> None:
+    """Point standard output at the null device, so that the interpreter's last flush of what the
+    closed pipe did not take raises nothing (Python's advice for SIGPIPE)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # no file descriptor (output captured in memory)
+        pass
 
 
 if __name__ == "__main__":

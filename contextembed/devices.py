@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import logging
 import re
 import time
 from typing import Callable, Literal, Optional, Union, get_args
@@ -11,7 +12,11 @@ from typing import Callable, Literal, Optional, Union, get_args
 import torch
 
 from . import settings
+from .precisions import FAMILY_PRECISIONS, PRECISION_NAMES, Precision, StaticPrecision  # noqa: F401  (re-exported)
+from .quantization import Int8Linear
 from .streams import cpu_streams, intra_op_threads
+
+logger = logging.getLogger(__name__)
 
 PRECISIONS: dict[str, torch.dtype] = {
     "fp32": torch.float32,
@@ -143,8 +148,6 @@ def _measure_speedups(names: tuple[str, ...]) -> dict[str, float]:
     at 0.8x bf16 on an AMD EPYC, where MiniLM runs int8 at 1.33x bf16 and these blocks measure it at
     1.25x to 1.4x.
     """
-    from .quantization import Int8Linear
-
     # A process that has loaded a model has freed large buffers, after which glibc serves buffers up
     # to that size from its heap. A fresh one maps each anew and page-faults it on every call, which
     # measured the many short-lived buffers of int8 at about half their speed in some processes:
@@ -211,6 +214,8 @@ def _measured(names: tuple[str, ...]) -> dict[str, float]:
     missing = tuple(name for name in names if name not in _SPEEDUPS)
     if missing:
         adopt_speedups(_measure_speedups(missing))
+        logger.info("precision='auto' measured this CPU: %s", ", ".join(f"{name} {_SPEEDUPS[name]:.2f}x as fast as fp32"
+                                                                        for name in missing))
     return {name: _SPEEDUPS[name] for name in names}
 
 
@@ -244,14 +249,6 @@ def auto_cpu_precision(int8_allowed: bool = False) -> str:
     return "bf16" if bf16 else "fp32"
 
 
-#: the precisions of the torch encoders (transformers and ELMo)
-Precision = Literal["auto", "fp32", "bf16", "fp16", "int8"]
-#: static vectors are a float32 table that is looked up, not computed: no other precision applies
-StaticPrecision = Literal["auto", "fp32"]
-#: every precision name a torch encoder accepts
-PRECISION_NAMES: tuple[str, ...] = get_args(Precision)
-#: the precisions of each encoder family (``Encoder.family``)
-FAMILY_PRECISIONS = {"transformer": Precision, "elmo": Precision, "static": StaticPrecision}
 _FAMILY_NOTES = {
     None: "transformer and ELMo encoders accept all of them; static vectors 'auto' and 'fp32'",
     "transformer": "the precisions of transformer encoders",

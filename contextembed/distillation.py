@@ -47,7 +47,7 @@ from .encoders.base import Encoder
 from .encoders.identity import ModelIdentity, identify
 from .encoders.static import OovVector, StaticVectors
 from .encoders.subwords import SubwordVectors
-from .features import FeatureExtractor
+from .extraction import FeatureExtractor
 from .options import check_choice
 from .pooling import LayerSpec
 from .sentences import _check_tokens

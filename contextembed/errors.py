@@ -91,6 +91,11 @@ def _rebuild(cls, args, state):
     return error
 
 
+class EngineError(RuntimeError):
+    """An inference engine (``backend="openvino"``) cannot run this model: the message names the
+    model type and the backend that works for it."""
+
+
 def missing_extra(package: str, extra: str, purpose: str) -> MissingDependencyError:
     """Build the error for a missing optional package that the ``extra`` installs."""
     return MissingDependencyError(

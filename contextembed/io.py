@@ -50,8 +50,8 @@ Every output records what made it (:mod:`contextembed.provenance`, artifact ``"e
 the input's content hash, its format and tokenizer, the model's fingerprint
 (:func:`contextembed.encoders.identity.identify`), every option that changes the features as the
 loaded encoder resolved it (``level``, ``layers`` as indexes, ``combine``, ``subword_pooling``,
-``text_pooling`` at text level, the precision the encoder runs, its device type, its ``window`` /
-``stride`` / ``pad_multiple``), ``dtype`` and the output format, and ``content``: the rows, width
+``text_pooling`` and ``normalize`` at text level, the precision the encoder runs, its device type,
+its ``window`` / ``stride`` / ``pad_multiple``), ``dtype`` and the output format, and ``content``: the rows, width
 and hashes of the ``features`` and ``lengths`` as written. A ``.npz`` holds it as its
 ``provenance`` entry (UTF-8 JSON as ``uint8``, read back without unpickling); a ``.npy``, which
 holds one array, has it beside it in ``<output>.provenance.json``, written before the output is
@@ -81,13 +81,12 @@ import numpy as np
 from . import provenance
 from ._files import atomic_file, check_writable
 from .errors import FileFormatError, ProvenanceError
+from .extraction import LEVELS, Level, level_options  # noqa: F401  (Level, LEVELS re-exported)
 from .tokenizers import TOKENIZERS, Tokenizer, get_tokenizer, spacy_tokenizer  # noqa: F401  (the one registry)
 from .tokenizers import whitespace_tokenize as whitespace_tokenizer
 
 InputFormat = Literal["text", "conll", "conllu", "jsonl"]
 INPUT_FORMATS: tuple[str, ...] = get_args(InputFormat)
-Level = Literal["word", "text"]
-LEVELS: tuple[str, ...] = get_args(Level)
 OutputDtype = Literal["float32", "float16"]
 OUTPUT_DTYPES: tuple[str, ...] = get_args(OutputDtype)
 OUTPUT_EXTENSIONS = (".npy", ".npz")
@@ -371,11 +370,12 @@ def check_output(output_path: str, *, input_path: Optional[str] = None, overwrit
     check_writable(output_path, overwrite, what="output", flag=OVERWRITE_FLAG)
 
 
-def read_output_shape(path: str) -> tuple[int, int]:
+def read_output_shape(path: str, level: Optional[Level] = "word") -> tuple[int, int]:
     """``(rows, dim)`` of an output written by :func:`embed_file`, read from its header only.
 
-    A ``.npz`` must hold ``features`` (and, if it holds ``lengths``, their sum must be the number
-    of rows).
+    A ``.npz`` must hold ``features``, and ``lengths`` if it holds them must fit the rows of
+    ``level``: at word level their sum is the number of rows (one per token), at text level their
+    number is (one per sentence); ``level=None`` checks neither.
 
     Raises
     ------
@@ -395,9 +395,12 @@ def read_output_shape(path: str) -> tuple[int, int]:
         raise FileFormatError(f"not a contextembed output ({type(error).__name__}: {error})", path=path) from None
     if len(shape) != 2:
         raise FileFormatError(f"features have shape {shape}; a contextembed output holds (rows, dim)", path=path)
-    if path.endswith(".npz") and lengths is not None and int(np.sum(lengths)) != shape[0]:
+    if path.endswith(".npz") and lengths is not None and level == "word" and int(np.sum(lengths)) != shape[0]:
         raise FileFormatError(f"'lengths' add up to {int(np.sum(lengths))} tokens but 'features' has {shape[0]} rows",
                               path=path)
+    if path.endswith(".npz") and lengths is not None and level == "text" and len(lengths) != shape[0]:
+        raise FileFormatError(f"'lengths' names {len(lengths)} sentences but 'features' has {shape[0]} rows (one per "
+                              "sentence)", path=path)
     return int(shape[0]), int(shape[1])
 
 
@@ -554,6 +557,8 @@ _HINTS = {
     "model": "another model, or the model's files changed",
     "precision": "precision='auto' is chosen by measuring on each run: name a precision to keep one",
     "device": "the features of another device type differ in rounding",
+    "normalize": "a text-level output written before text vectors could be normalised records none (and was "
+                 "not normalised; the default text vector is)",
 }
 
 
@@ -563,22 +568,25 @@ def record_file(output_path: str) -> str:
 
 
 def output_fields(spec, output_path: str, extractor, *, input_hash: str, input_format: str, tokenizer: str,
-                  level: str, text_pooling: str, dtype: str) -> dict:
+                  level: str, dtype: str) -> dict:
     """The fields of an output's provenance record, except ``content`` (what was written).
 
     The input's content hash, its format and tokenizer, the model's fingerprint, every option that
-    changes the features as the loaded encoder resolved it (layer indexes, combine, the precision it
-    runs, its device type, its window settings) and the output's dtype and format.
+    changes the features as the loaded encoder resolved it (layer indexes, combine, subword pooling;
+    at text level the text pooling and ``normalize``; the precision it runs, its device type, its
+    window settings) and the output's dtype and format.
     """
     from .encoders.identity import identify
 
     encoder = extractor.encoder
     device = getattr(encoder, "device", None)
-    return {
-        "input": input_hash, "input_format": input_format, "tokenizer": tokenizer,
+    text = {"normalize": extractor.normalize} if level == "text" else {}  # word rows are never normalised
+    return {  # in the order a difference is reported: the level before the options whose default it sets
+        "input": input_hash, "input_format": input_format, "level": level, "tokenizer": tokenizer,
         "model": identify(encoder.spec or spec).fingerprint,
-        "level": level, "layers": list(extractor.pooling.layer_indexes), "combine": extractor.pooling.combine,
-        "subword_pooling": extractor.subword_pooling, "text_pooling": text_pooling if level == "text" else None,
+        "layers": list(extractor.pooling.layer_indexes), "combine": extractor.pooling.combine,
+        "subword_pooling": extractor.subword_pooling,
+        "text_pooling": extractor.text_pooling if level == "text" else None, **text,
         "precision": getattr(encoder, "precision", None), "device": getattr(device, "type", device),
         "encoder_options": {name: getattr(encoder, name) for name in _ENCODER_OPTIONS if hasattr(encoder, name)},
         "dtype": dtype, "output_format": os.path.splitext(os.fspath(output_path))[1].lstrip("."),
@@ -591,17 +599,16 @@ def expected_record(spec, input_path: str, output_path: str, *, encoder, **optio
 
     ``options`` are :func:`embed_file`'s keyword arguments, with its defaults.
     """
-    from .features import FeatureExtractor
-
     given = inspect.signature(embed_file).bind(spec, input_path, output_path, encoder=encoder, **options)
     given.apply_defaults()
     arg = given.arguments
-    _check_embed_options(arg["level"], arg["tokenizer"], arg["dtype"], arg["chunk_sentences"])
+    chosen = _embed_options(arg["level"], {name: arg[name] for name in LEVEL_OPTIONS})
+    _check_embed_options(arg["level"], chosen["tokenizer"], arg["dtype"], arg["chunk_sentences"])
     input_format = check_input(input_path, arg["input_format"])
-    extractor = FeatureExtractor(encoder, arg["layers"], arg["combine"], arg["subword_pooling"], arg["text_pooling"])
+    extractor = _extractor(encoder, arg["level"], chosen)
     fields = output_fields(spec, output_path, extractor, input_hash=provenance.file_hash(input_path),
-                           input_format=input_format, tokenizer=arg["tokenizer"], level=arg["level"],
-                           text_pooling=arg["text_pooling"], dtype=arg["dtype"])
+                           input_format=input_format, tokenizer=chosen["tokenizer"], level=arg["level"],
+                           dtype=arg["dtype"])
     return provenance.record(OUTPUT_ARTIFACT, **fields)
 
 
@@ -646,12 +653,11 @@ def check_reusable(output_path: str, expected: dict, *, input_path: str) -> None
     output_path = os.fspath(output_path)
     artifact = f"output {output_path} (of input {input_path})"
     fix = f"pass {OVERWRITE_FLAG} to redo it"
-    try:
-        shape = read_output_shape(output_path)
-    except FileFormatError as error:
-        raise FileFormatError(f"{error}; it cannot be reused: {fix}") from None
+    shape = _reusable_shape(output_path, None, fix)
     found = read_output_record(output_path, artifact=artifact)
     content = found.pop("content", None) if isinstance(found, dict) else None
+    recorded_level = found.get("level") if isinstance(found, dict) else None
+    _reusable_shape(output_path, recorded_level if recorded_level in LEVELS else "word", fix)
     try:
         provenance.check(found, expected, artifact=artifact, fix=fix)
     except ProvenanceError as error:
@@ -660,6 +666,15 @@ def check_reusable(output_path: str, expected: dict, *, input_path: str) -> None
         message = str(error).replace(f"; {fix}", f" ({_HINTS[error.field]}); {fix}")
         raise ProvenanceError(message, artifact=artifact, field=error.field) from None
     _check_content(output_path, content, shape, artifact, fix)
+
+
+def _reusable_shape(path: str, level: Optional[str], fix: str) -> tuple[int, int]:
+    """:func:`read_output_shape`, its error saying that the output cannot be reused and ``fix``:
+    first as a file (``level=None``), then its ``lengths`` against the level its record names."""
+    try:
+        return read_output_shape(path, level=level)
+    except FileFormatError as error:
+        raise FileFormatError(f"{error}; it cannot be reused: {fix}") from None
 
 
 def _content(writer: "ArrayWriter", lengths: Optional[np.ndarray]) -> dict:
@@ -763,6 +778,37 @@ def _chunks(iterable, size: int):
         yield chunk
 
 
+#: the options of :func:`embed_file` whose default depends on ``level`` (``None``: that default)
+LEVEL_OPTIONS = ("tokenizer", "layers", "combine", "subword_pooling", "text_pooling", "normalize")
+#: those that shape text vectors only
+TEXT_OPTIONS = ("text_pooling", "normalize")
+
+
+def _embed_options(level: str, given: dict) -> dict:
+    """The options of :data:`LEVEL_OPTIONS` with ``level``'s defaults where ``given`` has ``None``.
+
+    Raises
+    ------
+    ValueError
+        For an unknown ``level``, or a text option given at word level (it would be ignored).
+    """
+    if level not in LEVELS:
+        raise ValueError(f"level={level!r} is not one of {', '.join(map(repr, LEVELS))}")
+    given_text = [name for name in TEXT_OPTIONS if given[name] is not None]
+    if level == "word" and given_text:
+        name = given_text[0]
+        raise ValueError(f"{name}={given[name]!r} (--{name.replace('_', '-')}) shapes text vectors: pass "
+                         "level='text' (--level text), or leave it unset for word features")
+    return level_options(level, **given)
+
+
+def _extractor(encoder, level: str, chosen: dict):
+    from .extraction import FeatureExtractor
+
+    return FeatureExtractor(encoder, **{name: chosen[name] for name in LEVEL_OPTIONS if name != "tokenizer"},
+                            level=level)
+
+
 def _check_embed_options(level: str, tokenizer: str, dtype: str, chunk_sentences: int) -> None:
     checks = {"level": (level, LEVELS), "tokenizer": (tokenizer, tuple(TOKENIZERS)), "dtype": (dtype, OUTPUT_DTYPES)}
     for name, (value, valid) in checks.items():
@@ -796,12 +842,13 @@ def embed_file(
     output_path: str,
     *,
     input_format: Optional[str] = None,
-    tokenizer: str = "whitespace",
+    tokenizer: Optional[str] = None,
     layers=None,
     combine: Optional[str] = None,
-    subword_pooling: str = "first",
+    subword_pooling: Optional[str] = None,
     level: Level = "word",
-    text_pooling: str = "mean",
+    text_pooling: Optional[str] = None,
+    normalize: Optional[bool] = None,
     dtype: OutputDtype = "float32",
     device: str = "auto",
     precision: str = "auto",
@@ -814,6 +861,12 @@ def embed_file(
 
     Word level writes one row per input token (``.npz`` adds ``lengths``: tokens per sentence); text
     level one row per sentence. Memory stays bounded by ``chunk_sentences`` whatever the corpus size.
+    The options ``tokenizer``, ``layers``, ``combine``, ``subword_pooling``, ``text_pooling`` and
+    ``normalize`` left ``None`` take the defaults of ``level``
+    (:data:`contextembed.extraction.LEVEL_DEFAULTS`): word level splits lines on white space and uses
+    the encoder's layers and combine with each word's first piece; text level writes the default text
+    vector (:data:`contextembed.pooling.TEXT_DEFAULTS`, what ``TextEmbedder()`` gives). Text options
+    given at word level are an error.
     The options, the output path (see :func:`check_output`) and the whole input (first of two
     readings) are checked before the model is loaded; the output appears only once complete, and an
     existing one is replaced only with ``overwrite=True``.
@@ -831,19 +884,21 @@ def embed_file(
         If the input breaks its format (the message names the file and line).
     """
     from .encoders import load_encoder
-    from .features import FeatureExtractor
 
     input_path, output_path = os.fspath(input_path), os.fspath(output_path)
-    _check_embed_options(level, tokenizer, dtype, chunk_sentences)
+    chosen = _embed_options(level, {"tokenizer": tokenizer, "layers": layers, "combine": combine,
+                                    "subword_pooling": subword_pooling, "text_pooling": text_pooling,
+                                    "normalize": normalize})
+    _check_embed_options(level, chosen["tokenizer"], dtype, chunk_sentences)
     input_format = check_input(input_path, input_format)
     check_output(output_path, input_path=input_path, overwrite=overwrite)
     input_hash = provenance.file_hash(input_path)  # before reading: the record names the text that was read
-    split = get_tokenizer(tokenizer)
+    split = get_tokenizer(chosen["tokenizer"])
     lengths = np.fromiter((len(s) for s in read_sentences(input_path, input_format, split)), dtype=np.int64)
     encoder = encoder or load_encoder(spec, device=device, precision=precision)
-    extractor = FeatureExtractor(encoder, layers, combine, subword_pooling, text_pooling)
+    extractor = _extractor(encoder, level, chosen)
     fields = output_fields(spec, output_path, extractor, input_hash=input_hash, input_format=input_format,
-                           tokenizer=tokenizer, level=level, text_pooling=text_pooling, dtype=dtype)
+                           tokenizer=chosen["tokenizer"], level=level, dtype=dtype)
     n_rows = int(lengths.sum()) if level == "word" else len(lengths)
     chunks = _checked_chunks(read_sentences(input_path, input_format, split), lengths, chunk_sentences, input_path)
     with _record_kept_on_error(output_path), \

@@ -15,12 +15,17 @@ option                 definition (type and check)
 ``subword_pooling``    :data:`contextembed.pooling.subword.SubwordPooling`, ``check_subword_pooling``
 ``text_pooling``       :data:`contextembed.pooling.text.TextPooling`, ``check_text_pooling``;
                        with the encoder: ``check_text_options``
-``precision``          :data:`contextembed.devices.Precision` (per family:
-                       ``FAMILY_PRECISIONS``), ``check_precision``
+``precision``          :data:`contextembed.precisions.Precision` (per family:
+                       ``FAMILY_PRECISIONS``), ``contextembed.devices.check_precision``
 ``device``             :data:`contextembed.devices.Device`, ``check_device`` (form) and
                        ``resolve_device`` (present here)
 ``tokenizer``          :data:`contextembed.tokenizers.TOKENIZERS`, ``get_tokenizer``
 ``window``, ``stride`` ``contextembed.alignment.check_window``
+``format``,            :data:`contextembed.encoders.vector_files.StaticFormat` and ``UnicodeErrors``,
+``unicode_errors``     checked by ``read_vectors``
+``oov``                :data:`contextembed.encoders.static.OovVector`, checked by ``StaticVectors``
+``engine``             :data:`contextembed.corpus.Engine`, ``runner`` (dispatch through ``RUNNERS``)
+``output_format``      :data:`contextembed.jobs.OutputFormat`, checked by ``plan``
 =====================  ==================================================================
 """
 

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import torch
 
+from .precisions import PRECISION_NAMES
+
 #: largest magnitude of the symmetric int8 grid
 _QMAX = 127.0
 #: floor of a row's largest magnitude: its scale's reciprocal stays finite (rows below it quantize to 0)
@@ -114,8 +116,6 @@ def quantize_int8(model: torch.nn.Module, model_type: str = "") -> torch.nn.Modu
     ValueError
         If the model has no linear layer (naming its type and the precisions that do apply).
     """
-    from .devices import PRECISION_NAMES
-
     targets = [(parent, name, child) for parent in model.modules()
                for name, child in parent.named_children() if _is_linear(child)]
     if not targets:

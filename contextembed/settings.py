@@ -19,6 +19,9 @@ variable                               accepted                                 
 ``CONTEXTEMBED_AUTO_CPU_PRECISION``    ``bf16``, ``fp32`` or ``int8``: what         measured on this CPU
                                        ``precision="auto"`` runs on a CPU
                                        (:func:`contextembed.devices.auto_cpu_precision`)
+``CONTEXTEMBED_RAY_LOGS``              ``show`` or ``hide``: whether Ray's own log  ``hide``
+                                       lines reach the terminal while contextembed
+                                       runs Ray (:mod:`contextembed.engines.ray`)
 ``WORLD_SIZE``, ``RANK``,              set by torchrun: ``WORLD_SIZE`` >= 1,        1, 0, 0
 ``LOCAL_RANK``                         ``0 <= RANK < WORLD_SIZE``, ``LOCAL_RANK``
                                        >= 0 (:mod:`contextembed.pretraining`)

@@ -1,8 +1,10 @@
 """Feature-based NER on CoNLL-2003 with frozen encoder features (the BERT paper's Table 7).
 
 A SequenceTagger (frozen MiniLM-L6 word vectors, a window of neighbouring words, word-shape flags,
-logistic regression) is trained once per layer strategy; the script prints dev entity F1 for each
-and, with ``--plot``, saves the scalar mix's learned layer weights (needs matplotlib).
+logistic regression) is trained once per layer strategy; the script prints dev entity F1 for each,
+then the per-entity report (precision, recall, F1, support) of the best row and, with ``--plot``,
+saves the scalar mixes' learned layer weights (needs matplotlib). ``--progress`` shows progress
+bars, ``--verbose`` logs what ``"auto"`` chose (device, precision, batch size).
 
 By default it runs on a small slice (200 training sentences, 150 dev) so it finishes in about a
 minute on a laptop CPU; ``--full`` uses all of CoNLL-2003 train -> dev. The data (``train.txt`` and
@@ -16,14 +18,16 @@ sample (8 sentences), whose scores mean nothing.
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from contextembed.sklearn import format_report  # noqa: E402
 from contextembed.sklearn.datasets import read_conll  # noqa: E402
-from contextembed.sklearn.experiments import format_row, run_rows, table7_configs  # noqa: E402
+from examples.table7 import format_row, run_rows, table7_configs  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "conll2003"
 
@@ -70,18 +74,29 @@ def require_matplotlib():
     return plt
 
 
-def plot_weights(rows, path: Path) -> None:
+def plot_weights(models: dict, path: Path) -> None:
+    """One panel per row whose tagger learned a scalar mix: its weight per layer, and gamma."""
+    from contextembed.plotting import plot_layer_weights
+
     plt = require_matplotlib()
-    mixed = [row for row in rows if row.mix_weights]
-    fig, axes = plt.subplots(1, len(mixed), figsize=(4 * len(mixed), 3), squeeze=False)
-    for ax, row in zip(axes[0], mixed):
-        ax.bar(range(len(row.mix_weights)), row.mix_weights)
-        ax.set_title(row.name)
-        ax.set_xlabel("selected layer")
-        ax.set_ylabel("softmax weight")
+    mixed = {name: model for name, model in models.items() if hasattr(model, "mix_weights_")}
+    if not mixed:
+        print("no row learned a scalar mix (static vectors have one layer): nothing to plot")
+        return
+    fig, axes = plt.subplots(1, len(mixed), figsize=(5 * len(mixed), 3.5), squeeze=False)
+    for ax, (name, model) in zip(axes[0], mixed.items()):
+        plot_layer_weights(model, ax=ax)
+        ax.set_title(f"{name}\n{ax.get_title()}", fontsize="small")
     fig.tight_layout()
     fig.savefig(path)
     print(f"saved the learned layer weights to {path}")
+
+
+def print_report(rows, models: dict, dev) -> None:
+    """The per-entity scores of the row with the best dev F1."""
+    best = max(rows, key=lambda row: row.f1)
+    print(f"\nper entity type, dev, {best.name}:")
+    print(format_report(models[best.name].report(*dev)))
 
 
 def main(argv=None) -> int:
@@ -91,21 +106,27 @@ def main(argv=None) -> int:
     parser.add_argument("--encoder", default="minilm-l6", help="a contextembed encoder spec")
     parser.add_argument("--window", type=int, default=1, help="neighbouring words on each side")
     parser.add_argument("--plot", type=Path, default=None, help="save the learned mix weights here")
+    parser.add_argument("--progress", action="store_true", help="progress bars over encoding and training")
+    parser.add_argument("--verbose", action="store_true", help="log what 'auto' chose and the cache's hits")
     args = parser.parse_args(argv)
     if args.plot:
         require_matplotlib()  # before the work, not after it
+    if args.verbose:
+        logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
     from contextembed import load_encoder
 
     train, dev = load_data(args.full, args.data)
     print(f"{len(train[0])} training sentences, {len(dev[0])} dev sentences")
     rows_config = table7_configs(load_encoder(args.encoder).n_layers)
-    rows = []
-    options = {} if args.full else {"max_epochs": 8}  # a quick mix on the small slice
-    for row in run_rows(args.encoder, rows_config, train, dev, window=args.window, embedder_options=options):
+    rows, models = [], {}
+    options = {"show_progress": args.progress, **({} if args.full else {"max_epochs": 8})}  # a quick mix on the slice
+    for row in run_rows(args.encoder, rows_config, train, dev, window=args.window, embedder_options=options,
+                        fitted=lambda row, model: models.update({row.name: model})):
         print(format_row(row), flush=True)
         rows.append(row)
+    print_report(rows, models, dev)
     if args.plot:
-        plot_weights(rows, args.plot)
+        plot_weights(models, args.plot)
     return 0
 
 

@@ -155,7 +155,7 @@ def test_failure_after_loading_keeps_the_previous_output(tiny_bert_dir, inputs, 
 
 
 def test_failure_while_writing_keeps_the_previous_output(vectors, inputs, monkeypatch):
-    from contextembed.features import FeatureExtractor
+    from contextembed.extraction import FeatureExtractor
 
     out = _old_output(inputs)
     words = FeatureExtractor.iter_words
@@ -428,7 +428,7 @@ def test_signals_interrupt_leaves_ignored_signals_and_other_threads_alone():
 
 @pytest.mark.parametrize("signum, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_signal_while_writing_keeps_the_previous_output(vectors, inputs, monkeypatch, capsys, signum, status):
-    from contextembed.features import FeatureExtractor
+    from contextembed.extraction import FeatureExtractor
 
     out = _old_output(inputs)
     words = FeatureExtractor.iter_words
@@ -482,3 +482,166 @@ def test_help_is_one_line_and_two_examples(capsys):
     assert DESCRIPTION in text and "``" not in text and ":func:" not in text  # no RST markup
     examples = [line for line in text.splitlines() if line.strip().startswith("contextembed ")]
     assert len(examples) == 2 and "contextembed embed minilm-l6" in examples[0]
+
+
+# -- the default text vector ----------------------------------------------------------------------
+
+LINES = ["EU rejects German call to boycott British lamb.", "", "Peter Blackburn, U.S.-based: don't!", "a b c"]
+
+
+@pytest.fixture
+def lines(tmp_path):
+    path = tmp_path / "lines.txt"
+    path.write_text("\n".join(LINES) + "\n", encoding="utf-8")
+    return path
+
+
+def test_text_level_default_is_text_embedders_vector(tiny_bert_dir, lines, tmp_path, capsys):
+    """`embed --level text` with no option is TextEmbedder()'s vector of the same raw lines (to float32
+    rounding: the CLI mixes the layers of each piece before averaging, TextEmbedder averages each layer
+    first)."""
+    from contextembed.sklearn import TextEmbedder
+
+    out = tmp_path / "texts.npy"
+    assert main(_embed(tiny_bert_dir, lines, out, "--level", "text", "--precision", "fp32", "--device", "cpu")) == 0
+    expected = TextEmbedder(str(tiny_bert_dir), precision="fp32", device="cpu").fit_transform(LINES)
+    np.testing.assert_allclose(np.load(out), expected, rtol=1e-5, atol=1e-7)
+    record = json.loads((tmp_path / "texts.npy.provenance.json").read_text())
+    assert {name: record[name] for name in ("tokenizer", "layers", "combine", "subword_pooling", "text_pooling",
+                                            "normalize")} == {
+        "tokenizer": "auto", "layers": [0, 1, 2], "combine": "scalar_mix", "subword_pooling": "mean",
+        "text_pooling": "piece_mean", "normalize": True}
+    assert json.loads(capsys.readouterr().out) == {"sentences": 4, "rows": 4, "dim": 32, "output": str(out)}
+
+
+def test_piece_mean_needs_no_other_flag_and_normalize_can_be_turned_off(tiny_bert_dir, lines, tmp_path):
+    from contextembed import load_encoder
+    from contextembed.extraction import FeatureExtractor
+    from contextembed.tokenizers import regex_tokenize
+
+    out = tmp_path / "plain.npy"
+    assert main(_embed(tiny_bert_dir, lines, out, "--level", "text", "--text-pooling", "piece_mean", "--layers=-1",
+                       "--no-normalize", "--precision", "fp32")) == 0
+    extractor = FeatureExtractor(load_encoder(str(tiny_bert_dir), precision="fp32"), layers=-1, normalize=False,
+                                 level="text")
+    np.testing.assert_array_equal(np.load(out), extractor.texts([regex_tokenize(line) for line in LINES]))
+    assert np.linalg.norm(np.load(out)[0]) != pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("flag", [["--normalize"], ["--no-normalize"], ["--text-pooling", "max"]])
+def test_text_options_at_word_level_are_refused(vectors, inputs, capsys, flag):
+    assert main(_embed(vectors, inputs / "in.txt", inputs / "o.npz", *flag)) == 2
+    err = capsys.readouterr().err
+    assert f"({flag[0].replace('no-', '')}) shapes text vectors: pass level='text' (--level text)" in err
+    assert not (inputs / "o.npz").exists()
+
+
+def test_word_level_keeps_its_defaults(vectors, lines, tmp_path):
+    """Word level still splits lines on white space and records no normalize."""
+    assert main(_embed(vectors, lines, tmp_path / "w.npz")) == 0
+    assert np.load(tmp_path / "w.npz")["lengths"].tolist() == [len(line.split()) for line in LINES]
+    record = contextembed_io.read_output_record(str(tmp_path / "w.npz"))
+    assert record["tokenizer"] == "whitespace" and record["text_pooling"] is None and "normalize" not in record
+
+
+def test_an_output_of_other_text_options_is_not_reused(vectors, lines, tmp_path):
+    """normalize is part of a text output's record: one made without it is refused, naming it."""
+    from contextembed import load_encoder
+    from contextembed.errors import ProvenanceError
+    from contextembed.io import check_reusable, expected_record
+
+    out = str(tmp_path / "t.npz")
+    embed_file(vectors, str(lines), out, level="text", normalize=False, show_progress=False)
+    encoder = load_encoder(vectors)
+    check_reusable(out, expected_record(vectors, str(lines), out, encoder=encoder, level="text", normalize=False),
+                   input_path=str(lines))
+    with pytest.raises(ProvenanceError, match="made with normalize=false, but this run has normalize=true") as raised:
+        check_reusable(out, expected_record(vectors, str(lines), out, encoder=encoder, level="text"),
+                       input_path=str(lines))
+    assert raised.value.field == "normalize"
+
+
+# -- the command line itself ----------------------------------------------------------------------
+
+
+def test_version(capsys):
+    from contextembed import __version__
+
+    with pytest.raises(SystemExit) as stop:
+        main(["--version"])
+    assert stop.value.code == 0 and capsys.readouterr().out == f"contextembed {__version__}\n"
+
+
+def _parsers(parser, name="contextembed"):
+    """``(command name, parser)`` of the parser and of every sub-command, depth first."""
+    import argparse
+
+    yield name, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub, child in action.choices.items():
+                yield from _parsers(child, f"{name} {sub}")
+
+
+def test_every_help_shows_the_defaults():
+    """Each option that has a default says it in --help, in every command."""
+    import argparse
+
+    from contextembed.cli import build_parser
+
+    checked = 0
+    for name, parser in _parsers(build_parser()):
+        for action in parser._actions:
+            if not action.option_strings or any(action.default is no for no in (None, False, argparse.SUPPRESS)):
+                continue
+            entry = " ".join(parser._get_formatter()._format_action(action).split())  # as --help prints it
+            assert "default" in entry, f"{name} --help: {entry}"
+            checked += 1
+    assert checked > 40
+    embed = " ".join(next(p for n, p in _parsers(build_parser()) if n == "contextembed embed").format_help().split())
+    for said in ("--dtype {float32,float16} output dtype (float16 halves the file) (default: float32)",
+                 "(default at word level: whitespace; at text level: auto)",
+                 "(default at word level: first; at text level: mean)", "(default: on)"):
+        assert said in embed
+
+
+def test_embed_help_gives_the_ray_install_line_and_pretrain_static_offers_no_resume():
+    from contextembed.cli import build_parser
+
+    helps = {name: parser.format_help() for name, parser in _parsers(build_parser())}
+    assert 'pip install ".[ray]"' in helps["contextembed embed"] and "contextembed[ray]" not in helps["contextembed embed"]
+    assert "--resume" not in helps["contextembed pretrain static"]
+    for resumable in ("mlm", "bilm"):
+        assert "--resume" in helps[f"contextembed pretrain {resumable}"]
+
+
+def test_info_into_a_closed_pipe_ends_quietly(vectors):
+    """`contextembed info ... | head -1`: the reader closes the pipe before the output is written."""
+    from _cli import check_no_sockets, start_cli
+
+    process = start_cli(["info", vectors])
+    process.stdout.close()  # before the model loads: the JSON meets a closed pipe
+    err = process.stderr.read()
+    process.wait(timeout=120)
+    check_no_sockets(process)
+    assert "BrokenPipe" not in err and "Traceback" not in err and "Exception ignored" not in err
+    assert process.returncode == 141  # 128 + SIGPIPE, as a shell reports it
+
+
+def test_missing_paths_say_they_do_not_exist(vectors, inputs, capsys):
+    assert main(_embed(vectors, inputs / "sample.text", inputs / "o.npz")) == 2
+    err = capsys.readouterr().err
+    assert "sample.text' does not exist" in err and "--format" not in err
+    assert main(["info", str(inputs / "no-such-model")]) == 2
+    err = capsys.readouterr().err
+    assert "no-such-model' does not exist" in err and "hf download" not in err
+
+
+def test_summaries_are_one_json_line_on_stdout(vectors, tiny_bert_dir, inputs, tmp_path, capsys):
+    assert main(_embed(vectors, inputs / "in.txt", tmp_path / "w.npz")) == 0
+    out = capsys.readouterr().out
+    assert json.loads(out) == {"sentences": 3, "rows": 7, "dim": 4, "output": str(tmp_path / "w.npz")}
+    assert main(["distill", str(tiny_bert_dir), str(tmp_path / "student"), "--corpus", str(inputs / "in.txt"),
+                 "--dim", "4", "--quiet"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["output"] == str(tmp_path / "student") and summary["dim"] == 4 and summary["words"] > 0

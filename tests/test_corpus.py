@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import numpy as np
 import pytest
@@ -89,7 +90,8 @@ def test_an_existing_output_that_disagrees_with_its_input_is_an_error(vectors, c
 
 def test_every_output_records_its_provenance(vectors, corpus, tmp_path):
     embed_corpus(vectors, str(corpus), str(tmp_path / "z"), show_progress=False)
-    embed_corpus(vectors, str(corpus), str(tmp_path / "y"), output_format="npy", level="text", show_progress=False)
+    embed_corpus(vectors, str(corpus), str(tmp_path / "y"), output_format="npy", level="text", text_pooling="mean",
+                 show_progress=False)
     archive = np.load(tmp_path / "z" / "a.npz")  # allow_pickle=False: the record is plain bytes
     assert sorted(archive.files) == ["features", "lengths", "provenance"] and archive["provenance"].dtype == np.uint8
     record = read_output_record(str(tmp_path / "z" / "a.npz"))
@@ -128,14 +130,21 @@ def test_inputs_that_would_share_an_output_are_refused(corpus, tmp_path):
         plan(str(corpus), str(tmp_path / "out"))
 
 
+def _summary(captured) -> dict:
+    """The summary line the command prints last (on stdout)."""
+    return json.loads(captured.out.strip().splitlines()[-1])
+
+
 def test_the_cli_embeds_a_corpus_and_resumes(vectors, corpus, tmp_path, capsys):
     out = tmp_path / "out"
     assert main(["embed", vectors, str(corpus), str(out), "--quiet", "--level", "text", "--output-format", "npy"]) == 0
-    assert json.loads(capsys.readouterr().err.strip().splitlines()[-1]) == {"files": 3, "embedded": 3, "skipped": 0}
+    captured = capsys.readouterr()
+    assert _summary(captured) == {"files": 3, "embedded": 3, "skipped": 0}
+    assert "files" not in captured.err  # --quiet: no bar
     assert np.load(out / "a.npy").shape == (3, 5)  # text level: one row per line, the blank one too
     assert main(["embed", vectors, str(corpus / "**" / "*.*[tl]"), str(out), "--quiet", "--level", "text",
                  "--output-format", "npy"]) == 0
-    assert json.loads(capsys.readouterr().err.strip().splitlines()[-1])["skipped"] == 3
+    assert _summary(capsys.readouterr())["skipped"] == 3
     (tmp_path / "file").write_text("x")
     assert main(["embed", vectors, str(corpus), str(tmp_path / "file"), "--quiet"]) == 2
     assert "is a file; with a directory or glob of inputs, OUTPUT is a directory" in capsys.readouterr().err
@@ -152,3 +161,79 @@ def test_read_output_shape_checks_the_lengths(tmp_path):
         read_output_shape(str(path))
     np.save(tmp_path / "out.npy", np.zeros((2, 3), np.float32))
     assert read_output_shape(str(tmp_path / "out.npy")) == (2, 3)
+
+
+# -- progress and resuming ---------------------------------------------------------------------------
+
+
+def _last_bar(err: str) -> str:
+    """The bar as it was last drawn (tqdm redraws it in place with ``\r``)."""
+    return err.replace("\n", "\r").rstrip("\r").split("\r")[-1]
+
+
+def test_a_corpus_run_draws_one_bar_over_files_and_sentences(vectors, corpus, tmp_path, capsys):
+    summary = embed_corpus(vectors, str(corpus), str(tmp_path / "out"))
+    err = capsys.readouterr().err
+    # one bar for the run (a.txt 3 sentences, b.jsonl 1, c.conll 2), none per file ("sent" was their unit)
+    assert re.search(r"files: 100%.*\| 3/3 .*6 sentences", _last_bar(err)), err
+    assert "sent/s" not in err and "it/s" not in err
+    assert summary["embedded"] == 3
+    (tmp_path / "out" / "a.npz").unlink()
+    embed_corpus(vectors, str(corpus), str(tmp_path / "out"))
+    assert re.search(r"3/3 .*3 sentences, 2 kept", _last_bar(capsys.readouterr().err))
+    embed_corpus(vectors, str(corpus), str(tmp_path / "quiet"), show_progress=False)
+    assert capsys.readouterr().err == ""
+
+
+def test_the_command_draws_the_bar_unless_quiet(vectors, corpus, tmp_path, capsys):
+    assert main(["embed", vectors, str(corpus), str(tmp_path / "out")]) == 0
+    assert re.search(r"files: 100%.*\| 3/3 .*6 sentences", _last_bar(capsys.readouterr().err))
+
+
+def _interrupt_at_file(monkeypatch, number: int) -> list:
+    """Make the ``number``-th file of a local corpus run raise ``KeyboardInterrupt`` (Ctrl-C)."""
+    import contextembed.corpus
+
+    calls, real = [], contextembed.corpus.embed_file
+
+    def embed_file(*args, **kwargs):
+        calls.append(args[1])
+        if len(calls) == number:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(contextembed.corpus, "embed_file", embed_file)
+    return calls
+
+
+def test_an_interrupted_run_says_how_to_resume_and_resuming_keeps_what_is_complete(vectors, corpus, tmp_path,
+                                                                                   monkeypatch, capsys):
+    out = tmp_path / "out"
+    _interrupt_at_file(monkeypatch, 2)
+    with pytest.raises(KeyboardInterrupt):
+        embed_corpus(vectors, str(corpus), str(out), show_progress=False)
+    err = capsys.readouterr().err
+    assert "stopped with at least 1 of 3 outputs complete; to resume, run the same command again" in err
+    assert "complete outputs are checked and kept, the others embedded" in err
+    monkeypatch.undo()
+    stamp = os.stat(out / "a.npz").st_mtime_ns
+    summary = embed_corpus(vectors, str(corpus), str(out), show_progress=False)  # as the hint says
+    assert (summary["skipped"], summary["embedded"]) == (1, 2) and os.stat(out / "a.npz").st_mtime_ns == stamp
+
+
+def test_an_interrupted_overwrite_says_to_resume_without_it(vectors, corpus, tmp_path, monkeypatch, capsys):
+    embed_corpus(vectors, str(corpus), str(tmp_path / "out"), show_progress=False)
+    _interrupt_at_file(monkeypatch, 3)
+    with pytest.raises(KeyboardInterrupt):
+        embed_corpus(vectors, str(corpus), str(tmp_path / "out"), overwrite=True)
+    err = capsys.readouterr().err
+    assert re.search(r"files:  67%.*\| 2/3 ", _last_bar(err.split("contextembed:")[0]))  # the bar where it stopped
+    assert "stopped with at least 2 of 3 outputs complete; to resume, run the same command again without --overwrite" in err
+
+
+def test_the_command_interrupted_prints_the_resume_hint(vectors, corpus, tmp_path, monkeypatch, capsys):
+    _interrupt_at_file(monkeypatch, 1)
+    assert main(["embed", vectors, str(corpus), str(tmp_path / "out"), "--quiet"]) == 130
+    err = capsys.readouterr().err
+    assert "stopped with at least 0 of 3 outputs complete; to resume, run the same command again" in err
+    assert "interrupted by SIGINT" in err

@@ -10,7 +10,7 @@ import pytest
 from _cli import run_cli
 from contextembed import StaticVectors, distill, load_encoder, provenance
 from contextembed.distillation import DISTILLATION_FILE, middle_layers, whole_words
-from contextembed.features import FeatureExtractor
+from contextembed.extraction import FeatureExtractor
 
 CORPUS = [["the", "cat", "sat"], ["the", "dog", "ran", "home"], [], ["a", "cat", "ran"]]
 
@@ -226,7 +226,7 @@ def test_cli(tiny_bert_dir, tmp_path):
     result = run_cli(["distill", str(tiny_bert_dir), str(out), "--corpus", str(corpus), "--layers=-2,-1",
                       "--dim", "3", "--precision", "fp32", "--quiet"])
     assert result.returncode == 0, result.stderr
-    assert json.loads(result.stderr.strip().splitlines()[-1]) == {"output": str(out), "words": 7, "dim": 3}
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == {"output": str(out), "words": 7, "dim": 3}
     assert load_encoder(out).width == 3 and load_encoder(out).subwords.width == 3
     folded = run_cli(["distill", str(tiny_bert_dir), str(tmp_path / "folded"), "--corpus", str(corpus),
                       "--case", "fold", "--no-subwords", "--precision", "fp32", "--quiet"])

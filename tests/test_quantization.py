@@ -114,7 +114,7 @@ def test_gpt2_style_models_quantize_their_conv1d_layers(tiny_roberta_dir, tmp_pa
 @pytest.mark.pretrained
 def test_minilm_int8_keeps_fp32_quality(minilm):
     """The issue's bar: mean cosine >= 0.99 to fp32 on the concatenated last four layers."""
-    from contextembed.features import FeatureExtractor
+    from contextembed.extraction import FeatureExtractor
 
     sentences = [s.split() for s in (
         "EU rejects German call to boycott British lamb .", "Peter Blackburn", "BRUSSELS 1996-08-22",

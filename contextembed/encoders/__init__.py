@@ -3,7 +3,8 @@
 from .base import Encoder, PieceEncoding, check_sentences
 from .elmo import ElmoEncoder
 from .loading import NAMED_MODELS, load_encoder, register_directory_format
-from .static import StaticVectors, write_word2vec
+from .static import StaticVectors
+from .vector_files import write_word2vec
 
 __all__ = [
     "ElmoEncoder",

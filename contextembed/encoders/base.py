@@ -125,6 +125,9 @@ class Encoder(ABC):
     spec: str = ""
     #: the family name used by ``contextembed info`` (``"static"``, ``"elmo"``, ``"transformer"``)
     family: str = ""
+    #: what runs the forward pass (:mod:`contextembed.backends`): ``"torch"`` for ELMo and for
+    #: transformers on their own forward, ``"openvino"`` on the engine; static vectors run none
+    backend: str = "torch"
     #: the layer pooling used when a caller does not choose one (see :mod:`contextembed.pooling`)
     default_layers: LayerSpec = "all"
     default_combine: str = "concat"

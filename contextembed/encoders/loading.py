@@ -10,12 +10,14 @@ A spec is resolved in this order:
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Optional, Union
 
+from ..backends import check_backend
 from ..devices import check_settings
 from ..errors import ModelFormatError, ModelNotFoundError
 from .base import Encoder
@@ -107,7 +109,7 @@ NAMED_MODELS: dict[str, NamedModel] = {
 
 #: keyword arguments only the torch encoders take (dropped for static vectors, after the check below)
 _TORCH_OPTIONS = (
-    "device", "precision", "window", "stride", "batch_tokens", "batch_words", "max_batch_size", "chunk_size",
+    "device", "precision", "backend", "window", "stride", "batch_tokens", "batch_words", "max_batch_size", "chunk_size",
     "pad_multiple",
 )
 
@@ -117,7 +119,15 @@ def _static_options(kwargs: dict) -> dict:
     static vectors run on the CPU whatever the device, but a device that is not one is still an
     error, and their only precisions are ``"auto"`` and ``"fp32"`` (a float32 table)."""
     check_settings(kwargs.get("device", "auto"), kwargs.get("precision", "auto"), "static")
+    check_backend(kwargs.get("backend", "torch"), "static")
+    _refuse_calibration(kwargs, "static vectors")
     return {k: v for k, v in kwargs.items() if k not in _TORCH_OPTIONS}
+
+
+def _refuse_calibration(options: dict, what: str) -> None:
+    """``calibration`` (int8 on the engine) given to an encoder without an engine."""
+    if options.pop("calibration", None) is not None:
+        raise ValueError(f"calibration applies to transformer encoders on backend='openvino' with int8; {what} take none")
 
 
 #: loaders for directory formats, tried in order; the ELMo issue registers ("options.json", ...)
@@ -138,6 +148,8 @@ def _is_elmo_directory(path: str) -> bool:
 def _load_elmo(path: str, **options) -> Encoder:
     from .elmo import ElmoEncoder
 
+    check_backend(options.pop("backend", "torch"), "elmo")
+    _refuse_calibration(options, "ELMo encoders")
     if "batch_tokens" in options:  # the adapters' batch size; ELMo's tokens are words
         batch = options.pop("batch_tokens")
         options.setdefault("batch_words", batch)
@@ -170,7 +182,7 @@ register_directory_format(_is_static_directory, _load_static_directory)
 
 
 def load_encoder(
-    spec: Union[str, os.PathLike], device: str = "auto", precision: str = "auto", **options
+    spec: Union[str, os.PathLike], device: str = "auto", precision: str = "auto", backend: str = "torch", **options
 ) -> Encoder:
     """Load an encoder from a bundled name, a local path, or the local Hugging Face cache.
 
@@ -187,6 +199,11 @@ def load_encoder(
         Compute precision of transformer and ELMo encoders; ``"auto"`` is bf16 on CUDA and on CPUs
         with native bf16 units, fp32 elsewhere. Static vectors (a float32 table) take ``"auto"`` or
         ``"fp32"`` only.
+    backend : {"torch", "openvino", "auto"}
+        What runs a transformer's forward pass (:mod:`contextembed.backends`): its own PyTorch
+        forward (default), OpenVINO's fused CPU kernels on a cached export (the ``openvino``
+        extra), or the faster of the two as measured at load. ELMo and static vectors have one
+        path and take ``"torch"`` or ``"auto"``.
     **options
         Passed to the encoder class (e.g. ``window``, ``stride``, ``batch_tokens``, ``oov``).
 
@@ -199,7 +216,8 @@ def load_encoder(
         model's family), or a CUDA device that is not present; checked before anything is read.
     """
     check_settings(device, precision)
-    options = {"device": device, "precision": precision, **options}
+    check_backend(backend)
+    options = {"device": device, "precision": precision, "backend": backend, **options}
     text = os.fspath(spec)
     if text in NAMED_MODELS:
         return _load_named(text, options)
@@ -277,19 +295,36 @@ def _load_cached_hub(model_id: str, options: dict) -> Encoder:
     if _looks_like_path(model_id):
         raise ModelNotFoundError(
             f"{model_id!r} does not exist (looked for {os.path.abspath(os.path.expanduser(model_id))}); "
-            f"pass an existing model directory or vectors file, or a bundled name ({', '.join(sorted(NAMED_MODELS))})"
+            f"pass an existing model directory or vectors file, or a bundled name ({', '.join(sorted(NAMED_MODELS))})."
+            + _did_you_mean(model_id)
         )
     snapshot = cached_snapshot(model_id)
     if snapshot is None:
-        from huggingface_hub import constants
-
-        known = ", ".join(sorted(NAMED_MODELS))
-        raise ModelNotFoundError(
-            f"{model_id!r} is not a bundled name ({known}), not an existing path, and not in the local "
-            f"Hugging Face cache ({constants.HF_HUB_CACHE}); contextembed never downloads. Pass a local "
-            f"model directory, or on a connected machine run `hf download {model_id}` and copy the cache "
-            "(HF_HOME) here"
-        )
+        raise _not_found(model_id)
     from .transformer import TransformerEncoder
 
     return TransformerEncoder.load(snapshot, spec=model_id, **options)
+
+
+def _not_found(name: str) -> ModelNotFoundError:
+    """The error for a possible hub id (:func:`_looks_like_path` is false) found nowhere here.
+
+    A near miss of a bundled name (``minilm-l7``, ``glove-6b-5d``) is a typo: the message names the
+    bundled name and gives no download advice. Anything else may be a hub model: the message says
+    how to bring it into the cache.
+    """
+    from huggingface_hub import constants
+
+    known = ", ".join(sorted(NAMED_MODELS))
+    message = (f"{name!r} is not a bundled name ({known}), not an existing path, and not in the local Hugging Face "
+               f"cache ({constants.HF_HUB_CACHE}); contextembed never downloads.")
+    if _did_you_mean(name):
+        return ModelNotFoundError(message + _did_you_mean(name))
+    return ModelNotFoundError(f"{message} Pass a local model directory, or on a connected machine run "
+                              f"`hf download {name}` and copy the cache (HF_HOME) here")
+
+
+def _did_you_mean(name: str) -> str:
+    """``" Did you mean 'minilm-l6'?"`` for the bundled name closest to ``name``; ``""`` if none is."""
+    guess = difflib.get_close_matches(os.path.basename(name).lower(), NAMED_MODELS, n=1, cutoff=0.6)
+    return f" Did you mean {guess[0]!r}?" if guess else ""

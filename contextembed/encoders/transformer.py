@@ -10,6 +10,7 @@ import copy
 import functools
 import inspect
 import json
+import logging
 import os
 from contextlib import contextmanager
 from collections.abc import Callable, Iterator, Sequence
@@ -22,11 +23,12 @@ from tqdm.auto import tqdm
 
 from .. import forking, streams
 from ..alignment import PairTemplate, PieceTokenizer, SentencePieces, Window, check_window, pair_template, plan_windows
-from ..devices import auto_cpu_precision, check_settings, compute_dtype, resolve_device, resolve_precision
+from ..backends import check_backend
+from ..devices import auto_cpu_precision, check_precision, check_settings, compute_dtype, resolve_device, resolve_precision
 from ..quantization import INT8_MIN_COSINE, int8_fidelity, original_state_dict, quantize_int8
 from ..pooling.layers import LayerSpec
 from ..pooling.subword import SubwordPooling, check_subword_pooling
-from . import unpadded
+from . import engine, unpadded
 from .base import (
     Encoder,
     PairPieces,
@@ -40,6 +42,8 @@ from .base import (
     warn_long_pairs,
 )
 from .hf_files import check_directory, check_tokenizer_fits, load_model, load_tokenizer
+
+logger = logging.getLogger(__name__)
 
 #: model types whose position ids start after the padding index (usable length is shorter)
 _OFFSET_POSITION_TYPES = {
@@ -157,6 +161,8 @@ class TransformerEncoder(Encoder):
         spec: str = "",
         device: Union[str, torch.device] = "auto",
         precision: str = "auto",
+        backend: str = "torch",
+        calibration: Optional[Sequence[Sequence[str]]] = None,
         window: Optional[int] = None,
         stride: Optional[int] = None,
         batch_tokens: Optional[int] = None,
@@ -167,18 +173,29 @@ class TransformerEncoder(Encoder):
         forking.install()  # forked workers must not hang in torch's inherited thread pool
         self.spec = spec
         self.device = resolve_device(device)
-        self.precision = resolve_precision(precision, self.device, int8_allowed=True)
+        backend = check_backend(backend, self.family)
+        check_precision(precision, self.family)
         if getattr(model.config, "is_encoder_decoder", False):
             model = model.get_encoder()
-        if self.precision == "int8":
-            model = model.to(device=self.device, dtype=torch.float32).eval().requires_grad_(False)
-            model = self._quantized(model, tokenizer, auto=precision == "auto")
-        self.dtype = compute_dtype(self.precision)
-        self.model = model.to(device=self.device, dtype=self.dtype).eval().requires_grad_(False)
         self.tokenizer = tokenizer
         self.pieces = PieceTokenizer(tokenizer)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-        self._max_length = _max_positions(self.model, tokenizer)
+        model = model.to(device=self.device, dtype=torch.float32).eval().requires_grad_(False)
+        self._takes_types = "token_type_ids" in inspect.signature(model.forward).parameters and (
+            "token_type_ids" in getattr(tokenizer, "model_input_names", ()))
+        self._max_length = _max_positions(model, tokenizer)
+        self._n_layers, self._width = self._probe_shape(model)
+        self._engine: Optional[engine.OpenVinoForward] = None
+        self._calibration = calibration
+        self._pad_multiple_asked = pad_multiple
+        if backend == "auto" and not engine.available(self.device):
+            backend = "torch"  # auto on a GPU, or without the openvino extra
+        if backend == "openvino":
+            self._use_engine(model, self._engine_forward(model, precision))
+        elif backend == "auto":
+            self._choose_backend(model, precision)
+        else:
+            self._use_torch(model, precision)
         n_special = len(self.pieces.prefix) + len(self.pieces.suffix)
         max_window = self._max_length - n_special
         self.window = max_window if window is None else window
@@ -195,21 +212,114 @@ class TransformerEncoder(Encoder):
         self.batch_tokens = batch_tokens
         self.max_batch_size = max_batch_size
         self.chunk_size = chunk_size
-        if pad_multiple is None:
-            pad_multiple = 16 if self.precision in ("bf16", "fp16", "int8") else 1
-        if isinstance(pad_multiple, bool) or not isinstance(pad_multiple, int) or pad_multiple < 1:
-            raise ValueError(f"pad_multiple must be a positive int or None, got {pad_multiple!r}")
-        self.pad_multiple = pad_multiple
+        self._pair: Optional[PairTemplate] = None
+
+    # -- construction -------------------------------------------------------------------------
+
+    def _use_torch(self, model, precision: str) -> None:
+        """Run ``model``'s own forward in ``precision`` (``"auto"`` resolved here)."""
+        self.backend = "torch"
+        self._engine = None
+        self.precision = resolve_precision(precision, self.device, int8_allowed=True)
+        if self.precision == "int8":
+            model = self._quantized(model, self.tokenizer, auto=precision == "auto")
+        self.dtype = compute_dtype(self.precision)
+        self.model = model.to(device=self.device, dtype=self.dtype).eval().requires_grad_(False)
+        self._set_padding(self.precision in ("bf16", "fp16", "int8"))
         #: where batches are padded to a multiple of positions (bf16, fp16, int8), padding costs nothing
         #: outside attention in BERT-structured models (contextembed.encoders.unpadded: 1.2x the words/s
         #: in bf16 and int8 on MiniLM); padding to the longest only leaves too little to win
-        self._unpadded = pad_multiple > 1 and unpadded.supports(self.model)
-        self._takes_types = "token_type_ids" in inspect.signature(self.model.forward).parameters and (
-            "token_type_ids" in getattr(tokenizer, "model_input_names", ()))
-        self._pair: Optional[PairTemplate] = None
-        self._n_layers, self._width = self._probe_shape()
+        self._unpadded = self.pad_multiple > 1 and unpadded.supports(self.model)
 
-    # -- construction -------------------------------------------------------------------------
+    def _use_engine(self, model, forward: "engine.OpenVinoForward") -> None:
+        """Run ``forward`` (the engine) in place of ``model``'s forward; ``model`` (fp32) stays for
+        :meth:`save` and the shape."""
+        self.backend = forward.backend
+        self._engine = forward
+        self.precision = forward.precision
+        self.dtype = torch.float32
+        self.model = model
+        self._set_padding(forward.precision != "fp32")
+        self._unpadded = False
+
+    def _set_padding(self, blocked_kernels: bool) -> None:
+        pad_multiple = self._pad_multiple_asked
+        if pad_multiple is None:
+            pad_multiple = 16 if blocked_kernels else 1
+        if isinstance(pad_multiple, bool) or not isinstance(pad_multiple, int) or pad_multiple < 1:
+            raise ValueError(f"pad_multiple must be a positive int or None, got {pad_multiple!r}")
+        self.pad_multiple = pad_multiple
+
+    def _engine_forward(self, model, precision: str) -> "engine.OpenVinoForward":
+        """The engine for ``model`` in ``precision`` (``"auto"``: :func:`engine.auto_precision`)."""
+        names = ("input_ids", "attention_mask") + (("token_type_ids",) if self._takes_types else ())
+        if precision != "auto":
+            engine.check_engine_precision(precision, self.device)
+        # the calibration text is read only where int8 may run
+        sentences = engine.calibration_sentences(self._calibration) if precision in ("int8", "auto") else []
+        streams_, threads = streams.cpu_streams()
+
+        def make(name: str) -> engine.OpenVinoForward:
+            return engine.OpenVinoForward(
+                model, precision=name, n_layers=self._n_layers, input_names=names,
+                calibration_batches=lambda: self._calibration_batches(sentences),
+                calibration_hash=engine.sentences_hash(sentences), streams=streams_, threads=threads)
+
+        if precision != "auto":
+            return make(precision)
+        return engine.auto_precision(make, self._probe_inputs(sentences, names), self._n_layers)
+
+    def _choose_backend(self, model, precision: str) -> None:
+        """``backend="auto"``: the faster of torch and the engine on a probe batch, each in the precision
+        ``precision`` gives it (the engine only where it runs that precision)."""
+        torch_model = copy.deepcopy(model)
+        self._use_torch(torch_model, precision)
+        if self.precision not in engine.ENGINE_PRECISIONS and precision != "auto":
+            logger.info("backend='auto' chose torch: the engine does not run precision=%r", self.precision)
+            return
+        names = ("input_ids", "attention_mask") + (("token_type_ids",) if self._takes_types else ())
+        forward = self._engine_forward(model, precision)
+        probe = self._probe_inputs(engine.calibration_sentences(self._calibration), names)
+        wanted = tuple(range(self._n_layers))
+        torch_inputs = {k: torch.from_numpy(v) for k, v in probe.items()}
+        _, threads = streams.cpu_streams()
+        with streams.intra_op_threads(threads):
+            times = engine.best_times({
+                "torch": lambda: self._forward(torch_inputs, wanted),
+                "openvino": lambda: forward(probe, wanted),
+            })
+        speedup = times["torch"] / times["openvino"]
+        if speedup >= engine.ENGINE_MIN_SPEEDUP:
+            self._use_engine(model, forward)
+        logger.info("backend='auto' chose %s (openvino %s ran %.2fx the speed of torch %s on a probe batch)",
+                    self.backend, forward.precision, speedup, "in " + self.precision if self.backend == "torch"
+                    else "")
+
+    def _probe_inputs(self, sentences: Sequence[Sequence[str]], names: Sequence[str]) -> dict[str, np.ndarray]:
+        """One padded batch of (up to) 32 calibration sentences, as the forward pass gets it."""
+        return next(iter(self._calibration_batches(sentences[:32], names, batch_size=32)))
+
+    def _calibration_batches(self, sentences: Sequence[Sequence[str]], names: Optional[Sequence[str]] = None,
+                             batch_size: int = 1) -> Iterator[dict[str, np.ndarray]]:
+        """Padded input batches of ``sentences`` (first window of each), named as the model's inputs."""
+        names = names or (("input_ids", "attention_mask") + (("token_type_ids",) if self._takes_types else ()))
+        rows = []
+        for pieces in self.pieces(list(sentences)):
+            window = next(iter(plan_windows(pieces.n_pieces, self._max_length - len(self.pieces.prefix)
+                                            - len(self.pieces.suffix), 1)), None)
+            content = pieces.ids[: window.end] if window is not None else pieces.ids[:0]
+            rows.append(np.concatenate([np.asarray(self.pieces.prefix, dtype=np.int64), content,
+                                        np.asarray(self.pieces.suffix, dtype=np.int64)]))
+        for begin in range(0, len(rows), batch_size):
+            batch = rows[begin: begin + batch_size]
+            length = max(len(row) for row in batch)
+            ids = np.full((len(batch), length), self.pad_id, dtype=np.int64)
+            mask = np.zeros((len(batch), length), dtype=np.int64)
+            for r, row in enumerate(batch):
+                ids[r, : len(row)] = row
+                mask[r, : len(row)] = 1
+            arrays = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+            yield {name: arrays[name] for name in names}
 
     def _quantized(self, model, tokenizer, auto: bool):
         """``model`` with int8 linear layers; for ``precision="auto"``, only if they keep the
@@ -246,6 +356,7 @@ class TransformerEncoder(Encoder):
         :class:`~contextembed.errors.ModelFormatError` naming the file.
         """
         check_settings(kwargs.get("device", "auto"), kwargs.get("precision", "auto"), cls.family)  # before loading
+        check_backend(kwargs.get("backend", "torch"), cls.family)
         source = os.fspath(name_or_path)
         check_directory(source)
         with _quiet_transformers():
@@ -254,10 +365,10 @@ class TransformerEncoder(Encoder):
         check_tokenizer_fits(tokenizer, model, source)
         return cls(model, tokenizer, spec=kwargs.pop("spec", source), **kwargs)
 
-    def _probe_shape(self) -> tuple[int, int]:
+    def _probe_shape(self, model) -> tuple[int, int]:
         ids = self.pieces.prefix + [self.pieces.unk_id] + self.pieces.suffix
         with torch.inference_mode():
-            out = self.model(
+            out = model(
                 input_ids=torch.tensor([ids], device=self.device),
                 attention_mask=torch.ones(1, len(ids), dtype=torch.long, device=self.device),
                 output_hidden_states=True,
@@ -483,15 +594,24 @@ class TransformerEncoder(Encoder):
         inputs = {"input_ids": ids, "attention_mask": mask} if types is None else {
             "input_ids": ids, "attention_mask": mask, "token_type_ids": types}
         inputs = {k: torch.from_numpy(v).to(self.device) for k, v in inputs.items()}
-        if self._unpadded:
-            # each (batch * seq, width)
-            flat = unpadded.forward(self.model, inputs, layer_index)
-        else:
-            out = self.model(**inputs, output_hidden_states=True)
-            flat = [out.hidden_states[i].reshape(len(batch) * length, -1) for i in layer_index]
+        # each (batch * seq, width)
+        flat = self._forward(inputs, layer_index)
         self._gather_cls(batch, flat, length)
         for k in range(len(batch[0].parts[0].item.positions)):
             self._gather_selector(batch, flat, length, k)
+
+    def _forward(self, inputs: dict[str, torch.Tensor], layer_index: Sequence[int]) -> list[torch.Tensor]:
+        """Hidden states ``layer_index`` of a padded batch, each ``(batch * seq, width)``: the engine's,
+        the flat forward's (:mod:`.unpadded`) or the model's own."""
+        batch, length = inputs["input_ids"].shape
+        if self._engine is not None:
+            wanted = [i % self._n_layers for i in layer_index]
+            arrays = self._engine({k: v.numpy() for k, v in inputs.items()}, wanted)
+            return [torch.from_numpy(array).reshape(batch * length, -1) for array in arrays]
+        if self._unpadded:
+            return unpadded.forward(self.model, inputs, layer_index)
+        out = self.model(**inputs, output_hidden_states=True)
+        return [out.hidden_states[i].reshape(batch * length, -1) for i in layer_index]
 
     def _gather_selector(self, batch: list[_Row], flat: list[torch.Tensor], length: int, k: int) -> None:
         """Selector ``k``'s owned pieces of every row: gathered to the host, or (a ``"sum"``

@@ -1,7 +1,7 @@
 """One engine-independent piece: a picklable callable that maps a batch of rows to features.
 
 :class:`BatchEmbedder` is what Ray actors and Dask tasks run. It is built on the driver from an
-encoder spec and the same options as :class:`~contextembed.features.FeatureExtractor` (and
+encoder spec and the same options as :class:`~contextembed.extraction.FeatureExtractor` (and
 ``contextembed embed``), or from a fitted :class:`~contextembed.sklearn.TokenEmbedder` /
 :class:`~contextembed.sklearn.TextEmbedder` (with its learned scalar mix). Pickling it sends only
 the spec and the options (or the estimator, whose pickle holds a model reference unless
@@ -27,7 +27,7 @@ from typing import Optional, Union
 import numpy as np
 
 from ..encoders.base import check_encodable, unencodable_position
-from ..io import LEVELS
+from ..extraction import LEVEL_DEFAULTS, LEVELS, level_options
 from ..tokenizers import TOKENIZERS, get_tokenizer
 from ..pooling import LayerSpec, check_combine, check_subword_pooling, check_text_pooling
 from . import arrow
@@ -48,13 +48,15 @@ class BatchEmbedder:
         directory, a vectors file), or a fitted estimator (its pooling, learned mix included, is
         used as fitted; the options below must then be left unset).
     layers, combine, subword_pooling, text_pooling
-        As in :class:`~contextembed.features.FeatureExtractor` (``None``: the encoder's defaults).
+        As in :class:`~contextembed.extraction.FeatureExtractor` (``None``: the defaults of ``level``,
+        :data:`~contextembed.extraction.LEVEL_DEFAULTS`; at text level the default text vector,
+        normalised, as ``contextembed embed --level text``).
     level : {"word", "text"}
         One ``(tokens, dim)`` array per row, or one ``(dim,)`` vector per row. From an estimator:
         ``"word"`` for a TokenEmbedder, ``"text"`` for a TextEmbedder.
-    tokenizer : {"whitespace", "spacy"}
-        Splits a ``text`` column into tokens (as ``contextembed embed --tokenizer``). An estimator
-        tokenizes with its own ``tokenizer``.
+    tokenizer : {"auto", "regex", "whitespace", "spacy"}
+        Splits a ``text`` column into tokens (as ``contextembed embed --tokenizer``, with its
+        defaults per level). An estimator tokenizes with its own ``tokenizer``.
     device, precision, batch_tokens
         Passed to :func:`contextembed.load_encoder` in each worker (``precision="fp32"`` gives the
         same features as the single-process path within 1e-5; see ``docs/reliability.md``).
@@ -83,7 +85,7 @@ class BatchEmbedder:
         id_column: Optional[str] = None,
     ) -> None:
         options = {"layers": layers, "combine": combine, "subword_pooling": subword_pooling, "level": level,
-                   "text_pooling": text_pooling, "tokenizer": tokenizer, "device": device,
+                   "text_pooling": text_pooling, "normalize": None, "tokenizer": tokenizer, "device": device,
                    "precision": precision, "batch_tokens": batch_tokens}
         if isinstance(source, (str, os.PathLike)):
             self.spec, self.estimator = _absolute_if_local(source), None
@@ -117,12 +119,12 @@ class BatchEmbedder:
             get_encoder(self.estimator.encoder_ref_)
             return self
         if self._extractor is None:
-            from ..features import FeatureExtractor
+            from ..extraction import FeatureExtractor
 
             o = self.options
             ref = EncoderRef(self.spec, o["device"], o["precision"], o["batch_tokens"])
             self._extractor = FeatureExtractor(get_encoder(ref), o["layers"], o["combine"], o["subword_pooling"],
-                                               o["text_pooling"])
+                                               o["text_pooling"], o["normalize"])
         return self
 
     @property
@@ -279,9 +281,12 @@ def _absolute_if_local(spec) -> str:
 
 
 def _checked_options(options: dict) -> dict:
-    defaults = {"subword_pooling": "first", "level": "word", "text_pooling": "mean", "tokenizer": "whitespace",
-                "device": "auto", "precision": "auto"}
-    options = {name: defaults.get(name) if value is None else value for name, value in options.items()}
+    level = options["level"] or "word"
+    if level not in LEVELS:
+        raise ValueError(f"level={level!r} is not one of {', '.join(map(repr, LEVELS))}")
+    chosen = level_options(level, **{name: options[name] for name in LEVEL_DEFAULTS[level]})  # as embed_file
+    options = {**options, **chosen, "level": level, "device": options["device"] or "auto",
+               "precision": options["precision"] or "auto"}
     if options["combine"] is not None:
         check_combine(options["combine"])
     check_subword_pooling(options["subword_pooling"])

@@ -21,25 +21,35 @@ A cluster address is checked before it is handed to Ray (:func:`check_address`):
 does not answer within ``connect_timeout`` seconds (:data:`CONNECT_TIMEOUT` by default) is a
 :class:`~contextembed.errors.ClusterConnectionError` naming it, instead of Ray's own retries, which
 last many minutes and cannot be interrupted.
+
+Ray's own lines (its start-up and progress messages, its core's error lines, the workers' output)
+stay off this process's stderr while :func:`connected` runs a Ray instance it started or joined
+(``contextembed embed --engine ray``); Ray keeps them in its own logs
+(``/tmp/ray/session_latest/logs``). ``CONTEXTEMBED_RAY_LOGS=show`` (:data:`RAY_LOGS_ENV`) lets them
+through. Errors of the workers are raised as their own class either way.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 import socket
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Optional
 
 import numpy as np
 
+from .. import settings, terminal
 from .._files import atomic_directory
 from ..bounds import CONNECT_TIMEOUT as CONNECT_TIMEOUT_BOUND
 from ..bounds import check_setting
 from ..errors import ClusterConnectionError, missing_extra
+from ..jobs import Job, check_complete
 from ._carry import carried_errors, raise_carried
 from .arrow import column_arrays, feature_width
 from .batch import FEATURES, BatchEmbedder
@@ -91,7 +101,14 @@ def init(address: Optional[str] = None, *, connect_timeout: float = CONNECT_TIME
         For a ``connect_timeout`` that is not a number of seconds in (0, :data:`MAX_CONNECT_TIMEOUT`],
         or an address that is not ``HOST:PORT``.
     """
-    connect_timeout = check_connect_timeout(connect_timeout)
+    ray = _ready_to_init(address, check_connect_timeout(connect_timeout), options)
+    return ray.init(address=address, **options)
+
+
+def _ready_to_init(address: Optional[str], connect_timeout: float, options: dict):
+    """Everything :func:`init` does before ``ray.init``: the address checked, the environment of a
+    local instance set, Ray imported, ``include_dashboard=False`` added to ``options`` for a new
+    local instance; returns ``ray``."""
     found_by_ray = address in (None, "auto", "local")
     if not found_by_ray:
         check_address(address, connect_timeout)  # before importing Ray, which takes seconds
@@ -105,7 +122,7 @@ def init(address: Optional[str] = None, *, connect_timeout: float = CONNECT_TIME
             options.setdefault("include_dashboard", False)
         else:
             check_address(found, connect_timeout)
-    return ray.init(address=address, **options)
+    return ray
 
 
 def check_connect_timeout(value: float, name: str = "connect_timeout") -> float:
@@ -242,22 +259,145 @@ def _bootstrap_address(address: Optional[str], temp_dir: Optional[str]) -> Optio
 
 
 @contextmanager
-def connected(address: Optional[str] = None, connect_timeout: float = CONNECT_TIMEOUT) -> Iterator[object]:
+def connected(address: Optional[str] = None, connect_timeout: float = CONNECT_TIMEOUT, *,
+              show_logs: Optional[bool] = None) -> Iterator[object]:
     """The ``ray`` module, connected: to the instance this process already uses, else to
     ``address`` (or a new local instance, see :func:`init`; an address must answer within
-    ``connect_timeout`` seconds) for the block, shut down after it."""
+    ``connect_timeout`` seconds) for the block, shut down after it.
+
+    Ray's own lines are kept off this process's stderr for the block (:func:`ray_lines_aside`),
+    unless ``show_logs`` (default: :func:`ray_logs_shown`, ``CONTEXTEMBED_RAY_LOGS=show``). An
+    instance this process already uses is left as it was set up.
+    """
     connect_timeout = check_connect_timeout(connect_timeout)
     ray = sys.modules.get("ray")
     if ray is not None and ray.is_initialized():
         yield ray
         return
-    # before Ray is imported here: a local instance gets LOCAL_ENVIRONMENT
-    init(address, connect_timeout=connect_timeout)
-    ray = import_ray()
-    try:
+    show = ray_logs_shown() if show_logs is None else show_logs
+    options = {} if show else dict(QUIET_INIT)
+    # the address checked before Ray is imported here, and a local instance gets LOCAL_ENVIRONMENT
+    ray = _ready_to_init(address, connect_timeout, options)
+    with ExitStack() as stack:
+        if not show:
+            stack.enter_context(ray_lines_aside())
+        ray.init(address=address, **options)
+        stack.callback(ray.shutdown)
         yield ray
+
+
+#: the environment variable that lets Ray's own lines through to the terminal: ``show`` or ``hide``
+RAY_LOGS_ENV = "CONTEXTEMBED_RAY_LOGS"
+#: ``ray.init`` options while Ray's lines are kept aside: the workers' output stays in Ray's logs
+#: (the driver would print it to its stdout)
+QUIET_INIT = {"log_to_driver": False}
+
+
+def ray_logs_shown() -> bool:
+    """Whether ``CONTEXTEMBED_RAY_LOGS`` is ``show`` (``hide``, or unset: no).
+
+    Raises
+    ------
+    SettingError
+        For any other value, naming the variable.
+    """
+    return settings.choice(RAY_LOGS_ENV, ("show", "hide")) == "show"
+
+
+@contextmanager
+def ray_lines_aside() -> Iterator[None]:
+    """For the block, what this process writes to stderr and ``sys.stdout`` goes to ``os.devnull``,
+    except contextembed's own lines (:func:`contextembed.terminal.stderr`: the progress bar), which still
+    reach the terminal.
+
+    Ray writes to this process's output four ways, and keeps what matters in its own log files: its
+    C++ core writes its error lines to file descriptor 2 whatever its log level
+    (ray-project/ray#18577); its threads print the errors the cluster reports (a task that failed
+    and will be retried) to ``sys.stdout``; its Python loggers (``ray``, ``ray.data``) have console
+    handlers; Ray Data draws progress bars. So descriptor 2, ``sys.stderr`` and ``sys.stdout``
+    (contextembed prints nothing there while Ray runs) lead to ``os.devnull``, the console handlers of Ray's
+    loggers drop every record (their file handlers still write), and Ray Data's bars are off;
+    :func:`contextembed.terminal.stderr` is the previous ``sys.stderr``, or a stream on a copy of
+    descriptor 2 where that is what it wrote to. Everything is put back after the block.
+    """
+    import_ray()
+    with _ray_data_bars_off(), _dropping(_console_handlers("ray")), _output_to_devnull():
+        yield
+
+
+@contextmanager
+def _ray_data_bars_off() -> Iterator[None]:
+    context = sys.modules["ray.data"].DataContext.get_current()
+    bars, context.enable_progress_bars = context.enable_progress_bars, False
+    try:
+        yield
     finally:
-        ray.shutdown()
+        context.enable_progress_bars = bars
+
+
+@contextmanager
+def _dropping(handlers: list[logging.Handler]) -> Iterator[None]:
+    """``handlers`` let no record through for the block."""
+    for handler in handlers:
+        handler.addFilter(_drop)
+    try:
+        yield
+    finally:
+        for handler in handlers:
+            handler.removeFilter(_drop)
+
+
+@contextmanager
+def _output_to_devnull() -> Iterator[None]:
+    """Descriptor 2, ``sys.stderr`` and ``sys.stdout`` to ``os.devnull`` for the block, and
+    :func:`contextembed.terminal.stderr` to where ``sys.stderr`` wrote (through a copy of descriptor
+    2 where that is what it wrote to)."""
+    stderr, stdout = sys.stderr, sys.stdout
+    stderr.flush()
+    copy = os.dup(2)
+    ours = open(copy, "w", encoding=stderr.encoding, errors=stderr.errors, buffering=1, closefd=False) \
+        if _writes_to_descriptor(stderr, 2) else stderr
+    nowhere = open(os.devnull, "w", encoding="utf-8")
+    try:
+        _point_descriptor(2, os.devnull)
+        sys.stderr = sys.stdout = nowhere
+        with terminal.stderr_to(ours):
+            yield
+    finally:
+        sys.stderr, sys.stdout = stderr, stdout
+        nowhere.close()
+        if ours is not stderr:
+            ours.close()
+        os.dup2(copy, 2)
+        os.close(copy)
+
+
+def _console_handlers(name: str) -> list[logging.Handler]:
+    """The handlers of the logger ``name`` and of those below it that write to a stream, not a file."""
+    loggers = [logging.getLogger(name)] + [logger for key, logger in sorted(logging.root.manager.loggerDict.items())
+                                           if key.startswith(name + ".") and isinstance(logger, logging.Logger)]
+    return [handler for logger in loggers for handler in logger.handlers
+            if isinstance(handler, logging.StreamHandler) and not isinstance(handler, logging.FileHandler)]
+
+
+def _drop(record: logging.LogRecord) -> bool:
+    """A logging filter that lets nothing through."""
+    return False
+
+
+def _point_descriptor(descriptor: int, path: str) -> None:
+    opened = os.open(path, os.O_WRONLY)
+    try:
+        os.dup2(opened, descriptor)
+    finally:
+        os.close(opened)
+
+
+def _writes_to_descriptor(stream, descriptor: int) -> bool:
+    try:
+        return stream.fileno() == descriptor
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation: a captured or notebook stream
+        return False
 
 
 @contextmanager
@@ -434,38 +574,33 @@ class FileActor:
             self.encoder = load_encoder(spec, device=device, precision=precision)
 
     def __call__(self, batch: dict) -> dict:
-        import json
-
         summaries = []
         for job in batch["job"]:
             with carried_errors():
                 summaries.append(json.dumps(self._embed(json.loads(job))))
         return {"summary": np.array(summaries, dtype=object)}
 
-
     def _embed(self, job: dict) -> dict:
-        from ..corpus import Job, check_complete
         from ..io import embed_file
 
         spec, target = job.pop("spec"), Job(job.pop("input"), job.pop("output"))
         if os.path.exists(target.output) and not job.get("overwrite"):
             # an output of an earlier run, or a retry after the rename: kept only if it records what this
-            # actor's encoder would write now (contextembed.corpus)
+            # actor's encoder would write now (contextembed.jobs)
             check_complete(target, encoder=self.encoder, spec=spec, **job)
             return {"output": target.output, "skipped": True}
         return embed_file(spec, target.input, target.output, encoder=self.encoder, show_progress=False, **job)
 
 
-def embed_files(jobs: list[dict], *, concurrency: int = 1, num_cpus: float = 1, num_gpus: Optional[float] = None) -> list[dict]:
+def embed_files(jobs: list[dict], *, concurrency: int = 1, num_cpus: float = 1, num_gpus: Optional[float] = None,
+                done: Optional[Callable[[dict], None]] = None) -> list[dict]:
     """Run :func:`contextembed.io.embed_file` for each job (its keyword arguments) on Ray actors.
 
     Every job names the same ``spec``, ``device`` and ``precision``; each actor loads that encoder
     once and embeds one file per call, so a retried call (a dead actor) redoes one file, whose
     output is written under a temporary name and renamed when complete. Returns the summaries in
-    the order of ``jobs``.
+    the order of ``jobs``; ``done(summary)`` is called for each as it arrives (in that order).
     """
-    import json
-
     ray = import_ray()
     if not jobs:
         return []
@@ -473,7 +608,7 @@ def embed_files(jobs: list[dict], *, concurrency: int = 1, num_cpus: float = 1, 
     first = jobs[0]
     items = [{"job": json.dumps(job)} for job in jobs]
     dataset = ray.data.from_items(items, override_num_blocks=len(items))
-    done = dataset.map_batches(
+    embedded = dataset.map_batches(
         FileActor,
         fn_constructor_args=(first["spec"], first.get("device", "auto"), first.get("precision", "auto")),
         batch_size=1,
@@ -482,9 +617,34 @@ def embed_files(jobs: list[dict], *, concurrency: int = 1, num_cpus: float = 1, 
         num_cpus=num_cpus,
         num_gpus=num_gpus,
     )
-    done.context.execution_options.preserve_order = True
+    embedded.context.execution_options.preserve_order = True
+    summaries = []
     with worker_errors():
-        return [json.loads(row["summary"]) for row in done.take_all()]
+        for row in embedded.iter_rows():
+            summaries.append(json.loads(row["summary"]))
+            if done is not None:
+                done(summaries[-1])
+    return summaries
+
+
+def run_corpus_jobs(spec: str, jobs: list[Job], existing: set, *, overwrite: bool, done: Callable[[dict], None],
+                    address: Optional[str] = None, connect_timeout: Optional[float] = None,
+                    concurrency: Optional[int] = None, num_gpus: Optional[float] = None, **options) -> int:
+    """The ``"ray"`` engine of :func:`contextembed.corpus.embed_corpus`: every job goes to the actors
+    (:func:`embed_files`), which check and keep an existing output or embed it (so ``existing`` is
+    not used here); the number of outputs kept.
+
+    Connects with :func:`connected` (``address``, ``connect_timeout``; Ray's own lines kept off the
+    terminal); ``concurrency`` actors (default: the cluster's CPUs), ``num_gpus`` each.
+    """
+    spec = os.path.abspath(spec) if os.path.exists(spec) else spec  # workers may start elsewhere
+    timeout = CONNECT_TIMEOUT if connect_timeout is None else connect_timeout
+    with connected(address, timeout) as ray:
+        workers = concurrency or max(1, int(ray.cluster_resources().get("CPU", 1)))
+        payload = [{"spec": spec, "input": os.path.abspath(job.input), "output": os.path.abspath(job.output),
+                    "overwrite": overwrite, **options} for job in jobs]
+        summaries = embed_files(payload, concurrency=workers, num_gpus=num_gpus, done=done)
+    return sum(1 for summary in summaries if summary.get("skipped"))
 
 
 def _embedder(source, options: dict) -> BatchEmbedder:
@@ -501,6 +661,6 @@ def _check_positive(**values) -> None:
             raise ValueError(f"{name}={value!r} must be a positive integer")
 
 
-__all__ = ["CONNECT_TIMEOUT", "EmbedActor", "FileActor", "LOCAL_ENVIRONMENT", "MAX_CONNECT_TIMEOUT", "check_address",
-           "check_connect_timeout", "connected", "embed_dataset", "embed_files", "init", "worker_errors",
-           "write_array", "write_parquet"]
+__all__ = ["CONNECT_TIMEOUT", "EmbedActor", "FileActor", "LOCAL_ENVIRONMENT", "MAX_CONNECT_TIMEOUT", "QUIET_INIT",
+           "RAY_LOGS_ENV", "check_address", "check_connect_timeout", "connected", "embed_dataset", "embed_files", "init",
+           "ray_lines_aside", "ray_logs_shown", "run_corpus_jobs", "worker_errors", "write_array", "write_parquet"]

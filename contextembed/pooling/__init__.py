@@ -9,7 +9,17 @@ from .subword import (
     pool_subwords_numpy,
     subword_output_width,
 )
-from .text import TEXT_POOLINGS, TextPooling, check_text_options, check_text_pooling, pool_text, pool_text_numpy
+from .text import (
+    TEXT_DEFAULTS,
+    TEXT_POOLINGS,
+    TextDefaults,
+    TextPooling,
+    check_text_options,
+    check_text_pooling,
+    normalize_rows,
+    pool_text,
+    pool_text_numpy,
+)
 
 __all__ = [
     "COMBINES",
@@ -19,12 +29,15 @@ __all__ = [
     "ScalarMix",
     "SUBWORD_POOLINGS",
     "SubwordPooling",
+    "TEXT_DEFAULTS",
     "TEXT_POOLINGS",
+    "TextDefaults",
     "TextPooling",
     "check_combine",
     "check_subword_pooling",
     "check_text_options",
     "check_text_pooling",
+    "normalize_rows",
     "pool_subwords",
     "pool_subwords_numpy",
     "pool_text",

@@ -10,19 +10,53 @@
 
 An empty text pools to a zero vector with every method, ``cls`` included (never NaN or -inf; the
 [CLS] vector of an empty input describes no text).
+
+:data:`TEXT_DEFAULTS` is the one default text vector: what ``TextEmbedder()``, ``contextembed embed
+--level text``, ``FeatureExtractor(encoder, level="text")`` and spaCy's ``doc.vector`` give when
+no option is set.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal, Optional, get_args
 
 import numpy as np
 import torch
 
 from ..options import check_choice
+from .layers import Combine, LayerSpec
+from .subword import SubwordPooling
 
 TextPooling = Literal["mean", "piece_mean", "max", "cls"]
 TEXT_POOLINGS: tuple[str, ...] = get_args(TextPooling)
+
+
+@dataclass(frozen=True)
+class TextDefaults:
+    """How a text becomes one vector when no option says otherwise (the same at every entry point).
+
+    Every piece of every layer counts once: the mean of each layer's piece vectors
+    (``subword_pooling="mean"`` + ``text_pooling="piece_mean"``, as sentence-transformers pools),
+    the layers mixed with equal weights (``combine="scalar_mix"`` before it learns anything: the
+    mean of the layers), scaled to unit length (``normalize``; an empty text stays all zeros). Raw
+    strings are split by the ``"auto"`` tokenizer (words and punctuation marks).
+
+    A :class:`~contextembed.sklearn.TextEmbedder` fitted with class labels ``y`` learns its mix
+    weights instead; everywhere else (no ``y``, the command line, spaCy's ``doc.vector``) the
+    weights stay equal.
+    """
+
+    layers: LayerSpec = "all"
+    combine: Combine = "scalar_mix"
+    subword_pooling: SubwordPooling = "mean"
+    text_pooling: TextPooling = "piece_mean"
+    normalize: bool = True
+    tokenizer: str = "auto"
+
+
+#: the one default text vector (see :class:`TextDefaults`)
+TEXT_DEFAULTS = TextDefaults()
 
 
 def check_text_pooling(method: str) -> str:
@@ -129,3 +163,24 @@ def pool_text_numpy(words: np.ndarray, method: TextPooling = "mean", cls: Option
     counts = None if pieces is None else torch.from_numpy(np.asarray(pieces))[None].expand(len(batch), -1)
     pooled = pool_text(batch, mask, method, first, counts).numpy()
     return pooled[0] if single else pooled
+
+
+def normalize_rows(vectors: np.ndarray) -> np.ndarray:
+    """Scale each row to unit length, as ``sklearn.preprocessing.normalize`` does (bit for bit).
+
+    A row shorter than ``10 * eps`` of its dtype (an empty text's zeros) is left as it is.
+
+    Parameters
+    ----------
+    vectors : np.ndarray
+        ``(rows, width)`` float.
+
+    Returns
+    -------
+    np.ndarray
+        ``(rows, width)``, a new array of the same dtype.
+    """
+    # (rows,): the same sum of products as sklearn's row_norms
+    norms = np.sqrt(np.einsum("ij,ij->i", vectors, vectors))
+    norms[norms < 10 * np.finfo(norms.dtype).eps] = 1.0
+    return vectors / norms[:, None]

@@ -63,12 +63,15 @@ def _readers(bounds: dict) -> dict:
 _TRAINING_TYPES = _readers(TRAINING_BOUNDS)
 
 
-def _add_io_arguments(parser: argparse.ArgumentParser, defaults: dict) -> None:
+def _add_io_arguments(parser: argparse.ArgumentParser, defaults: dict, *, resumable: bool) -> None:
+    """CORPUS, OUT and the options every method has; ``resumable``: the method keeps checkpoints
+    that ``--resume`` continues from (:func:`_add_training_arguments`)."""
     parser.add_argument("corpus", help="text file or directory: one sentence per line, blank line between documents")
-    parser.add_argument("out", help="output directory (must be empty unless --overwrite or --resume)")
+    parser.add_argument("out", help="output directory (must be empty unless --overwrite"
+                        + (" or --resume)" if resumable else ")"))
     parser.add_argument("--overwrite", action="store_true", help="allow an OUT that already holds files")
     parser.add_argument("--encoding-errors", choices=get_args(EncodingErrors), default=defaults["encoding_errors"],
-                        help="lines that are not UTF-8: skip them with a counted warning (default) or fail")
+                        help="lines that are not UTF-8: skip them with a counted warning or fail")
     parser.add_argument("--seed", type=SEED.parse, default=defaults["seed"])
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
@@ -77,7 +80,7 @@ def _add_training_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("training")
     number = _TRAINING_TYPES
     group.add_argument("--max-steps", type=number["max_steps"], default=TRAINING["max_steps"],
-                       help=f"optimizer updates (default {TRAINING['max_steps']})")
+                       help="optimizer updates")
     group.add_argument("--batch-size", type=number["batch_size"], default=TRAINING["batch_size"],
                        help="examples per micro-batch per process")
     group.add_argument("--grad-accumulation", type=number["grad_accumulation"],
@@ -132,7 +135,7 @@ def add_mlm_parser(objectives) -> None:
         "mlm", help="BERT-style masked language model (+ --nsp); OUT is a Hugging Face model directory",
         description="Masked language modelling (15%; 80/10/10), optionally with next-sentence prediction.",
     )
-    _add_io_arguments(parser, {**defaults, "seed": TRAINING["seed"]})
+    _add_io_arguments(parser, {**defaults, "seed": TRAINING["seed"]}, resumable=True)
     model = parser.add_argument_group("model")
     model.add_argument("--size", default=defaults["size"],
                        help=f"size preset ({', '.join(BERT_PRESETS)}) or a JSON file of BertConfig fields")
@@ -170,7 +173,7 @@ def add_static_parser(objectives) -> None:
         "static", help="word2vec skip-gram or CBOW with negative sampling; OUT gets vectors.txt and vectors.bin",
         description="Static word vectors (words: lines split on white space).",
     )
-    _add_io_arguments(parser, defaults)
+    _add_io_arguments(parser, defaults, resumable=False)  # one pass in memory: no checkpoints to resume
     parser.add_argument("--architecture", choices=get_args(Architecture), default=defaults["architecture"])
     parser.add_argument("--dim", type=number["dim"], default=defaults["dim"])
     parser.add_argument("--window", type=number["window"], default=defaults["window"])
@@ -209,7 +212,7 @@ def add_bilm_parser(objectives) -> None:
         "bilm", help="ELMo-style forward+backward LMs; OUT is an ELMo directory (options.json + weights.hdf5)",
         description="Bidirectional language model over the ELMo char-CNN + biLSTM encoder.",
     )
-    _add_io_arguments(parser, {**defaults, "seed": TRAINING["seed"]})
+    _add_io_arguments(parser, {**defaults, "seed": TRAINING["seed"]}, resumable=True)
     model = parser.add_argument_group("model")
     model.add_argument("--size", choices=get_args(ElmoSize), default=defaults["size"],
                        help="ELMo size preset (small/medium/original: the released architectures)")

@@ -8,9 +8,9 @@
 from ._encoding import clear_cache, clear_encoders, set_cache_size
 from .pairs import TextPairEmbedder
 from .persistence import TRUSTED_TYPES
-from .features import SHAPE_NAMES, context_window, shape_features, word_shape
+from .tagger_features import SHAPE_NAMES, context_window, shape_features, word_shape
 from .neural_tagger import BiLSTMCRFTagger
-from .scoring import detect_scheme, entity_f1, entity_f1_scorer
+from .scoring import detect_scheme, entity_f1, entity_f1_scorer, entity_report, format_report
 from .tagger import SequenceTagger, is_cased
 from .text import TextEmbedder
 from .token import TokenEmbedder
@@ -29,6 +29,8 @@ __all__ = [
     "detect_scheme",
     "entity_f1",
     "entity_f1_scorer",
+    "entity_report",
+    "format_report",
     "is_cased",
     "set_cache_size",
     "shape_features",

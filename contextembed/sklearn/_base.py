@@ -1,4 +1,4 @@
-"""What TextEmbedder and TokenEmbedder share: encoder reference, layer pooling, persistence."""
+"""What TextEmbedder, TokenEmbedder and TextPairEmbedder share: encoder reference, layer pooling, persistence."""
 
 from __future__ import annotations
 
@@ -14,21 +14,28 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Transfo
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from ..encoders.base import Encoder, check_sentences
+from ..encoders.base import Encoder
 from ..encoders.identity import locate
 from ..encoders.loading import NAMED_MODELS
 from ..errors import ModelNotFoundError
+from ..plotting import LayerWeights, estimator_name, layer_labels
 from ..pooling import LayerPooling, check_combine, check_subword_pooling, subword_output_width
 from ._embedded import pack_encoder, unpack_encoder
-from ._encoding import EncoderRef, Kind, disk_cache, encode_all, get_encoder
+from ._encoding import UNITS, EncoderRef, Kind, disk_cache, encode_all, get_encoder
 from ._probe import MixResult, ProbeSettings, learn_mix
+from ._progress import EncodingProgress
 
 #: word rows pooled per torch call in transform (bounds the temporary (layers, rows, width) array)
 POOL_ROWS = 65536
 
 
 class LayerFeaturesBase(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
-    """Shared machinery; the public classes define ``__init__`` with their parameters."""
+    """Shared machinery of TextEmbedder, TokenEmbedder and TextPairEmbedder.
+
+    The public classes define ``__init__`` with their parameters (those they share are defined and
+    documented once, in :mod:`contextembed.sklearn._parameters`); their entry points check their
+    input once (:mod:`contextembed.sklearn._checks`) and the methods here trust what they receive.
+    """
 
     # -- fitting ------------------------------------------------------------------------------
 
@@ -42,7 +49,9 @@ class LayerFeaturesBase(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
                 "'minilm-l6' or a model directory, so the estimator can be cloned and pickled"
             )
         _check_fraction(self.validation_fraction)
+        check_show_progress(self.show_progress)
         disk_cache(self.cache)  # validates the option
+        self.__dict__.pop("n_mix_epochs_", None)  # set again only if this fit learns the mix
         self.encoder_ref_ = EncoderRef.fitted(self.encoder, self.device, self.precision, self.batch_tokens)
         encoder = get_encoder(self.encoder_ref_)
         self.n_layers_ = encoder.n_layers
@@ -70,7 +79,7 @@ class LayerFeaturesBase(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
             validation_fraction=self.validation_fraction,
             random_state=_seed(self.random_state),
         )
-        result = learn_mix(hidden, labels, groups, settings=settings, **context)
+        result = learn_mix(hidden, labels, groups, settings=settings, show_progress=self._shows_progress(), **context)
         with torch.no_grad():
             self.pooling_.mix.weights.copy_(torch.from_numpy(result.weights))
             self.pooling_.mix.gamma.fill_(result.gamma)
@@ -78,12 +87,50 @@ class LayerFeaturesBase(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         self._set_mix_attributes()
         return result
 
+    def learned_layer_weights(self) -> list[LayerWeights]:
+        """The scalar mix's learned weights, one :class:`~contextembed.plotting.LayerWeights` (what
+        :func:`contextembed.plotting.plot_layer_weights` draws).
+
+        Raises
+        ------
+        ValueError
+            Nothing was learned: the layers are combined with fixed weights (``combine`` other than
+            ``"scalar_mix"``), one layer is selected, or ``fit`` had no labels ``y``.
+        """
+        self._check_fitted()
+        what = f"{type(self).__name__}(combine={self.combine!r})"
+        if self.pooling_.mix is None:
+            raise ValueError(f"{what} learned no layer weights: it combines its layers with fixed weights; use "
+                             "combine='scalar_mix' and fit with labels y to learn them")
+        if len(self.layer_indexes_) == 1:
+            raise ValueError(f"{what} learned no layer weights: it selects one layer (layers={self.layers!r}), so there "
+                             "is nothing to weigh; select several layers, e.g. layers='all'")
+        if not hasattr(self, "n_mix_epochs_"):
+            raise ValueError(f"{what} learned no layer weights: it was fitted without labels y, so its weights are "
+                             "equal; fit(X, y) learns them")
+        return [LayerWeights(estimator_name(self, self.encoder), layer_labels(self.layer_indexes_), self.mix_weights_.astype(np.float64), self.gamma_)]
+
     # -- encoding and pooling -----------------------------------------------------------------
 
-    def _encodings(self, sentences: Sequence[Sequence[str]], kind: Kind = "sentence") -> list:
-        """Every sentence's cached encoding: pieces (:class:`PieceEncoding`), or ``kind="piece_mean"``
-        its ``(layers, width)`` piece means."""
-        return encode_all(self.encoder_ref_, sentences, cache=self.cache, n_jobs=self.n_jobs, kind=kind)
+    def _encodings(self, sentences: Sequence, kind: Kind = "sentence", progress: Optional[EncodingProgress] = None) -> list:
+        """Every sentence's cached encoding: pieces (:class:`PieceEncoding`), ``kind="piece_mean"``
+        its ``(layers, width)`` piece means, ``kind="pair"`` a pair's :class:`PairPieces`.
+
+        ``progress``: the bar of a call that encodes in several blocks (:meth:`_progress`); by
+        default this call draws its own (when ``show_progress``).
+        """
+        if progress is None:
+            with self._progress(kind) as progress:
+                return self._encodings(sentences, kind, progress)
+        return encode_all(self.encoder_ref_, sentences, cache=self.cache, n_jobs=self.n_jobs, kind=kind,
+                          progress=progress)
+
+    def _progress(self, kind: Kind = "sentence") -> EncodingProgress:
+        """The encoding bar of one call (drawn when ``show_progress``)."""
+        return EncodingProgress(self._shows_progress(), UNITS[kind])
+
+    def _shows_progress(self) -> bool:
+        return bool(getattr(self, "show_progress", False))  # absent from estimators pickled before it existed
 
     def _combine(self, hidden: np.ndarray) -> np.ndarray:
         """``(layers, rows, width)`` selected layers -> ``(rows, n_features)`` float32, finite."""
@@ -151,70 +198,6 @@ class LayerFeaturesBase(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
             check_available(ref.spec)
 
 
-#: what the token-level estimators take as ``X``
-TOKENS_EXPECTED = "a list of tokenized sentences (list of list of str), e.g. [['EU', 'rejects', 'German', 'call']]"
-
-
-def check_tokens(X) -> list:
-    """Validate a list of token lists (TypeError naming the fix on anything else).
-
-    A pandas DataFrame is taken when it has one column (its cells are the token lists), like a
-    one-column DataFrame of texts in :class:`TextEmbedder`; ``None`` and other non-iterables,
-    numeric arrays and other DataFrames are a ``TypeError`` naming ``X``.
-    """
-    reject_sparse(X)
-    X = check_iterable(one_column(X, "X", "token lists"), "X", TOKENS_EXPECTED)
-    if isinstance(X, np.ndarray) and X.dtype != object:
-        raise TypeError(
-            f"expected a list of tokenized sentences (list of list of str), got a numeric array of "
-            f"shape {X.shape} and dtype {X.dtype}; pass e.g. [['EU', 'rejects', 'German', 'call']]"
-        )
-    return check_sentences(X)
-
-
-def check_iterable(X, name: str, expected: str):
-    """``X`` itself if it can be iterated; otherwise a ``TypeError`` naming ``name`` and ``expected``."""
-    if X is None or not hasattr(X, "__iter__"):
-        received = "None" if X is None else f"{type(X).__name__} ({str(X)[:40]!r})"
-        raise TypeError(f"{name} is {received}; expected {expected}")
-    return X
-
-
-def one_column(X, name: str, holding: str):
-    """A pandas DataFrame with one column as that column's cells (a list); ``X`` itself if not a DataFrame.
-
-    Iterating a DataFrame gives its column labels, never its cells, so any other DataFrame is a
-    ``TypeError`` naming its columns and how to pass the one that holds ``holding``.
-    """
-    if not is_dataframe(X):
-        return X
-    columns = list(X.columns)
-    if len(columns) == 1:
-        return X.iloc[:, 0].tolist()
-    shown = ", ".join(map(repr, columns[:5])) + (", ..." if len(columns) > 5 else "")
-    example = repr(columns[0]) if columns else "'tokens'"
-    raise TypeError(
-        f"{name} is a DataFrame with {len(columns)} columns ({shown or 'none'}); expected one column of {holding}: "
-        f"pass the column that holds them, e.g. {name}=df[{example}].tolist()"
-    )
-
-
-def is_dataframe(X) -> bool:
-    """Whether ``X`` is a pandas DataFrame (without importing pandas)."""
-    return hasattr(X, "iloc") and hasattr(X, "columns") and getattr(X, "ndim", None) == 2
-
-
-def reject_sparse(X) -> None:
-    """Sparse matrices are numeric features, never text: say so."""
-    import scipy.sparse
-
-    if scipy.sparse.issparse(X):
-        raise TypeError(
-            f"sparse input is not supported: got a {type(X).__name__}; contextembed estimators take "
-            "texts or tokenized sentences (list of list of str)"
-        )
-
-
 def check_available(spec: str) -> None:
     """Raise :class:`ModelNotFoundError` with the fix when the encoder ``spec`` cannot be loaded here."""
     if spec in NAMED_MODELS:
@@ -241,6 +224,13 @@ def _in_hub_cache(spec: str) -> bool:
     return cached_snapshot(spec) is not None
 
 
+def check_show_progress(value) -> bool:
+    """``show_progress`` must be a bool (``"no"`` or ``0`` is not read as one)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"show_progress must be True or False, got {value!r} ({type(value).__name__})")
+    return bool(value)
+
+
 def _check_fraction(value: float) -> None:
     if not 0.0 <= value < 1.0:
         raise ValueError(f"validation_fraction must be in [0, 1), got {value}")
@@ -261,5 +251,4 @@ def _check_finite(features: np.ndarray, ref: EncoderRef) -> np.ndarray:
     return features
 
 
-__all__ = ["LayerFeaturesBase", "check_available", "check_iterable", "check_tokens", "is_dataframe", "one_column",
-           "reject_sparse"]
+__all__ = ["LayerFeaturesBase", "check_available", "check_show_progress"]

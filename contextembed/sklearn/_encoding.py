@@ -16,16 +16,20 @@ encoder once per distinct sentence.
 - ``n_jobs`` splits the sentences that still need encoding into fixed blocks run by joblib workers
   (any joblib backend, dask and ray included); the blocks do not depend on ``n_jobs``, so the
   results are identical to ``n_jobs=1``.
+
+Logged to ``contextembed.sklearn._encoding``: at INFO what each loaded encoder runs on (device,
+precision, batch size: what ``"auto"`` chose), at DEBUG the cache hits and misses of every call.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import numbers
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Literal, Optional, Union
 
@@ -35,6 +39,9 @@ from ..encoders.base import Encoder, PairPieces, PieceEncoding
 from ..encoders.identity import ModelIdentity, fingerprint, identify, locate
 from ..encoders.loading import load_encoder
 from ..settings import MAX_BYTES, byte_size, parse_byte_size
+from ._progress import SILENT, EncodingProgress
+
+logger = logging.getLogger(__name__)
 
 #: sentences per encoding block (the unit of work of one joblib task)
 BLOCK_SIZE = 512
@@ -109,7 +116,27 @@ def get_encoder(ref: EncoderRef) -> Encoder:
             spec = ref.spec if ref.identity is None else locate(ref.identity)
             encoder = load_encoder(spec, device=ref.device, precision=ref.precision, **ref.options())
             _ENCODERS[ref] = encoder
+            logger.info("loaded the encoder %r: %s", ref.spec, describe_choices(encoder, ref))
         return encoder
+
+
+def describe_choices(encoder: Encoder, ref: EncoderRef) -> str:
+    """What ``encoder`` runs with, and which of it ``"auto"`` (or the encoder's default) chose:
+    ``"device=cpu (auto), precision=fp32 (auto), batch_tokens=4096 (the encoder's default)"``."""
+    asked = {"device": ref.device, "precision": ref.precision, "batch_tokens": ref.batch_tokens}
+    running = {
+        "device": getattr(encoder, "device", "cpu"),  # static vectors are looked up on the CPU
+        "precision": getattr(encoder, "precision", "fp32"),  # and are a float32 table
+        "batch_tokens": getattr(encoder, "batch_tokens", None),
+        # "backend": the engine an encoder runs on goes here, once an encoder can run on more than one
+    }
+    parts = []
+    for name, value in running.items():
+        if value is None:
+            continue
+        chosen = {"auto": " (auto)", None: " (the encoder's default)"}.get(asked.get(name), "")
+        parts.append(f"{name}={value}{chosen}")
+    return ", ".join(parts)
 
 
 def register_encoder(ref: EncoderRef, encoder: Encoder) -> None:
@@ -323,39 +350,47 @@ def piece_mean_key(encoder_key: str, tokens: Sequence[str]) -> str:
     return sentence_key(encoder_key + "\x1epiece_mean", tokens)
 
 
-def _encode_sentences(encoder: Encoder, sentences: list) -> list[PieceEncoding]:
-    return encoder.encode_pieces(sentences, layers="all")
+def _encode_sentences(encoder: Encoder, sentences: list) -> Iterator[PieceEncoding]:
+    return encoder.iter_encode_pieces(sentences, layers="all")
 
 
-def _encode_pairs(encoder: Encoder, pairs: list) -> list[PairPieces]:
-    return list(encoder.iter_encode_pair_pieces(pairs, layers="all"))
+def _encode_pairs(encoder: Encoder, pairs: list) -> Iterator[PairPieces]:
+    return encoder.iter_encode_pair_pieces(pairs, layers="all")
 
 
-def _encode_piece_means(encoder: Encoder, sentences: list) -> list[np.ndarray]:
-    return list(encoder.encode_piece_means(sentences, layers="all"))
+def _encode_piece_means(encoder: Encoder, sentences: list) -> Iterator[np.ndarray]:
+    return iter(encoder.encode_piece_means(sentences, layers="all"))  # computed for the whole block
 
 
-#: what can be encoded and cached: how to key one item, and how to encode a block of them
+#: what can be encoded and cached: how to key one item, and how to encode a block of them (one
+#: result per item, in order)
 KINDS = {"sentence": (sentence_key, _encode_sentences), "pair": (pair_key, _encode_pairs),
          "piece_mean": (piece_mean_key, _encode_piece_means)}
 Kind = Literal["sentence", "pair", "piece_mean"]
+#: what a progress bar counts for each kind
+UNITS = {"sentence": "sent", "pair": "pair", "piece_mean": "text"}
 
 
 def _encode_block(ref: EncoderRef, items: list, kind: Kind = "sentence", threads: Optional[int] = None,
-                  speedups: Optional[dict] = None) -> list:
+                  speedups: Optional[dict] = None, progress: EncodingProgress = SILENT) -> list:
     """One joblib task: encode a block of sentences (or pairs) with every layer.
 
     ``threads`` pins torch's intra-op threads to the caller's count: CPU kernels may split their
     reductions differently with another count, and results must not depend on the worker.
     ``speedups``: the caller's measurements behind ``precision="auto"``, so a worker picks what the
-    caller picked (:func:`contextembed.devices.adopt_speedups`).
+    caller picked (:func:`contextembed.devices.adopt_speedups`). ``progress`` counts each item as
+    it is encoded (in the caller's process only: a worker gets none).
     """
     from ..devices import adopt_speedups
     from ..streams import intra_op_threads
 
     adopt_speedups(speedups or {})
+    out = []
     with intra_op_threads(threads):
-        return KINDS[kind][1](get_encoder(ref), items)
+        for encoding in KINDS[kind][1](get_encoder(ref), items):
+            out.append(encoding)
+            progress.update()
+    return out
 
 
 def encode_all(
@@ -365,11 +400,12 @@ def encode_all(
     cache: CacheOption = "memory",
     n_jobs: Optional[int] = None,
     kind: Kind = "sentence",
+    progress: EncodingProgress = SILENT,
 ) -> list:
     """Piece-level encodings with all layers for every sentence (or pair), in input order.
 
     Items found in the caches are not encoded again; the rest (deduplicated) are encoded in blocks
-    of :data:`BLOCK_SIZE`, in parallel when ``n_jobs`` asks for it.
+    of :data:`BLOCK_SIZE`, in parallel when ``n_jobs`` asks for it, and counted on ``progress``.
 
     Returns
     -------
@@ -383,19 +419,25 @@ def encode_all(
     memory = MEMORY_CACHE if uses_memory(cache) else None
     found: dict[str, object] = {}
     missing: dict[str, object] = {}
+    hits = {"memory": 0, "disk": 0}
     for key, item in zip(keys, sentences):
         if key in found or key in missing:
             continue
-        hit = _lookup(key, memory, disk)
+        hit, where = _lookup(key, memory, disk)
         if hit is None and kind == "piece_mean":  # the text's pieces may be cached already
-            pieces = _lookup(sentence_key(encoder_key, item), memory, disk)
+            pieces, where = _lookup(sentence_key(encoder_key, item), memory, disk)
             hit = None if pieces is None else pieces.piece_means()
         if hit is None:
             missing[key] = item
         else:
             found[key] = hit
+            hits[where] += 1
+    logger.debug("encoding %d items (%s) with %r: %d distinct, %d cache hits (%d in memory, %d on disk), %d to encode",
+                 len(keys), kind, ref.spec, len(found) + len(missing), len(found), hits["memory"], hits["disk"],
+                 len(missing))
     if missing:
-        new = _encode_missing(ref, list(missing.values()), n_jobs, kind)
+        progress.add(len(missing))
+        new = _encode_missing(ref, list(missing.values()), n_jobs, kind, progress)
         for key, encoding in zip(missing, new):
             found[key] = encoding
             if memory is not None:
@@ -405,21 +447,26 @@ def encode_all(
     return [found[key] for key in keys]
 
 
-def _lookup(key: str, memory: Optional[EncodingCache], disk: Optional[DiskCache]):
+def _lookup(key: str, memory: Optional[EncodingCache], disk: Optional[DiskCache]) -> tuple[object, str]:
+    """``(encoding, "memory" or "disk")`` of a cached key; ``(None, "")`` when neither holds it."""
     hit = memory.get(key) if memory is not None else None
-    if hit is None and disk is not None:
-        hit = disk.get(key)
-        if hit is not None and memory is not None:
-            memory.put(key, hit)
-    return hit
+    if hit is not None:
+        return hit, "memory"
+    hit = disk.get(key) if disk is not None else None
+    if hit is None:
+        return None, ""
+    if memory is not None:
+        memory.put(key, hit)
+    return hit, "disk"
 
 
-def _encode_missing(ref: EncoderRef, items: list, n_jobs: Optional[int], kind: Kind) -> list:
+def _encode_missing(ref: EncoderRef, items: list, n_jobs: Optional[int], kind: Kind,
+                    progress: EncodingProgress = SILENT) -> list:
     blocks = [items[i : i + BLOCK_SIZE] for i in range(0, len(items), BLOCK_SIZE)]
     from joblib import Parallel, delayed, effective_n_jobs
 
     if effective_n_jobs(n_jobs) == 1 or len(blocks) == 1:
-        results = [_encode_block(ref, block, kind) for block in blocks]
+        results = [_encode_block(ref, block, kind, progress=progress) for block in blocks]
     else:
         import torch
 
@@ -429,8 +476,21 @@ def _encode_missing(ref: EncoderRef, items: list, n_jobs: Optional[int], kind: K
         from ..devices import measured_speedups
 
         threads, speedups = torch.get_num_threads(), measured_speedups()
-        results = Parallel(n_jobs=n_jobs)(delayed(_encode_block)(ref, block, kind, threads, speedups) for block in blocks)
+        tasks = (delayed(_encode_block)(ref, block, kind, threads, speedups) for block in blocks)
+        results = []
+        for block in Parallel(n_jobs=n_jobs, return_as=_return_as(progress))(tasks):  # in order
+            results.append(block)
+            progress.update(len(block))
     return [encoding for block in results for encoding in block]
+
+
+def _return_as(progress: EncodingProgress) -> str:
+    """``"generator"`` (each block counted as it arrives) when a bar is drawn and the active joblib
+    backend can; ``"list"`` otherwise (the ``multiprocessing`` backend cannot)."""
+    from joblib.parallel import get_active_backend
+
+    backend, _ = get_active_backend()
+    return "generator" if progress.show and backend.supports_return_generator else "list"
 
 
 def stack_words(encodings: Sequence[PieceEncoding], subword_pooling: str, layer_indexes: tuple[int, ...]) -> np.ndarray:

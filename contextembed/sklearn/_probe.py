@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from ..pooling.layers import ScalarMix
+from ._progress import bar
 
 
 @dataclass
@@ -88,6 +89,7 @@ def learn_mix(
     interactions: bool = False,
     normalize: bool = False,
     settings: ProbeSettings = ProbeSettings(),
+    show_progress: bool = False,
 ) -> MixResult:
     """Train mix + linear probe on frozen features; return the mix of the best validation epoch.
 
@@ -103,13 +105,15 @@ def learn_mix(
         ``(rows, n_extra)`` float32 features joined to the mixed vector (e.g. word shape).
     window : np.ndarray, optional
         ``(examples, n_window)`` int64 rows of ``hidden`` that make each example (a token's
-        neighbours, ``-1`` beyond the edge: :func:`contextembed.sklearn.features.window_index`; or a
+        neighbours, ``-1`` beyond the edge: :func:`contextembed.sklearn.tagger_features.window_index`; or a
         pair's two sides); ``labels`` and ``groups`` are then per example. Default: each row alone.
     interactions : bool
         Join a two-row window as ``[u; v; |u - v|; u * v]`` (sentence pairs) instead of side by side.
     normalize : bool
         Scale each mixed row to unit length before the linear layer, as the features will be.
     settings : ProbeSettings
+    show_progress : bool
+        A bar over the epochs (on stderr), with the held-out loss.
     """
     n_layers, n_rows, width = hidden.shape
     if window is None:
@@ -131,16 +135,19 @@ def learn_mix(
     epoch = 0
     # small training sets get smaller batches, so that every epoch takes at least ~32 steps
     batch_size = max(8, min(settings.batch_size, -(-len(train_rows) // 32)))
-    for epoch in range(1, settings.max_epochs + 1):
-        _train_epoch(probe, optimizer, data, train_rows, batch_size, generator)
-        loss = _evaluate(probe, data, valid_rows)
-        if loss < best[0] - 1e-4:
-            best = (loss, probe.mix.weights.detach().clone(), probe.mix.gamma.detach().clone(), epoch)
-            stale = 0
-        else:
-            stale += 1
-            if stale >= settings.patience:
-                break
+    with bar(show_progress, "scalar mix", "epoch", total=settings.max_epochs) as progress:
+        for epoch in range(1, settings.max_epochs + 1):
+            _train_epoch(probe, optimizer, data, train_rows, batch_size, generator)
+            loss = _evaluate(probe, data, valid_rows)
+            progress.set_postfix(valid_loss=f"{loss:.4f}", refresh=False)
+            progress.update()
+            if loss < best[0] - 1e-4:
+                best = (loss, probe.mix.weights.detach().clone(), probe.mix.gamma.detach().clone(), epoch)
+                stale = 0
+            else:
+                stale += 1
+                if stale >= settings.patience:
+                    break
     return MixResult(best[1].numpy().astype(np.float32), float(best[2]), best[3], float(best[0]))
 
 

@@ -8,6 +8,7 @@ linear-chain CRF is trained on them, the scalar mix of each encoder learned join
 from __future__ import annotations
 
 import copy
+import logging
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict
@@ -15,24 +16,29 @@ from typing import Literal, Optional, Union
 
 import numpy as np
 import torch
-from sklearn.base import BaseEstimator, clone
+from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
-from tqdm.auto import tqdm
 
 from ..devices import resolve_device
 from ..heads.bilstm_crf import BiLSTMCRF, TaggerBatch, TaggerSettings, TaggerShape
 from ..heads.crf import allowed_transitions
-from .features import SHAPE_NAMES, shape_features, word_shape
-from .scoring import detect_scheme, entity_f1
-from .tagger import _resolve_shape, check_tag_lists, check_tagged
-from .token import TokenEmbedder, check_tokens
+from ..plotting import LayerWeights, estimator_name, layer_labels
+from ._base import check_show_progress
+from ._checks import TokenLists, check_tagged, check_token_lists
+from ._progress import bar
+from .tagger_features import SHAPE_NAMES, shape_features, word_shape
+from .scoring import EntityScoresMixin, detect_scheme, entity_f1
+from .tagger import _resolve_shape, with_progress
+from .token import TokenEmbedder
+
+logger = logging.getLogger(__name__)
 
 #: characters of a word the character CNN reads
 MAX_CHARS = 20
 _PAD, _UNKNOWN = 0, 1
 
 
-class BiLSTMCRFTagger(BaseEstimator):
+class BiLSTMCRFTagger(EntityScoresMixin, BaseEstimator):
     """Tag every token with a BiLSTM-CRF on frozen encoder features.
 
     Parameters
@@ -44,7 +50,7 @@ class BiLSTMCRFTagger(BaseEstimator):
         Default: ``TokenEmbedder("minilm-l6", layers=[-4, -3, -2, -1], combine="concat")``.
     shape_features : bool or "auto"
         Add word-shape flags and a learned embedding of each word's compact shape (``"Xx"``,
-        ``"d-d"``; :func:`contextembed.sklearn.features.word_shape`); ``"auto"``: when an encoder is
+        ``"d-d"``; :func:`contextembed.sklearn.tagger_features.word_shape`); ``"auto"``: when an encoder is
         uncased.
     shape_dim : int
         Width of the word-shape embedding.
@@ -69,7 +75,9 @@ class BiLSTMCRFTagger(BaseEstimator):
     random_state : int
         Seeds the held-out split, the initialisation, batch order and dropout.
     show_progress : bool
-        A progress bar per epoch.
+        Progress bars on stderr: the embedders' (the sentences they encode; ``True`` turns them on
+        in the fitted ``embedders_``) and one over the training epochs, with the last batch's loss
+        and the held-out entity F1.
 
     Attributes
     ----------
@@ -79,10 +87,15 @@ class BiLSTMCRFTagger(BaseEstimator):
     tag_scheme_ : {"IOB1", "IOB2", "IOBES", "BILOU"}
     uses_shape_ : bool
     mix_weights_ : list of np.ndarray or None
-        The learned mix of each embedder (``None`` where its combine is fixed).
+        The learned mix of each embedder (``None`` where its combine is fixed); plot them with
+        :func:`contextembed.plotting.plot_layer_weights`.
+    mix_gammas_ : list of float or None
+        The learned scale of each embedder's mix (``None`` where there is no mix).
     n_epochs_, best_epoch_ : int
     validation_f1_ : float
         Entity F1 of the held-out sentences at the best epoch.
+
+    :meth:`score` gives the entity-level micro F1, :meth:`report` the scores per entity type.
     """
 
     def __init__(
@@ -130,11 +143,12 @@ class BiLSTMCRFTagger(BaseEstimator):
     def fit(self, X, y):
         """Train on tokenized sentences ``X`` and one tag list per sentence ``y``."""
         sentences, codes = self._training_data(X, y)
-        self.embedders_ = [clone(e).fit(sentences) for e in self._embedders()]
+        self.embedders_ = [with_progress(e, self.show_progress).fit(sentences) for e in self._embedders()]
         self.uses_shape_ = any(_resolve_shape(self.shape_features, e.encoder_) for e in self.embedders_)
         self.shape_vocab_ = _vocabulary(word_shape(w) for s in sentences for w in s) if self.uses_shape_ else {}
         self.char_vocab_ = _vocabulary(c for s in sentences for w in s for c in w[:MAX_CHARS]) if self.char_dim else {}
         self.device_ = str(resolve_device(self.device))
+        logger.info("BiLSTMCRFTagger trains on %s%s", self.device_, " (auto)" if self.device == "auto" else "")
         data = self._inputs(sentences)
         train, valid = _split(len(sentences), self.validation_fraction, self.random_state)
         torch.manual_seed(self.random_state)
@@ -145,10 +159,8 @@ class BiLSTMCRFTagger(BaseEstimator):
         self._set_mix_attributes()
         return self
 
-    def _training_data(self, X, y) -> tuple[list, list[np.ndarray]]:
-        if y is None:
-            raise ValueError("BiLSTMCRFTagger requires y: one tag list per sentence")
-        sentences, y, tags = check_tagged(X, y)
+    def _training_data(self, X, y) -> tuple[TokenLists, list[np.ndarray]]:
+        sentences, y, tags = check_tagged(X, y, "BiLSTMCRFTagger")
         self._check_params()
         self.classes_ = np.unique(tags)
         if len(self.classes_) < 2:
@@ -160,7 +172,7 @@ class BiLSTMCRFTagger(BaseEstimator):
         _check_valid_paths(codes, self.allowed_, self.classes_, self.tag_scheme_)
         # an empty sentence has no rows to learn from (and the LSTM and CRF need one token per row)
         kept = [i for i, sentence in enumerate(sentences) if len(sentence)]
-        return [sentences[i] for i in kept], [codes[i] for i in kept]
+        return sentences.subset(kept), [codes[i] for i in kept]
 
     def _embedders(self) -> list[TokenEmbedder]:
         if self.embedder is None:
@@ -187,6 +199,7 @@ class BiLSTMCRFTagger(BaseEstimator):
                 raise ValueError(f"{name} must be in [0, 1), got {getattr(self, name)!r}")
         if self.shape_features not in (True, False, "auto"):
             raise ValueError(f"shape_features must be True, False or 'auto', got {self.shape_features!r}")
+        check_show_progress(self.show_progress)
 
     def _settings(self) -> TaggerSettings:
         return TaggerSettings(self.hidden_size, self.num_layers, self.dropout, self.word_dropout, self.projection,
@@ -206,54 +219,81 @@ class BiLSTMCRFTagger(BaseEstimator):
         gold = [[self.classes_[i] for i in codes[s]] for s in valid]
         best_state, best_f1, stale = copy.deepcopy(model.state_dict()), -1.0, 0
         self.n_epochs_ = self.best_epoch_ = 0
-        progress = tqdm(range(1, self.max_epochs + 1), disable=not self.show_progress, unit="epoch", desc="BiLSTM-CRF")
-        for epoch in progress:
-            model.train()
-            for batch in _length_batches(train, data.lengths, self.batch_size, rng):
-                optimizer.zero_grad()
-                loss = model.loss(data.batch(batch, self.device_), _padded_tags(codes, batch, self.device_))
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
-                optimizer.step()
-                loss = loss.detach()
-            f1 = entity_f1(gold, self._decode(model, data, valid))
-            self.n_epochs_ = epoch
-            progress.set_postfix(loss=f"{loss.item():.3f}", valid_f1=f"{f1:.4f}")
-            if f1 > best_f1 + 1e-4:
-                best_state, best_f1, stale, self.best_epoch_ = copy.deepcopy(model.state_dict()), f1, 0, epoch
-            else:
-                stale += 1
-                if stale >= self.patience:
-                    break
+        with bar(self.show_progress, "BiLSTM-CRF", "epoch", total=self.max_epochs) as progress:
+            for epoch in range(1, self.max_epochs + 1):
+                loss = self._train_epoch(model, optimizer, data, codes, _length_batches(train, data.lengths,
+                                                                                      self.batch_size, rng))
+                f1 = entity_f1(gold, self._decode(model, data, valid))
+                self.n_epochs_ = epoch
+                progress.set_postfix(loss=f"{loss:.3f}", valid_f1=f"{f1:.4f}", refresh=False)
+                progress.update()
+                if f1 > best_f1 + 1e-4:
+                    best_state, best_f1, stale, self.best_epoch_ = copy.deepcopy(model.state_dict()), f1, 0, epoch
+                else:
+                    stale += 1
+                    if stale >= self.patience:
+                        break
         self.validation_f1_ = best_f1
         return best_state
 
+    def _train_epoch(self, model: BiLSTMCRF, optimizer, data: "_Inputs", codes: list[np.ndarray], batches) -> float:
+        """One pass over the training ``batches``; the last batch's loss."""
+        model.train()
+        for batch in batches:
+            optimizer.zero_grad()
+            loss = model.loss(data.batch(batch, self.device_), _padded_tags(codes, batch, self.device_))
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
+            optimizer.step()
+        return float(loss.detach())
+
     def _set_mix_attributes(self) -> None:
-        weights = []
-        for k, embedder in enumerate(self.embedders_):
+        weights, gammas = [], []
+        for k in range(len(self.embedders_)):
             logits = self.model_state_.get(f"poolings.{k}.mix.weights")
             single = logits is None or logits.size == 1  # one layer: nothing to weigh
             weights.append(None if single else np.exp(logits) / np.exp(logits).sum())
+            gammas.append(None if single else float(self.model_state_[f"poolings.{k}.mix.gamma"]))
         self.mix_weights_ = weights
+        self.mix_gammas_ = gammas
+
+    def learned_layer_weights(self) -> list[LayerWeights]:
+        """The mix each embedder with ``combine="scalar_mix"`` over several layers learned jointly
+        with the tagger (for :func:`contextembed.plotting.plot_layer_weights`).
+
+        Raises
+        ------
+        ValueError
+            No embedder learned a mix (every ``combine`` is fixed, or a mix has one layer).
+        """
+        check_is_fitted(self)
+        mixes = [LayerWeights(estimator_name(e, e.encoder), layer_labels(e.layer_indexes_),
+                              np.asarray(weights, dtype=np.float64), gamma)
+                 for e, weights, gamma in zip(self.embedders_, self.mix_weights_, self._mix_gammas()) if weights is not None]
+        if not mixes:
+            combines = ", ".join(f"combine={e.combine!r} (layers={e.layers!r})" for e in self.embedders_)
+            raise ValueError(f"BiLSTMCRFTagger learned no layer weights: its embedders have {combines}; a "
+                             "TokenEmbedder with combine='scalar_mix' over several layers learns them with the tagger")
+        return mixes
+
+    def _mix_gammas(self) -> list:
+        """``mix_gammas_``, or ``None`` each for a tagger pickled before it was recorded."""
+        return getattr(self, "mix_gammas_", [None] * len(self.embedders_))
 
     # -- predicting -----------------------------------------------------------------------------
 
     def predict(self, X) -> list[list[str]]:
         """Tags for every token: one list per sentence, ``len`` equal to the sentence's."""
         check_is_fitted(self)
-        sentences = check_tokens(X)
+        sentences = check_token_lists(X)
         non_empty = np.array([i for i, s in enumerate(sentences) if len(s)], dtype=np.int64)
         out: list[list[str]] = [[] for _ in sentences]
         if len(non_empty):
-            data = self._inputs([sentences[i] for i in non_empty])
+            data = self._inputs(sentences.subset(non_empty))
             paths = self._decode(self._module(), data, np.arange(len(non_empty)))
             for i, path in zip(non_empty, paths):
                 out[i] = path
         return out
-
-    def score(self, X, y) -> float:
-        """Entity-level micro F1 (seqeval) of the predictions against ``y``."""
-        return entity_f1(check_tag_lists(y), self.predict(X))
 
     def _decode(self, model: BiLSTMCRF, data: "_Inputs", rows: np.ndarray, batch_size: int = 256) -> list[list[str]]:
         model.eval()
@@ -274,7 +314,7 @@ class BiLSTMCRFTagger(BaseEstimator):
             self._model = model.to(self.device_).eval()
         return self._model
 
-    def _inputs(self, sentences: list) -> "_Inputs":
+    def _inputs(self, sentences: TokenLists) -> "_Inputs":
         layers = [torch.from_numpy(e.transform_layers(sentences)) for e in self.embedders_]
         lengths = np.array([len(s) for s in sentences], dtype=np.int64)
         extra = torch.from_numpy(shape_features(sentences)) if self.uses_shape_ else None

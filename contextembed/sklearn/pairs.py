@@ -9,10 +9,11 @@ import numpy as np
 
 from ..options import check_choice
 from ..pooling import LayerSpec, check_text_pooling, pool_subwords_numpy, pool_text_numpy
-from ..tokenizers import get_tokenizer, tokenize_item
-from ._base import LayerFeaturesBase, check_iterable, is_dataframe, reject_sparse
-from ._encoding import CacheOption, encode_all
-from .text import STREAM_TEXTS, _class_labels
+from ._base import LayerFeaturesBase
+from ._checks import check_pairs, class_labels
+from ._encoding import CacheOption
+from ._parameters import shared_docs, store_parameters
+from .text import STREAM_TEXTS
 
 PairFeatures = Literal["cls", "segments", "interactions"]
 #: how many pooled vectors each kind of pair features joins
@@ -23,6 +24,7 @@ def check_pair_features(value: str) -> str:
     return check_choice("pair_features", value, PairFeatures)
 
 
+@shared_docs
 class TextPairEmbedder(LayerFeaturesBase):
     """Features of sentence pairs (entailment, paraphrase, question-answer relevance), as a
     scikit-learn transformer.
@@ -33,11 +35,13 @@ class TextPairEmbedder(LayerFeaturesBase):
     The layers are combined as in :class:`TextEmbedder` (the same ``layers``, ``combine`` and learned
     scalar mix, shared by both sides).
 
+    ``X`` is a sequence of ``(first, second)`` pairs of strings or token lists, or a two-column
+    array or DataFrame of texts; ``y`` (optional) holds one class label per pair, used to learn the
+    scalar mix through the same pair features.
+
     Parameters
     ----------
-    encoder, layers, combine, subword_pooling, device, precision, batch_tokens, cache, n_jobs,
-    embed_weights, max_epochs, validation_fraction, random_state
-        As in :class:`TextEmbedder`.
+    $model_parameters
     pair_features : {"cls", "segments", "interactions"}
         ``"cls"``: the pair's first piece ([CLS]/<s>; transformers only). ``"segments"``: each
         side's words pooled, ``[u; v]``. ``"interactions"`` (default): InferSent's
@@ -46,53 +50,39 @@ class TextPairEmbedder(LayerFeaturesBase):
         How a side's words become ``u`` or ``v`` (an empty side pools to zeros).
     tokenizer : {"auto", "regex", "whitespace", "spacy"} or callable
         Splits raw strings into words (token lists are used as given).
+    $run_parameters
 
-    ``X`` is a sequence of ``(first, second)`` pairs of strings or token lists, or a two-column
-    array or DataFrame of texts; ``y`` (optional) holds one class label per pair, used to learn the
-    scalar mix through the same pair features.
+    $fitted_attributes
     """
 
     def __init__(
         self,
-        encoder: str = "minilm-l6",
-        layers: LayerSpec = "all",
-        combine: str = "scalar_mix",
+        # the parameters every layer-feature estimator shares are defined in _parameters.py
+        encoder: str = "minilm-l6", layers: LayerSpec = "all", combine: str = "scalar_mix",
         pair_features: PairFeatures = "interactions",
         subword_pooling: str = "first",
         text_pooling: str = "mean",
         tokenizer: Union[str, Callable[[str], list]] = "auto",
-        device: str = "auto",
-        precision: str = "auto",
-        batch_tokens: Optional[int] = None,
-        cache: CacheOption = "memory",
-        n_jobs: Optional[int] = None,
-        embed_weights: bool = False,
-        max_epochs: int = 20,
-        validation_fraction: float = 0.1,
-        random_state=0,
+        device: str = "auto", precision: str = "auto", batch_tokens: Optional[int] = None, cache: CacheOption = "memory",
+        n_jobs: Optional[int] = None, embed_weights: bool = False,
+        max_epochs: int = 20, validation_fraction: float = 0.1, random_state=0, show_progress: bool = False,
     ) -> None:
-        self.encoder = encoder
-        self.layers = layers
-        self.combine = combine
-        self.pair_features = pair_features
-        self.subword_pooling = subword_pooling
-        self.text_pooling = text_pooling
-        self.tokenizer = tokenizer
-        self.device = device
-        self.precision = precision
-        self.batch_tokens = batch_tokens
-        self.cache = cache
-        self.n_jobs = n_jobs
-        self.embed_weights = embed_weights
-        self.max_epochs = max_epochs
-        self.validation_fraction = validation_fraction
-        self.random_state = random_state
+        store_parameters(self, locals())
 
     def fit(self, X, y=None):
         """Load the encoder; with class labels ``y`` and ``combine="scalar_mix"``, learn the mix."""
-        pairs = self._pairs(X)
-        if not pairs:
-            raise ValueError("fit needs at least one pair; X is empty")
+        return self._fit(check_pairs(X, self.tokenizer, fit=True), y)
+
+    def transform(self, X) -> np.ndarray:
+        """Pair features: ``(n_pairs, n_features)`` float32, one row per pair in input order."""
+        self._check_fitted()
+        return self._pair_features(check_pairs(X, self.tokenizer))
+
+    def fit_transform(self, X, y=None, **fit_params):
+        pairs = check_pairs(X, self.tokenizer, fit=True)
+        return self._fit(pairs, y)._pair_features(pairs)
+
+    def _fit(self, pairs: list, y) -> "TextPairEmbedder":
         check_pair_features(self.pair_features)
         if check_text_pooling(self.text_pooling) == "cls":
             raise ValueError("text_pooling='cls' does not apply to one side of a pair; use pair_features='cls' "
@@ -105,14 +95,11 @@ class TextPairEmbedder(LayerFeaturesBase):
                              f"encoder {self.encoder!r} has none (use 'segments' or 'interactions')")
         self._n_features_out *= _VECTORS[self.pair_features]
         if y is not None and self.combine == "scalar_mix":
-            _, codes = np.unique(_class_labels(y, len(pairs)), return_inverse=True)
+            _, codes = np.unique(class_labels(y, len(pairs), unit="pair"), return_inverse=True)
             self._learn_pair_mix(pairs, codes)
         return self
 
-    def transform(self, X) -> np.ndarray:
-        """Pair features: ``(n_pairs, n_features)`` float32, one row per pair in input order."""
-        self._check_fitted()
-        pairs = self._pairs(X)
+    def _pair_features(self, pairs: list) -> np.ndarray:
         if not pairs:
             return self._empty()
         if self.pair_features == "cls":
@@ -120,9 +107,6 @@ class TextPairEmbedder(LayerFeaturesBase):
         u, v = (self._combine(side) for side in self._layer_vectors(pairs))
         parts = [u, v] if self.pair_features == "segments" else [u, v, np.abs(u - v), u * v]
         return np.hstack(parts).astype(np.float32, copy=False)
-
-    def fit_transform(self, X, y=None, **fit_params):
-        return self.fit(X, y).transform(X)
 
     def _learn_pair_mix(self, pairs: list, codes: np.ndarray) -> None:
         vectors = self._layer_vectors(pairs)
@@ -140,52 +124,22 @@ class TextPairEmbedder(LayerFeaturesBase):
         array per side. Pairs are encoded ``STREAM_TEXTS`` at a time (bounded memory)."""
         n_out = 1 if self.pair_features == "cls" else 2
         out = tuple(np.empty((len(self.layer_indexes_), len(pairs), self.width_), dtype=np.float32) for _ in range(n_out))
-        index = list(self.layer_indexes_)
-        for begin in range(0, len(pairs), STREAM_TEXTS):
-            block = pairs[begin : begin + STREAM_TEXTS]
-            encoded = encode_all(self.encoder_ref_, block, cache=self.cache, n_jobs=self.n_jobs, kind="pair")
-            for i, pair in enumerate(encoded, start=begin):
-                if self.pair_features == "cls":
-                    out[0][:, i] = pair.cls[index]
-                    continue
-                for side, encoding in enumerate((pair.first, pair.second)):
-                    words = pool_subwords_numpy(encoding.hidden[index], encoding.word_offsets, self.subword_pooling)
-                    out[side][:, i] = pool_text_numpy(words, self.text_pooling)
+        with self._progress("pair") as progress:  # one bar for all blocks
+            for begin in range(0, len(pairs), STREAM_TEXTS):
+                block = pairs[begin : begin + STREAM_TEXTS]
+                self._pool_block(self._encodings(block, "pair", progress), out, begin)
         return out
 
-    def _pairs(self, X) -> list[tuple[list[str], list[str]]]:
-        """Pairs of token lists: raw strings are split by the tokenizer; every pair is checked."""
-        split = get_tokenizer(self.tokenizer)
-        pairs = []
-        for i, pair in enumerate(_pair_rows(X)):
-            if isinstance(pair, (str, bytes)) or not isinstance(pair, (list, tuple, np.ndarray)) or len(pair) != 2:
-                raise TypeError(f"pair {i} is {type(pair).__name__} ({str(pair)[:40]!r}); expected a "
-                                "(first, second) pair of texts or token lists")
-            pairs.append(tuple(tokenize_item(side, split, f"pair {i}, side {k}") for k, side in enumerate(pair)))
-        return pairs
-
-
-#: what TextPairEmbedder takes as ``X``
-PAIRS_EXPECTED = "a sequence of (first, second) pairs of texts or token lists, or a two-column array or DataFrame"
-
-
-def _pair_rows(X) -> list:
-    """Accept a sequence of pairs, or a two-column 2-D array or DataFrame of texts."""
-    reject_sparse(X)
-    if isinstance(X, (str, bytes)):
-        raise TypeError("expected a sequence of (first, second) pairs, got a single string")
-    if is_dataframe(X):
-        if X.shape[1] != 2:
-            columns = ", ".join(map(repr, list(X.columns)[:5]))
-            raise TypeError(f"X is a DataFrame with {X.shape[1]} columns ({columns or 'none'}); expected two columns "
-                            "of texts (first, second): pass them, e.g. X=df[['premise', 'hypothesis']]")
-        X = X.to_numpy()
-    X = check_iterable(X, "X", PAIRS_EXPECTED)
-    if isinstance(X, np.ndarray):
-        if X.ndim != 2 or X.shape[1] != 2:
-            raise TypeError(f"expected pairs (a two-column array of texts), got an array of shape {X.shape}")
-        return [tuple(row) for row in X]
-    return list(X)
+    def _pool_block(self, encoded: list, out: tuple[np.ndarray, ...], begin: int) -> None:
+        """Write the per-layer vectors of a block of encoded pairs to ``out[k][:, begin:]``."""
+        index = list(self.layer_indexes_)
+        for i, pair in enumerate(encoded, start=begin):
+            if self.pair_features == "cls":
+                out[0][:, i] = pair.cls[index]
+                continue
+            for side, encoding in enumerate((pair.first, pair.second)):
+                words = pool_subwords_numpy(encoding.hidden[index], encoding.word_offsets, self.subword_pooling)
+                out[side][:, i] = pool_text_numpy(words, self.text_pooling)
 
 
 PAIR_FEATURES: tuple[str, ...] = get_args(PairFeatures)

@@ -1,11 +1,19 @@
-"""Entity-level scoring of tag sequences with seqeval (IOB1, IOB2/BIO, IOBES and BILOU)."""
+"""Entity-level scoring of tag sequences with seqeval (IOB1, IOB2/BIO, IOBES and BILOU).
+
+:func:`entity_f1` is the taggers' ``score`` (micro F1), :func:`entity_report` their ``report``
+(per entity type); both read the tags the same way (:func:`_seqeval_options`).
+"""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import Literal
 
+import numpy as np
 from sklearn.metrics import make_scorer
+
+from ._checks import check_tagged
 
 TagScheme = Literal["IOB1", "IOB2", "IOBES", "BILOU"]
 
@@ -55,6 +63,57 @@ def entity_f1(y_true: Sequence[Sequence[str]], y_pred: Sequence[Sequence[str]], 
     """
     from seqeval.metrics import f1_score
 
+    y_true, y_pred = _aligned(y_true, y_pred)
+    scheme = scheme or detect_scheme(y_true, y_pred)
+    return float(f1_score(y_true, y_pred, zero_division=0, **_seqeval_options(scheme)))
+
+
+#: the rows of :func:`entity_report` after the entity types
+AVERAGES = ("micro avg", "macro avg", "weighted avg")
+
+
+def entity_report(y_true: Sequence[Sequence[str]], y_pred: Sequence[Sequence[str]], scheme=None) -> dict:
+    """Entity-level precision, recall, F1 and support per entity type, and their averages.
+
+    seqeval's ``classification_report(output_dict=True)``, reading the tags as :func:`entity_f1`
+    does (so ``report["micro avg"]["f1-score"]`` is ``entity_f1``), with plain Python numbers.
+
+    Parameters
+    ----------
+    y_true, y_pred : list of list of str
+        Gold and predicted tags, one list per sentence.
+    scheme : {"IOB1", "IOB2", "IOBES", "BILOU"}, optional
+        Detected from the tags when not given.
+
+    Returns
+    -------
+    dict
+        ``{type: {"precision": float, "recall": float, "f1-score": float, "support": int}}`` for
+        every entity type of ``y_true`` or ``y_pred`` (sorted), then ``"micro avg"``,
+        ``"macro avg"`` and ``"weighted avg"`` (averages over types, the last weighted by support).
+        A type never predicted (or never gold) scores 0.0 where its ratio has no denominator; when
+        neither holds any entity every score is 0.0 (seqeval's macro average would be NaN).
+    """
+    from seqeval.metrics import classification_report
+
+    y_true, y_pred = _aligned(y_true, y_pred)
+    scheme = scheme or detect_scheme(y_true, y_pred)
+    with warnings.catch_warnings():  # numpy's "mean of empty slice" when there is no entity at all
+        warnings.simplefilter("ignore", RuntimeWarning)
+        report = classification_report(y_true, y_pred, output_dict=True, zero_division=0, **_seqeval_options(scheme))
+    return {name: {key: _plain(value) for key, value in row.items()} for name, row in report.items()}
+
+
+def _plain(value):
+    """A Python int or float for seqeval's NumPy numbers (0.0 for the NaN of an empty average)."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        return int(value)
+    value = float(value)
+    return 0.0 if np.isnan(value) else value
+
+
+def _aligned(y_true, y_pred) -> tuple[list[list[str]], list[list[str]]]:
+    """Gold and predicted tags as lists of lists, one tag each per token (else a ``ValueError``)."""
     y_true = [list(t) for t in y_true]
     y_pred = [list(t) for t in y_pred]
     if len(y_true) != len(y_pred):
@@ -62,8 +121,53 @@ def entity_f1(y_true: Sequence[Sequence[str]], y_pred: Sequence[Sequence[str]], 
     for i, (gold, pred) in enumerate(zip(y_true, y_pred)):
         if len(gold) != len(pred):
             raise ValueError(f"sentence {i}: {len(gold)} gold tags but {len(pred)} predicted tags")
-    scheme = scheme or detect_scheme(y_true, y_pred)
-    return float(f1_score(y_true, y_pred, zero_division=0, **_seqeval_options(scheme)))
+    return y_true, y_pred
+
+
+class EntityScoresMixin:
+    """``score`` and ``report`` of a tagger, from its ``predict``; the sentences of ``X`` are scored
+    each on its own (no document context)."""
+
+    def score(self, X, y) -> float:
+        """Entity-level micro F1 (seqeval) of the predictions against ``y``."""
+        return entity_f1(*self._gold_and_predicted(X, y))
+
+    def report(self, X, y) -> dict:
+        """Per-entity precision, recall, F1 and support of the predictions against ``y``, with
+        micro, macro and weighted averages (:func:`entity_report`; ``score`` is its micro F1).
+
+        Parameters
+        ----------
+        X : list of list of str
+            Tokenized sentences.
+        y : list of list of str
+            Their gold tags, one list per sentence.
+
+        Returns
+        -------
+        dict
+            ``{"PER": {"precision": 0.91, "recall": 0.88, "f1-score": 0.89, "support": 1842}, ...,
+            "micro avg": {...}, "macro avg": {...}, "weighted avg": {...}}`` (plain floats and
+            ints); :func:`format_report` prints it as a table.
+        """
+        return entity_report(*self._gold_and_predicted(X, y))
+
+    def _gold_and_predicted(self, X, y) -> tuple[list, list]:
+        """``y`` checked against ``X`` (one str tag per token), and the predictions for ``X``."""
+        sentences, y, _ = check_tagged(X, y, type(self).__name__, fit=False)
+        return y, self.predict(sentences)
+
+
+def format_report(report: dict, digits: int = 3) -> str:
+    """A report of :func:`entity_report` as a text table: one line per entity type, then the averages."""
+    width = max([len(name) for name in report] + [len("weighted avg")])
+    lines = [f"{'':<{width}}  {'precision':>9}  {'recall':>9}  {'f1-score':>9}  {'support':>9}"]
+    for name, row in report.items():
+        if name == AVERAGES[0]:
+            lines.append("")
+        lines.append(f"{name:<{width}}  {row['precision']:>9.{digits}f}  {row['recall']:>9.{digits}f}  "
+                     f"{row['f1-score']:>9.{digits}f}  {row['support']:>9,}")
+    return "\n".join(lines)
 
 
 #: a scorer for ``GridSearchCV(scoring=...)`` and ``cross_val_score`` on a :class:`SequenceTagger`

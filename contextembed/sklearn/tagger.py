@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Literal, Optional, Union
 
 import numpy as np
@@ -10,13 +11,16 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.utils.validation import check_is_fitted
 
 from ..encoders.base import Encoder, is_cased
-from ._base import check_iterable, one_column
-from .features import SHAPE_NAMES, context_window, shape_features, window_index
-from .scoring import detect_scheme, entity_f1
-from .token import TokenEmbedder, _check_nonempty, check_tokens, token_labels
+from ._base import check_show_progress
+from ._checks import TokenLists, check_tagged, check_token_lists
+from .tagger_features import SHAPE_NAMES, context_window, shape_features, window_index
+from .scoring import EntityScoresMixin, detect_scheme
+from .token import TokenEmbedder
+
+logger = logging.getLogger(__name__)
 
 
-class SequenceTagger(BaseEstimator):
+class SequenceTagger(EntityScoresMixin, BaseEstimator):
     """Tag every token of pre-tokenized sentences from frozen encoder features.
 
     Each token is described by its pooled contextual vector (from ``embedder``), optionally
@@ -36,8 +40,12 @@ class SequenceTagger(BaseEstimator):
     window : int
         Neighbouring words on each side whose features are concatenated (0: the token alone).
     shape_features : bool or "auto"
-        Add word-shape flags (:data:`contextembed.sklearn.features.SHAPE_NAMES`); ``"auto"``
+        Add word-shape flags (:data:`contextembed.sklearn.tagger_features.SHAPE_NAMES`); ``"auto"``
         adds them when the encoder is uncased (lowercases its input).
+    show_progress : bool
+        Progress bars on stderr: the embedder's (the sentences it encodes, the epochs of mix
+        training; ``True`` turns them on in the fitted ``embedder_``, which an embedder with
+        ``show_progress=True`` does by itself). The classifier's fit draws none.
 
     Attributes
     ----------
@@ -52,7 +60,10 @@ class SequenceTagger(BaseEstimator):
     uses_shape_ : bool
         Whether shape features were used.
     mix_weights_, gamma_
-        The embedder's learned mix (``combine="scalar_mix"`` only).
+        The embedder's learned mix (``combine="scalar_mix"`` only); plot it with
+        :func:`contextembed.plotting.plot_layer_weights`.
+
+    :meth:`score` gives the entity-level micro F1, :meth:`report` the scores per entity type.
     """
 
     def __init__(
@@ -61,11 +72,13 @@ class SequenceTagger(BaseEstimator):
         classifier=None,
         window: int = 1,
         shape_features: Union[bool, Literal["auto"]] = "auto",
+        show_progress: bool = False,
     ) -> None:
         self.embedder = embedder
         self.classifier = classifier
         self.window = window
         self.shape_features = shape_features
+        self.show_progress = show_progress
 
     def fit(self, X, y):
         """Fit on tokenized sentences and their tags.
@@ -77,16 +90,12 @@ class SequenceTagger(BaseEstimator):
         y : list of list of str
             One tag per token (IOB1, IOB2/BIO, IOBES or BILOU).
         """
-        if y is None:
-            raise ValueError(
-                "SequenceTagger requires y to be passed, but the target y is None; pass one tag list "
-                "per sentence"
-            )
-        sentences, y, tags = check_tagged(X, y)
+        sentences, y, tags = check_tagged(X, y, "SequenceTagger")
         self._check_params()
         self.tag_scheme_ = detect_scheme([[str(t) for t in tags_i] for tags_i in y])
         self.classes_, codes = np.unique(tags, return_inverse=True)
-        self.embedder_ = clone(self.embedder if self.embedder is not None else TokenEmbedder()).fit(sentences)
+        self.embedder_ = with_progress(self.embedder if self.embedder is not None else TokenEmbedder(),
+                                       self.show_progress).fit(sentences)
         self.uses_shape_ = _resolve_shape(self.shape_features, self.embedder_.encoder_)
         lengths = [len(s) for s in sentences]
         extra = shape_features(sentences) if self.uses_shape_ else None
@@ -95,15 +104,19 @@ class SequenceTagger(BaseEstimator):
         for name in ("mix_weights_", "gamma_"):
             if hasattr(self.embedder_, name):
                 setattr(self, name, getattr(self.embedder_, name))
+            else:
+                self.__dict__.pop(name, None)  # from an earlier fit with another combine
         features = self._features(sentences, extra)
         self.classifier_ = clone(self.classifier if self.classifier is not None else _default_classifier())
+        logger.info("SequenceTagger: fitting %s on %d tokens x %d features", type(self.classifier_).__name__,
+                    *features.shape)
         self.classifier_.fit(features, tags)
         return self
 
     def predict(self, X) -> list[list[str]]:
         """Tags for every token: one list per sentence, ``len`` equal to the sentence's."""
         check_is_fitted(self)
-        sentences = check_tokens(X)
+        sentences = check_token_lists(X)
         if sum(len(s) for s in sentences) == 0:
             return [[] for _ in sentences]
         extra = shape_features(sentences) if self.uses_shape_ else None
@@ -111,27 +124,29 @@ class SequenceTagger(BaseEstimator):
         bounds = np.cumsum([len(s) for s in sentences])[:-1]
         return [list(map(str, part)) for part in np.split(predicted, bounds)]
 
-    def score(self, X, y) -> float:
-        """Entity-level micro F1 (seqeval) of the predictions against ``y``."""
-        return entity_f1(check_tag_lists(y), self.predict(X))
+    def learned_layer_weights(self) -> list:
+        """The embedder's learned scalar mix (:meth:`TokenEmbedder.learned_layer_weights`), for
+        :func:`contextembed.plotting.plot_layer_weights`; a ``ValueError`` when it has none."""
+        check_is_fitted(self)
+        return self.embedder_.learned_layer_weights()
 
     def transform_features(self, X) -> np.ndarray:
         """The classifier's input rows: ``(total_tokens, n_features)`` float32."""
         check_is_fitted(self)
-        sentences = check_tokens(X)
+        sentences = check_token_lists(X)
         extra = shape_features(sentences) if self.uses_shape_ else None
         return self._features(sentences, extra)
 
     def feature_names(self) -> list[str]:
         """Names of the classifier's input columns (window position and feature)."""
-        from .features import window_names
+        from .tagger_features import window_names
 
         check_is_fitted(self)
         names = list(self.embedder_.get_feature_names_out())
         names += [f"shape_{n}" for n in SHAPE_NAMES] if self.uses_shape_ else []
         return window_names(names, self.window)
 
-    def _features(self, sentences, extra: Optional[np.ndarray]) -> np.ndarray:
+    def _features(self, sentences: TokenLists, extra: Optional[np.ndarray]) -> np.ndarray:
         # (tokens, width)
         vectors = self.embedder_.transform(sentences)
         if extra is not None:
@@ -145,6 +160,7 @@ class SequenceTagger(BaseEstimator):
             raise ValueError(f"shape_features must be True, False or 'auto', got {self.shape_features!r}")
         if self.embedder is not None and not isinstance(self.embedder, TokenEmbedder):
             raise TypeError(f"embedder must be a TokenEmbedder, got {type(self.embedder).__name__}")
+        check_show_progress(self.show_progress)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -170,34 +186,12 @@ def _default_classifier():
     return LogisticRegression(C=DEFAULT_C, max_iter=1000)
 
 
+def with_progress(embedder: TokenEmbedder, show_progress: bool) -> TokenEmbedder:
+    """An unfitted clone of ``embedder`` for a tagger to fit: with bars where the tagger asks for
+    them (an embedder that asks for them itself keeps them)."""
+    embedder = clone(embedder)
+    return embedder.set_params(show_progress=True) if show_progress else embedder
+
+
 def _resolve_shape(option, encoder: Encoder) -> bool:
     return (not is_cased(encoder)) if option == "auto" else bool(option)
-
-
-#: what the taggers take as ``y``
-TAGS_EXPECTED = "one tag list per sentence of X (list of list of str), e.g. [['B-ORG', 'O', 'B-MISC', 'O']]"
-
-
-def check_tagged(X, y) -> tuple[list, list, np.ndarray]:
-    """Training sentences and their tag lists, checked: ``(sentences, tag lists, flat tags)``.
-
-    Empty sentences are allowed (they contribute no rows); training data without any token is a
-    ``ValueError``.
-    """
-    sentences = _check_nonempty(check_tokens(X))
-    y = check_tag_lists(y)
-    if len(y) != len(sentences):
-        raise ValueError(f"X has {len(sentences)} sentences but y has {len(y)} tag lists")
-    tags = token_labels(sentences, y, strings=True)
-    if not len(tags):
-        raise ValueError(f"the training data holds no tokens: all {len(sentences)} sentences of X are empty; a "
-                         "tagger learns from tagged tokens, so pass sentences with tokens")
-    return sentences, y, tags
-
-
-def check_tag_lists(y) -> list:
-    """``y`` as a list of tag lists (a one-column DataFrame as its cells); ``TypeError`` naming ``y`` otherwise."""
-    if isinstance(y, (str, bytes)):
-        raise TypeError("y must be a list of tag lists (one per sentence), got a single string")
-    return list(check_iterable(one_column(y, "y", "tag lists"), "y", TAGS_EXPECTED))
-

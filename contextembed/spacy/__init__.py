@@ -7,7 +7,7 @@ points, so ``spacy train`` finds them without an import.
 
 from .architectures import encoder_v1, listener_v1
 from .component import ContextEmbedder, make_contextembed
-from .features import DocFeatures
+from .doc_features import DocFeatures
 from .listener import ContextListener
 from .loader import EncoderLoader
 

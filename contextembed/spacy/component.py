@@ -1,8 +1,10 @@
 """The ``contextembed`` pipeline component: frozen encoder features for every spaCy token.
 
 On ``nlp(text)`` / ``nlp.pipe(texts)`` it encodes each doc (one row per token), writes the default
-pooled features to ``doc.tensor`` and installs user hooks so that ``token.vector``,
-``span.vector``, ``doc.vector`` and ``similarity`` use them. During a batch every listener gets the
+pooled features to ``doc.tensor`` and installs user hooks so that ``token.vector`` and
+``span.vector`` use them; ``doc.vector`` is the default text vector of the doc's tokens
+(:data:`contextembed.pooling.TEXT_DEFAULTS`, what ``TextEmbedder()`` gives), computed in the same
+pass, and ``similarity`` the cosine of these vectors. During a batch every listener gets the
 layers it pools; the doc keeps all layers (``doc._.contextembed[name]``) only with
 ``store_layers=True``.
 
@@ -59,8 +61,8 @@ from ..errors import ProvenanceError
 from ..pooling.layers import FixedCombine, LayerSpec, check_fixed_combine, check_layer_spec, resolve_layers
 from ..pooling.subword import SubwordPooling
 from .encoder_layer import ContextEncoder
-from .features import DocFeatures
-from .hooks import install_hooks
+from .doc_features import DocFeatures
+from .hooks import install_hooks, set_doc_vector
 from .combine_layers import pool_layers
 from .listener import ContextListener
 from .loader import EmbeddedCopy, EncoderLoader, embedded_fingerprint, embedded_meta, read_embedded, save_encoder
@@ -263,20 +265,27 @@ class ContextEmbedder(TrainablePipe):
         return super().pipe(checked, batch_size=batch_size)
 
     def predict(self, docs: Iterable[Doc]) -> list[DocFeatures]:
-        """Encode a batch: one :class:`DocFeatures` ``(layers, tokens, width)`` per doc."""
+        """Encode a batch for annotation: one :class:`DocFeatures` ``(layers, tokens, width)`` per
+        doc, with its default text vector (``doc.vector``)."""
+        return self._encode_batch(docs, text=True)
+
+    def _encode_batch(self, docs: Iterable[Doc], *, text: bool) -> list[DocFeatures]:
+        """Encode the layers ``doc.tensor`` and the listeners need and send them to the listeners."""
         docs = list(docs)
         self.model.layer_index = self._needed_layers()
-        features = self.model.predict(docs)
+        features = self.model.encode(docs, text=text)
         for listener in self._own_listeners():
             listener.receive(docs, features)
         return features
 
     def set_annotations(self, docs: Sequence[Doc], features: Sequence[DocFeatures]) -> None:
-        """Write the default pooling to ``doc.tensor``, install vector hooks, store layers if asked."""
+        """Write the default pooling to ``doc.tensor`` and the default text vector for
+        ``doc.vector``, install vector hooks, store layers if asked."""
         index, combine = self.tensor_layer_indexes(), self.cfg["tensor_combine"]
         for doc, feats in zip(docs, features):
             # (layers, tokens, width) -> (tokens, out_width)
             doc.tensor = np.ascontiguousarray(pool_layers(NUMPY_OPS, feats.select(index), combine))
+            set_doc_vector(doc, feats.text)
             install_hooks(doc)
             if self.cfg["store_layers"]:
                 stored = dict(doc._.get(DOC_EXTENSION) or {})
@@ -308,7 +317,7 @@ class ContextEmbedder(TrainablePipe):
         examples = list(examples)
         validate_examples(examples, "ContextEmbedder.update")
         losses.setdefault(self.name, 0.0)
-        self.predict([eg.predicted for eg in examples])
+        self._encode_batch([eg.predicted for eg in examples], text=False)  # the listeners need no doc.vector
         return losses
 
     def get_loss(self, examples, scores) -> None:

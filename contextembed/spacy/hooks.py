@@ -1,20 +1,27 @@
-"""User hooks: ``token.vector``, ``span.vector``, ``doc.vector`` and ``similarity`` read ``doc.tensor``.
+"""User hooks: ``token.vector``, ``span.vector``, ``doc.vector`` and ``similarity``.
+
+``token.vector`` and ``span.vector`` read ``doc.tensor`` (a span: the mean of its rows);
+``doc.vector`` is the doc's default text vector (:data:`contextembed.pooling.TEXT_DEFAULTS`: the
+mean of every piece of every layer, scaled to unit length, as ``TextEmbedder()`` gives), which the
+component stores in ``doc.user_data`` (so it survives ``Doc.to_bytes`` and pickling).
 
 Module-level functions (not closures), so docs with hooks installed still pickle.
 """
 
 from __future__ import annotations
 
-from typing import Union
+from typing import Optional, Union
 
 import numpy as np
 from spacy.tokens import Doc, Span, Token
 
 Item = Union[Doc, Span, Token]
+#: the ``doc.user_data`` key of the doc's default text vector
+DOC_VECTOR = "contextembed.doc_vector"
 
 
 def install_hooks(doc: Doc) -> None:
-    """Make the vector and similarity of ``doc``, its spans and tokens come from ``doc.tensor``."""
+    """Make the vector and similarity of ``doc``, its spans and tokens come from contextembed."""
     doc.user_hooks["vector"] = doc_vector
     doc.user_hooks["has_vector"] = has_vector
     doc.user_hooks["vector_norm"] = vector_norm
@@ -29,6 +36,14 @@ def install_hooks(doc: Doc) -> None:
     doc.user_token_hooks["similarity"] = similarity
 
 
+def set_doc_vector(doc: Doc, vector: Optional[np.ndarray]) -> None:
+    """Store ``(width,)`` as what ``doc.vector`` returns (``None``: remove a stored one)."""
+    if vector is None:
+        doc.user_data.pop(DOC_VECTOR, None)
+    else:
+        doc.user_data[DOC_VECTOR] = vector
+
+
 def _rows_mean(tensor: np.ndarray) -> np.ndarray:
     """Mean of ``(tokens, width)`` rows; zeros ``(width,)`` for no row."""
     if tensor.shape[0] == 0:
@@ -37,8 +52,13 @@ def _rows_mean(tensor: np.ndarray) -> np.ndarray:
 
 
 def doc_vector(doc: Doc) -> np.ndarray:
-    """Mean of the doc's token rows: ``(width,)``."""
-    return _rows_mean(doc.tensor)
+    """The doc's default text vector: ``(width,)``.
+
+    A doc that has the hooks but no stored vector (one made by ``Span.as_doc``, which copies the
+    hooks and the span's rows) gets the mean of its rows, as its span had.
+    """
+    stored = doc.user_data.get(DOC_VECTOR)
+    return _rows_mean(doc.tensor) if stored is None else stored
 
 
 def span_vector(span: Span) -> np.ndarray:

@@ -19,7 +19,7 @@ from thinc.api import Model
 from thinc.types import Floats2d
 
 from ..pooling.layers import check_layer_spec, resolve_layers
-from .features import DocFeatures, FeatureCache
+from .doc_features import DocFeatures, FeatureCache
 from .upstream import Upstream
 
 LayersConfig = Union[int, list[int], str]

@@ -9,7 +9,7 @@ from typing import Optional, Protocol
 from spacy.tokens import Doc
 
 from ..encoders.base import Encoder
-from .features import DocFeatures
+from .doc_features import DocFeatures
 
 
 class Upstream(Protocol):

@@ -79,3 +79,17 @@ def test_hub_id_loads_from_the_local_cache_only(tmp_path, tiny_bert_dir):
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     assert socket_guard.read_log(log) == ""
+
+
+@pytest.mark.parametrize("name, meant", [("minilm-l7", "minilm-l6"), ("glove-6b-5d", "glove-6b-50d"),
+                                         ("MiniLM-L6", "minilm-l6"), ("MiniLM L6", "minilm-l6")])
+def test_a_misspelled_bundled_name_gets_did_you_mean_and_no_download_advice(name, meant):
+    with pytest.raises(ModelNotFoundError, match=f"Did you mean '{meant}'\\?$") as raised:
+        load_encoder(name)
+    assert "hf download" not in str(raised.value)  # a typo, not a hub model
+
+
+def test_a_hub_id_far_from_every_bundled_name_keeps_the_download_advice():
+    with pytest.raises(ModelNotFoundError, match="run `hf download some-org/a-model`") as raised:
+        load_encoder("some-org/a-model")
+    assert "Did you mean" not in str(raised.value)

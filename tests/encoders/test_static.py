@@ -7,13 +7,8 @@ import numpy as np
 import pytest
 
 from contextembed import load_encoder
-from contextembed.encoders.static import (
-    StaticVectors,
-    is_saved_directory,
-    load_saved_directory,
-    sniff_format,
-    write_word2vec,
-)
+from contextembed.encoders.static import StaticVectors, is_saved_directory, load_saved_directory
+from contextembed.encoders.vector_files import sniff_format, write_word2vec
 from contextembed.errors import FileFormatError, ModelFormatError
 
 WORDS = ["the", "Paris", "paris", "naïve", "東京", "a.b"]
@@ -311,6 +306,44 @@ def test_broken_saved_directories_are_clear_errors(tmp_path, vectors):
     (target / "contextembed_static.json").write_text('{"lowercase": true}')  # version 1 needs vectors.bin
     with _raises_at(target, "vectors.bin is missing", error=ModelFormatError):
         load_saved_directory(str(target))
+
+
+def test_the_saved_directory_format_is_read_without_the_encoder(tmp_path, vectors):
+    """``static_directory`` reads the table and its options; the encoder is built from them."""
+    from contextembed.encoders.static_directory import read_saved_table
+
+    StaticVectors(WORDS + ["the"], np.vstack([vectors, vectors[:1]]), oov="mean").save(tmp_path / "copy")
+    table = read_saved_table(str(tmp_path / "copy"))
+    assert table.words == WORDS + ["the"] and table.options == {"lowercase": False, "oov": "mean"}
+    assert not table.subwords and table.source == str(tmp_path / "copy" / "words.json")
+    np.testing.assert_array_equal(_bits(table.vectors[:-1]), _bits(vectors))
+    with pytest.warns(UserWarning, match=r"words\.json: 1 row\(s\) repeat .* 'the' at index 6, which repeats index 0"):
+        assert load_saved_directory(tmp_path / "copy").vocab_size == len(WORDS)
+
+
+# -- the file formats, apart from the encoder -----------------------------------------------------
+
+
+def test_the_file_formats_are_their_own_module(tmp_path, vectors):
+    """``vector_files`` reads, detects and writes the files; ``StaticVectors.load`` reads through it,
+    and the public names stay importable where they were documented."""
+    from contextembed import encoders
+    from contextembed.encoders import static, vector_files
+
+    path = tmp_path / "vectors.bin"
+    vector_files.write_word2vec(path, WORDS + ["the"], np.vstack([vectors, vectors[:1]]), binary=True)
+    found = vector_files.read_vectors(path)
+    assert found.words == WORDS + ["the"] and found.row_name(6) == "entry 6"
+    np.testing.assert_array_equal(_bits(found.vectors[:-1]), _bits(vectors))
+    with pytest.warns(UserWarning, match=r"'the' at entry 6, which repeats entry 0"):
+        assert StaticVectors.load(path).words == found.words
+    for name in ("write_word2vec", "sniff_format", "StaticFormat", "UnicodeErrors", "FORMAT_DESCRIPTIONS"):
+        assert getattr(static, name) is getattr(vector_files, name)
+    assert encoders.write_word2vec is vector_files.write_word2vec and encoders.StaticVectors is static.StaticVectors
+    with pytest.raises(ValueError, match=r"unicode_errors='loose' is not one of 'strict', 'replace', 'ignore'"):
+        vector_files.read_vectors(path, unicode_errors="loose")
+    with pytest.raises(ValueError, match=r"format='csv' is not one of 'word2vec', 'word2vec-binary', 'glove'"):
+        vector_files.read_vectors(path, format="csv")
 
 
 # -- the constructor ------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import pytest
 from conftest import SENTENCES
 from contextembed import load_encoder
 from contextembed.errors import ModelNotFoundError
-from contextembed.features import FeatureExtractor
+from contextembed.extraction import FeatureExtractor
 
 pytest.importorskip("ray.data")
 pytestmark = [pytest.mark.loopback, pytest.mark.slow]

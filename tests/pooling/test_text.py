@@ -55,3 +55,17 @@ def test_numpy_pools_several_rows_in_one_call_as_one_by_one(method):
                                    rtol=1e-6)
     np.testing.assert_array_equal(pool_text_numpy(np.zeros((3, 0, 4), np.float32), method, cls=cls,
                                                   pieces=np.zeros(0, np.int64)), np.zeros((3, 4)))
+
+
+def test_the_default_text_vector_is_text_embedders_defaults():
+    """TEXT_DEFAULTS, which the CLI, FeatureExtractor(level="text") and spaCy's doc.vector use, are
+    TextEmbedder()'s parameters: one default text vector everywhere."""
+    from dataclasses import asdict
+
+    from contextembed.pooling import TEXT_DEFAULTS
+    from contextembed.sklearn import TextEmbedder
+
+    params = TextEmbedder().get_params()
+    assert {name: params[name] for name in asdict(TEXT_DEFAULTS)} == asdict(TEXT_DEFAULTS)
+    assert asdict(TEXT_DEFAULTS) == {"layers": "all", "combine": "scalar_mix", "subword_pooling": "mean",
+                                     "text_pooling": "piece_mean", "normalize": True, "tokenizer": "auto"}

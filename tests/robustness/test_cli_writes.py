@@ -58,7 +58,7 @@ def static_run(tmp_path_factory):
     "writing" delays) and the reference features."""
     from contextembed import load_encoder
     from contextembed.encoders import write_word2vec
-    from contextembed.features import FeatureExtractor
+    from contextembed.extraction import FeatureExtractor
 
     folder = tmp_path_factory.mktemp("static_run")
     vectors = folder / "vectors.txt"
@@ -165,7 +165,7 @@ def test_transformer_run_interrupted(tiny_bert_dir, bert_input, tmp_path, name, 
 
     def reference():
         from contextembed import load_encoder
-        from contextembed.features import FeatureExtractor
+        from contextembed.extraction import FeatureExtractor
 
         return np.concatenate(FeatureExtractor(load_encoder(str(tiny_bert_dir)), -1).words(sentences))
 

@@ -10,7 +10,7 @@ import spacy
 
 from contextembed import load_encoder
 from contextembed.encoders import write_word2vec
-from contextembed.features import FeatureExtractor
+from contextembed.extraction import FeatureExtractor
 from contextembed.sklearn import SequenceTagger, TextEmbedder, TextPairEmbedder, TokenEmbedder
 
 GOOD = [["EU", "rejects", "German", "call"], ["Peter", "Blackburn"]]

@@ -1,5 +1,5 @@
 """Bounded resources: a generator streams with memory bounded by the chunk size, whatever its
-length, for every encoder family and for :class:`~contextembed.features.FeatureExtractor`; the
+length, for every encoder family and for :class:`~contextembed.extraction.FeatureExtractor`; the
 encoders read an iterator no further ahead than one chunk; CPU streams never start more threads
 than their cap.
 
@@ -27,7 +27,7 @@ import pytest
 
 from contextembed import load_encoder
 from contextembed.encoders import static, write_word2vec
-from contextembed.features import FeatureExtractor
+from contextembed.extraction import FeatureExtractor
 from contextembed.streams import STREAMS_ENV, StreamsCappedWarning, cpu_streams, max_streams, run_all
 
 WORDS = "the EU rejects German call to boycott British lamb".split()

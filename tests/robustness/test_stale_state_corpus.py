@@ -293,7 +293,7 @@ def test_the_cli_refuses_a_stale_output_and_redoes_it_with_overwrite(setup, tmp_
     assert main(["embed", other, str(corpus), str(out), "--quiet", "--overwrite"]) == 0
     assert np.load(out / "a.npz")["features"].shape == (5, 16)
     assert main(["embed", other, str(corpus), str(out), "--quiet"]) == 0
-    assert json.loads(capsys.readouterr().err.strip().splitlines()[-1])["skipped"] == 2
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["skipped"] == 2  # the summary: stdout
 
 
 def test_a_ray_actor_checks_an_existing_output_with_its_own_encoder(setup, tmp_path):

@@ -70,20 +70,21 @@ def _fitted_ref(spec) -> EncoderRef:
 
 
 class CountingEncoder:
-    """Wraps ``encode_pieces`` of the registry's encoder and counts sentences and calls."""
+    """Wraps the registry's encoder's ``iter_encode_pieces`` and ``encode_piece_means`` (the tiny
+    BERT's does not call the former) and counts sentences and calls."""
 
     def __init__(self, monkeypatch, ref: EncoderRef) -> None:
         self.calls = 0
         self.sentences = 0
         encoder = get_encoder(ref)
-        for name in ("encode_pieces", "encode_piece_means"):  # pieces, or text-level piece means
+        for name in ("iter_encode_pieces", "encode_piece_means"):  # pieces, or text-level piece means
             monkeypatch.setattr(encoder, name, self._counted(getattr(encoder, name)))
 
     def _counted(self, original):
-        def counted(sentences, layers="all"):
+        def counted(sentences, layers="all", **options):
             self.calls += 1
             self.sentences += len(sentences)
-            return original(sentences, layers)
+            return original(sentences, layers, **options)
 
         return counted
 

@@ -1,10 +1,23 @@
-"""Entity-level F1 with seqeval, for every tagging scheme we accept."""
+"""Entity-level F1 and per-entity reports with seqeval, for every tagging scheme we accept; the
+taggers' ``score`` and ``report`` against seqeval on the same predictions."""
 
 from __future__ import annotations
 
-import pytest
+import warnings
 
-from contextembed.sklearn import detect_scheme, entity_f1
+import pytest
+from seqeval.metrics import classification_report
+from seqeval.scheme import BILOU
+
+from contextembed.sklearn import (
+    BiLSTMCRFTagger,
+    SequenceTagger,
+    TokenEmbedder,
+    detect_scheme,
+    entity_f1,
+    entity_report,
+    format_report,
+)
 
 
 def test_detect_scheme():
@@ -50,3 +63,90 @@ def test_entity_f1_rejects_misaligned_input():
         entity_f1([["O"]], [])
     with pytest.raises(ValueError, match="sentence 0: 2 gold tags but 1 predicted"):
         entity_f1([["O", "O"]], [["O"]])
+
+
+# -- reports ------------------------------------------------------------------------------------
+
+
+def _plain(report: dict) -> dict:
+    """seqeval's report with its NumPy numbers as Python ones (equal values compare equal)."""
+    return {name: {key: value.item() if hasattr(value, "item") else value for key, value in row.items()}
+            for name, row in report.items()}
+
+
+def _check_types(report: dict) -> None:
+    for row in report.values():
+        assert set(row) == {"precision", "recall", "f1-score", "support"}
+        assert type(row["support"]) is int
+        assert all(type(row[key]) is float for key in ("precision", "recall", "f1-score"))
+
+
+@pytest.mark.parametrize("scheme", sorted(CASES))
+def test_entity_report_is_seqevals_with_the_scores_options(scheme):
+    gold, pred = CASES[scheme]
+    report = entity_report(gold, pred)
+    options = {"mode": "strict", "scheme": BILOU} if scheme == "BILOU" else {}  # as entity_f1 reads them
+    assert report == _plain(classification_report(gold, pred, output_dict=True, zero_division=0, **options))
+    assert list(report)[-3:] == ["micro avg", "macro avg", "weighted avg"]
+    assert report["micro avg"]["f1-score"] == pytest.approx(entity_f1(gold, pred))
+    assert report["PER"] == {"precision": 1.0, "recall": 1.0, "f1-score": 1.0, "support": 1}
+    assert report["MISC"]["support"] == 0 and report["LOC"]["recall"] == 0.0
+    _check_types(report)
+
+
+def test_iob1_is_read_as_the_score_reads_it():
+    """IOB1's I-X after O opens an entity: seqeval's default mode (what score uses), not strict IOB2."""
+    gold = [["I-PER", "I-PER", "O", "I-LOC"]]
+    report = entity_report(gold, gold)
+    assert report["PER"]["support"] == 1 and report["LOC"]["support"] == 1
+    assert report["micro avg"]["f1-score"] == 1.0 == entity_f1(gold, gold)
+
+
+def test_a_report_without_any_entity_holds_zeros_not_nan():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        report = entity_report([["O", "O"]], [["O", "O"]])
+    assert set(report) == {"micro avg", "macro avg", "weighted avg"}
+    assert all(row[key] == 0 for row in report.values() for key in row)
+    _check_types(report)
+
+
+def test_entity_report_rejects_misaligned_input():
+    with pytest.raises(ValueError, match="sentence 0: 2 gold tags but 1 predicted"):
+        entity_report([["O", "O"]], [["O"]])
+
+
+def test_format_report_is_a_table():
+    gold, pred = CASES["IOB2"]
+    lines = format_report(entity_report(gold, pred)).splitlines()
+    assert lines[0].split() == ["precision", "recall", "f1-score", "support"]
+    assert [line.split()[0] for line in lines[1:5]] == ["LOC", "MISC", "ORG", "PER"]
+    assert lines[5] == ""
+    assert lines[6].split() == ["micro", "avg", "0.333", "0.333", "0.333", "3"]
+
+
+@pytest.mark.parametrize("make", [
+    lambda path: SequenceTagger(TokenEmbedder(path)),
+    lambda path: BiLSTMCRFTagger(TokenEmbedder(path), hidden_size=8, max_epochs=3),
+], ids=["SequenceTagger", "BiLSTMCRFTagger"])
+def test_tagger_report_matches_seqeval_on_its_predictions(static_path, sentences, tags, make):
+    tagger = make(static_path).fit(sentences, tags)
+    held_out = [["Peter", "rejects", "Britain"], ["The", "EU", "said", "."]]
+    gold = [["B-PER", "O", "B-LOC"], ["O", "B-ORG", "O", "O"]]
+    report = tagger.report(held_out, gold)
+    predicted = tagger.predict(held_out)
+    assert report == _plain(classification_report(gold, predicted, output_dict=True, zero_division=0))
+    assert report["micro avg"]["f1-score"] == pytest.approx(tagger.score(held_out, gold))
+    assert {"LOC", "ORG", "PER"} <= set(report)
+    _check_types(report)
+    for call in (tagger.report, tagger.score):
+        with pytest.raises(ValueError, match="sentence 1 has 4 tokens but 3 tags; every token needs exactly one tag"):
+            call(held_out, [gold[0], gold[1][:3]])
+        with pytest.raises(ValueError, match="X has 2 sentences but y has 1 tag lists"):
+            call(held_out, gold[:1])
+        with pytest.raises(TypeError, match=r"sentence 0, token 2: the label is NoneType \(None\); expected a str tag"):
+            call(held_out, [["B-PER", "O", None], gold[1]])
+        with pytest.raises(ValueError, match=f"{type(tagger).__name__} requires y to be passed"):
+            call(held_out, None)
+        with pytest.raises(TypeError, match=r"y\[0\] is str \('B-PER'\); expected one tag list per sentence of X"):
+            call([["Peter"], ["EU"]], ["B-PER", "B-ORG"])  # one tag per token, flat: not a tagger's y

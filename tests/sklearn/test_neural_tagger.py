@@ -165,5 +165,5 @@ def test_missing_or_dataframe_input_is_named(bert, sentences, tags):
             call(None)
         with pytest.raises(TypeError, match=r"X is a DataFrame with 2 columns"):
             call(pd.DataFrame({"tokens": sentences, "tags": tags}))
-    with pytest.raises(TypeError, match="y is None; expected one tag list per sentence"):
+    with pytest.raises(ValueError, match="requires y to be passed, but the target y is None; pass one tag list"):
         tagger.score(sentences, None)

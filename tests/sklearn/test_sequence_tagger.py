@@ -9,7 +9,7 @@ from sklearn.model_selection import GridSearchCV, KFold, cross_val_score
 
 from contextembed import load_encoder
 from contextembed.sklearn import SequenceTagger, TokenEmbedder, entity_f1, entity_f1_scorer, is_cased
-from contextembed.sklearn.features import SHAPE_NAMES
+from contextembed.sklearn.tagger_features import SHAPE_NAMES
 
 
 def _tagger(bert, **options):
@@ -151,7 +151,7 @@ def test_dataframes_and_missing_x_or_y_are_named(static_path, sentences, tags):
             call(both)
         with pytest.raises(TypeError, match="X is None; expected a list of tokenized sentences"):
             call(None)
-    with pytest.raises(TypeError, match="y is None; expected one tag list per sentence of X"):
+    with pytest.raises(ValueError, match="requires y to be passed, but the target y is None; pass one tag list"):
         tagger.score(sentences, None)
     with pytest.raises(TypeError, match="y is int"):
         tagger.score(sentences, 3)

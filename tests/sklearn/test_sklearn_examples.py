@@ -24,12 +24,33 @@ def test_feature_based_ner_example(bert, tmp_path, monkeypatch, capsys):
     plot = tmp_path / "weights.png"
     has_matplotlib = importlib.util.find_spec("matplotlib") is not None
     assert module.main(["--encoder", bert, *(["--plot", str(plot)] if has_matplotlib else [])]) == 0
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
     for row in ("embeddings", "second-to-last hidden", "last hidden", "sum last four hidden",
                 "scalar mix last four", "concat last four hidden", "scalar mix all layers"):
         assert row in out
+    # the per-entity report of the best row: a header, one line per type of the sample's dev part, averages
+    report = out[out.index("per entity type, dev, "):].splitlines()
+    assert report[1].split() == ["precision", "recall", "f1-score", "support"]
+    assert [line.split()[0] for line in report[2:5]] == ["LOC", "MISC", "PER"]
+    assert [line.split()[-1] for line in report[2:5]] == ["1", "1", "3"]  # the dev sentences' entities
+    assert [" ".join(line.split()[:2]) for line in report[6:9]] == ["micro avg", "macro avg", "weighted avg"]
+    assert "encoding" not in err  # no bars unless --progress
     if has_matplotlib:
         assert plot.stat().st_size > 0
+
+
+@pytest.mark.slow
+def test_feature_based_ner_example_shows_progress_when_asked(bert, tmp_path, monkeypatch, capsys):
+    module = _load("feature_based_ner")
+    monkeypatch.setattr(module, "DATA", tmp_path / "absent")
+    monkeypatch.setattr(module, "table7_configs", lambda n_layers: {"scalar mix all layers": {"layers": "all",
+                                                                                                "combine": "scalar_mix"}})
+    from contextembed.sklearn import clear_cache
+
+    clear_cache()
+    assert module.main(["--encoder", bert, "--progress"]) == 0
+    err = capsys.readouterr().err
+    assert "encoding:" in err and "scalar mix:" in err
 
 
 @pytest.mark.slow
@@ -43,7 +64,7 @@ def test_text_classification_example(bert, tmp_path, monkeypatch, capsys):
 
 
 def test_table7_rows_fit_any_encoder_depth():
-    from contextembed.sklearn.experiments import TABLE7_ROWS, table7_configs
+    from examples.table7 import TABLE7_ROWS, table7_configs
 
     assert table7_configs(13) == TABLE7_ROWS
     assert list(table7_configs(1)) == ["vectors"]

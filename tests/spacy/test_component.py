@@ -42,15 +42,65 @@ def test_vector_hooks_use_doc_tensor(make_nlp):
     tensor = doc.tensor
     np.testing.assert_allclose(doc[3].vector, tensor[3])
     np.testing.assert_allclose(doc[1:4].vector, tensor[1:4].mean(axis=0), rtol=1e-6)
-    np.testing.assert_allclose(doc.vector, tensor.mean(axis=0), rtol=1e-6)
     a, b = tensor[0], tensor[6]
     cosine = a @ b / (np.linalg.norm(a) * np.linalg.norm(b))
     assert doc[0].similarity(doc[6]) == pytest.approx(float(cosine), rel=1e-5)
     other = nlp("EU officials met in Brussels")
-    v, w = tensor.mean(axis=0), other.tensor.mean(axis=0)
-    assert doc.similarity(other) == pytest.approx(float(v @ w / (np.linalg.norm(v) * np.linalg.norm(w))), rel=1e-5)
+    assert doc.similarity(other) == pytest.approx(float(doc.vector @ other.vector), rel=1e-5)  # unit vectors
     assert doc.has_vector and doc[0].has_vector
     assert doc[0].vector_norm == pytest.approx(float(np.linalg.norm(tensor[0])), rel=1e-6)
+    assert doc.vector_norm == pytest.approx(1.0, rel=1e-6)
+
+
+@pytest.mark.parametrize("options", [{}, {"subword_pooling": "first_last", "tensor_layers": [-2, -1],
+                                          "tensor_combine": "concat"}])
+def test_doc_vector_is_text_embedders_default_vector(make_nlp, tiny_bert_dir, options):
+    """doc.vector is TextEmbedder()'s vector of the doc's tokens, whatever doc.tensor holds."""
+    from contextembed.sklearn import TextEmbedder
+
+    nlp = make_nlp(**options)
+    docs = list(nlp.pipe([TEXT, "EU officials met in Brussels", ""]))
+    embedder = TextEmbedder(str(tiny_bert_dir), device="cpu", precision="fp32")
+    expected = embedder.fit_transform([[t.text for t in doc] for doc in docs])
+    np.testing.assert_allclose(np.stack([doc.vector for doc in docs]), expected, rtol=1e-5, atol=1e-6)
+    assert docs[2].vector.shape == (32,) and not docs[2].vector.any()
+
+
+def test_doc_vector_of_static_vectors(tmp_path):
+    from contextembed.encoders import write_word2vec
+    from contextembed.sklearn import TextEmbedder
+
+    words = ["a", "cat", "sat", "mat"]
+    write_word2vec(tmp_path / "v.txt", words, np.arange(20, dtype=np.float32).reshape(4, 5) - 7)
+    nlp = spacy.blank("en")
+    nlp.add_pipe("contextembed", config=encoder_config(tmp_path / "v.txt"))
+    doc = nlp("a cat sat on a mat")
+    expected = TextEmbedder(str(tmp_path / "v.txt")).fit_transform([[t.text for t in doc]])[0]
+    np.testing.assert_array_equal(doc.vector, expected)
+
+
+def test_doc_vector_survives_serialization_and_as_doc_falls_back_to_rows(make_nlp):
+    import pickle
+
+    from spacy.tokens import Doc
+
+    doc = make_nlp()(TEXT)
+    np.testing.assert_array_equal(pickle.loads(pickle.dumps(doc)).vector, doc.vector)
+    with pytest.warns(UserWarning, match="W109"):  # spaCy keeps user_data, not the hooks
+        restored = Doc(doc.vocab).from_bytes(doc.to_bytes())
+    np.testing.assert_array_equal(restored.user_data["contextembed.doc_vector"], doc.vector)
+    part = doc[1:4].as_doc()  # copies the hooks and the rows, not the stored vector
+    np.testing.assert_allclose(part.vector, doc[1:4].vector, rtol=1e-6)
+
+
+def test_training_updates_compute_no_doc_vectors(make_nlp, monkeypatch):
+    from spacy.training import Example
+
+    nlp = make_nlp(ner={})
+    component = nlp.get_pipe("contextembed")
+    nlp.initialize(lambda: [Example.from_dict(nlp.make_doc(TEXT), {"entities": [(0, 15, "PER")]})])
+    monkeypatch.setattr(type(component.model), "_encode_with_text", lambda *args: pytest.fail("a doc vector in training"))
+    nlp.update([Example.from_dict(nlp.make_doc(TEXT), {"entities": [(0, 15, "PER")]})])
 
 
 def test_pipe_does_not_depend_on_batch_size(make_nlp):
@@ -168,16 +218,17 @@ def test_feature_cache_skips_the_encoder_for_seen_docs(make_nlp, monkeypatch):
     component = nlp.get_pipe("contextembed")
     first = nlp(TEXT).tensor
     calls = []
-    original = component.encoder.encode
-    monkeypatch.setattr(component.encoder, "encode", lambda words, **kw: calls.append(list(words)) or original(words, **kw))
+    original = component.encoder.iter_encode_pieces
+    monkeypatch.setattr(component.encoder, "iter_encode_pieces",
+                        lambda words, *args, **kw: calls.append(list(words)) or original(words, *args, **kw))
     np.testing.assert_array_equal(nlp(TEXT).tensor, first)
-    assert calls == [[]]  # nothing left to encode
+    assert not any(calls)  # nothing left to encode
     nlp("something new here")
     assert calls[-1] == [("something", "new", "here")]
 
 
 def test_feature_cache_stays_within_budget():
-    from contextembed.spacy.features import DocFeatures, TextFeatureCache
+    from contextembed.spacy.doc_features import DocFeatures, TextFeatureCache
 
     cache = TextFeatureCache(max_mb=1)
     block = np.zeros((2, 1000, 64), dtype=np.float32)  # 512 kB
@@ -192,7 +243,8 @@ def test_similarity_with_other_features_is_a_clear_error(make_nlp):
     doc = make_nlp()(TEXT)
     other = make_nlp(tensor_layers=[-2, -1], tensor_combine="concat")("EU officials")
     with pytest.raises(ValueError, match="width 32 and 64"):
-        doc.similarity(other)
+        doc[0:2].similarity(other[0:2])
+    assert doc.similarity(other) == pytest.approx(float(doc.vector @ other.vector), rel=1e-5)  # one doc vector
 
 
 @pytest.mark.parametrize("combine", ["mean", "sum", "concat"])

@@ -1,4 +1,6 @@
-"""The BERT paper's Table 7 as SequenceTagger configurations (used by the example and benchmark).
+"""The BERT paper's Table 7 as tagger configurations: the rows of ``feature_based_ner.py`` (this
+folder) and of ``benchmarks/ner_table7.py``, which import it as ``examples.table7`` (the repository
+root on ``sys.path``). Not part of the library: a configuration table of these two scripts.
 
 Each row of Table 7 is one ``(layers, combine)`` value of :class:`TokenEmbedder`; single-layer
 encoders (static vectors) get one row. Every row is trained with the same tagger settings, so the
@@ -12,10 +14,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Optional
 
-from ..options import check_choice
-from .neural_tagger import BiLSTMCRFTagger
-from .tagger import SequenceTagger
-from .token import TokenEmbedder
+from contextembed.options import check_choice
+from contextembed.sklearn import BiLSTMCRFTagger, SequenceTagger, TokenEmbedder
 
 #: the two sequence labellers on frozen features: window logistic regression, BiLSTM-CRF
 Tagger = Literal["lr", "bilstm_crf"]
@@ -71,12 +71,13 @@ def run_rows(
     tagger_options: Optional[dict] = None,
     embedder_options: Optional[dict] = None,
     report: Callable[[Row], None] = lambda row: None,
+    fitted: Callable[[Row, object], None] = lambda row, model: None,
 ) -> Iterator[Row]:
     """Fit a tagger per row on ``train`` and yield its dev entity F1.
 
     ``tagger="lr"`` is :class:`SequenceTagger` (``window``, ``classifier``); ``"bilstm_crf"`` is
     :class:`BiLSTMCRFTagger` with ``tagger_options`` (``window`` and ``classifier`` do not apply).
-    Both get ``shape_features``.
+    Both get ``shape_features``. ``fitted`` receives each row with its fitted tagger.
     """
     check_choice("tagger", tagger, Tagger)
     for name, params in rows.items():
@@ -95,6 +96,7 @@ def run_rows(
         row = Row(encoder, name, tagger, window if tagger == "lr" else 0, shape_features, f1,
                   time.perf_counter() - start, None if weights is None else [round(float(w), 4) for w in weights])
         report(row)
+        fitted(row, model)
         yield row
 
 

@@ -26,10 +26,15 @@ class DocFeatures:
         ``(layers, tokens, width)`` float32, one row per spaCy token.
     layer_index : tuple of int
         The encoder layer (absolute index) of each entry along the first axis.
+    text : np.ndarray or None
+        ``(text_width,)`` float32: the doc's default text vector
+        (:data:`contextembed.pooling.TEXT_DEFAULTS`, what ``doc.vector`` returns), where the batch
+        was encoded for annotation; ``None`` where only the layers were needed (training).
     """
 
     data: np.ndarray
     layer_index: tuple[int, ...]
+    text: Optional[np.ndarray] = None
 
     def select(self, layers: Sequence[int]) -> Optional[np.ndarray]:
         """The requested encoder layers ``(len(layers), tokens, width)``, or ``None`` if one is missing."""
@@ -86,10 +91,11 @@ class TextFeatureCache:
         self.n_bytes = 0
         self._entries: OrderedDict[tuple[str, ...], DocFeatures] = OrderedDict()
 
-    def get(self, words: tuple[str, ...], layers: Sequence[int]) -> Optional[DocFeatures]:
-        """Cached features of these tokens holding all of ``layers``, or ``None``."""
+    def get(self, words: tuple[str, ...], layers: Sequence[int], *, text: bool = False) -> Optional[DocFeatures]:
+        """Cached features of these tokens holding all of ``layers`` (and with ``text``, the text
+        vector), or ``None``."""
         found = self._entries.get(words)
-        if found is None or found.select(layers) is None:
+        if found is None or found.select(layers) is None or (text and found.text is None):
             return None
         self._entries.move_to_end(words)
         return found

@@ -1,0 +1,197 @@
+"""Encoder + layer pooling + subword/text pooling: the feature stage as one object.
+
+This is what the CLI and benchmarks run; the scikit-learn and spaCy adapters build on the same
+pieces (with trainable mixes and caches of their own).
+
+Every option left ``None`` takes the default of the level the features are for
+(:data:`LEVEL_DEFAULTS`): word features use the encoder's own layers and combine and each word's
+first piece; text features are the one default text vector,
+:data:`~contextembed.pooling.TEXT_DEFAULTS`, which ``TextEmbedder()``, ``contextembed embed
+--level text`` and spaCy's ``doc.vector`` give too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import asdict
+from typing import Literal, Optional, get_args
+
+import numpy as np
+import torch
+
+from .encoders.base import Encoder, PieceEncoding, Sentences, progress_bar
+from .options import check_choice
+from .pooling import (
+    TEXT_DEFAULTS,
+    LayerPooling,
+    LayerSpec,
+    SubwordPooling,
+    TextPooling,
+    check_subword_pooling,
+    check_text_options,
+    normalize_rows,
+)
+from .pooling.subword import subword_output_width
+from .pooling.text import pool_text_numpy
+from .sentences import check_sentence_chunks
+
+Level = Literal["word", "text"]
+LEVELS: tuple[str, ...] = get_args(Level)
+
+#: what an option left ``None`` stands for, per level. At word level ``layers`` and ``combine``
+#: stay ``None``: the encoder's own (transformers: the last four, concatenated; static vectors and
+#: ELMo: all); ``text_pooling`` and ``normalize`` there shape :meth:`FeatureExtractor.texts` only.
+LEVEL_DEFAULTS: dict[str, dict[str, object]] = {
+    "word": {"tokenizer": "whitespace", "layers": None, "combine": None, "subword_pooling": "first",
+             "text_pooling": "mean", "normalize": False},
+    "text": asdict(TEXT_DEFAULTS),
+}
+#: texts pooled per call of the encoder for ``text_pooling="piece_mean"`` (bounds the memory of an
+#: iterator's texts held at once)
+TEXT_CHUNK = 4096
+
+
+def level_options(level: str, **options) -> dict:
+    """``options`` with every ``None`` replaced by ``level``'s default (:data:`LEVEL_DEFAULTS`).
+
+    Raises
+    ------
+    ValueError
+        For a ``level`` that is not ``"word"`` or ``"text"``.
+    TypeError
+        For an option name that has no level default (a bug of the caller).
+    """
+    check_choice("level", level, Level)
+    defaults = LEVEL_DEFAULTS[level]
+    unknown = sorted(set(options) - set(defaults))
+    if unknown:
+        raise TypeError(f"level_options got {unknown}, which are not among {sorted(defaults)}")
+    return {name: defaults[name] if value is None else value for name, value in options.items()}
+
+
+class FeatureExtractor:
+    """Fixed (untrained) features from an encoder.
+
+    Parameters
+    ----------
+    encoder : Encoder
+        Any loaded encoder.
+    layers : int, sequence of int, "all", "hidden" or None
+        Layers to use (see :func:`contextembed.pooling.resolve_layers`).
+    combine : {"concat", "sum", "mean", "scalar_mix"} or None
+        How to combine layers; ``scalar_mix`` here has its initial (equal) weights and gamma 1.
+    subword_pooling : {"first", "last", "mean", "first_last", "max"} or None
+    text_pooling : {"mean", "piece_mean", "max", "cls"} or None
+        Used by :meth:`iter_texts`.
+    normalize : bool or None
+        Scale each text vector (:meth:`iter_texts`) to unit length; an empty text stays zeros.
+    level : {"word", "text"}
+        What the options left ``None`` default to (:data:`LEVEL_DEFAULTS`). ``"word"``: the
+        encoder's ``default_layers`` and ``default_combine``, ``subword_pooling="first"``; texts
+        pooled by ``"mean"``, not normalised. ``"text"``: the default text vector
+        (:data:`~contextembed.pooling.TEXT_DEFAULTS`), so ``FeatureExtractor(encoder,
+        level="text").texts(sentences)`` equals ``TextEmbedder(encoder).fit_transform(sentences)``.
+    """
+
+    def __init__(
+        self,
+        encoder: Encoder,
+        layers: Optional[LayerSpec] = None,
+        combine: Optional[str] = None,
+        subword_pooling: Optional[SubwordPooling] = None,
+        text_pooling: Optional[TextPooling] = None,
+        normalize: Optional[bool] = None,
+        *,
+        level: Level = "word",
+    ) -> None:
+        options = level_options(level, layers=layers, combine=combine, subword_pooling=subword_pooling,
+                                text_pooling=text_pooling, normalize=normalize)
+        self.encoder, self.level = encoder, level
+        layers = encoder.default_layers if options["layers"] is None else options["layers"]
+        combine = encoder.default_combine if options["combine"] is None else options["combine"]
+        self.pooling = LayerPooling(encoder.n_layers, layers, combine).eval()
+        self.subword_pooling = check_subword_pooling(options["subword_pooling"])
+        self.text_pooling = options["text_pooling"]
+        check_text_options(self.text_pooling, self.subword_pooling, encoder.has_cls,
+                           f"the {encoder.family} encoder {encoder.spec!r}")
+        if not isinstance(options["normalize"], (bool, np.bool_)):
+            raise TypeError(f"normalize must be True or False, got {options['normalize']!r}")
+        self.normalize = bool(options["normalize"])
+
+    @property
+    def dim(self) -> int:
+        """Width of one output row."""
+        return self.pooling.output_width(subword_output_width(self.encoder.width, self.subword_pooling))
+
+    def pool_layers(self, hidden: np.ndarray) -> np.ndarray:
+        """Combine the selected layers: ``(layers, rows, width)`` float32 -> ``(rows, dim)``, rows
+        being words or pieces (arrays shared with the core module, not copied)."""
+        if len(hidden) == 1 and self.pooling.combine in ("concat", "mean", "sum"):
+            return hidden[0]  # one layer (static vectors): nothing to combine, and no torch call per sentence
+        with torch.no_grad():
+            return self.pooling(torch.from_numpy(np.ascontiguousarray(hidden))).numpy()
+
+    def iter_words(self, sentences: Sentences, *, show_progress: bool = False) -> Iterator[np.ndarray]:
+        """Yield ``(words, dim)`` float32 per sentence, in input order.
+
+        ``sentences`` may be an iterator (a generator): the encoder reads it one chunk at a time and
+        nothing here keeps a sentence once its rows are yielded, so memory stays bounded by the
+        chunk size (``tests/robustness/test_resource_bounds.py`` measures it).
+        """
+        layers = self.pooling.layer_indexes
+        for hidden in self.encoder.iter_encode(sentences, layers, self.subword_pooling, show_progress=show_progress):
+            yield self.pool_layers(hidden)
+
+    def iter_texts(self, sentences: Sentences, *, show_progress: bool = False) -> Iterator[np.ndarray]:
+        """Yield one ``(dim,)`` float32 vector per text, in input order (an iterator is streamed as by
+        :meth:`iter_words`)."""
+        if self.text_pooling == "piece_mean":
+            yield from self._iter_piece_means(sentences, show_progress)
+        elif self.text_pooling in ("mean", "max"):
+            for words in self.iter_words(sentences, show_progress=show_progress):
+                yield self._finish(pool_text_numpy(words, self.text_pooling)[None])[0]
+        else:
+            layers = self.pooling.layer_indexes
+            for encoding in self.encoder.iter_encode_pieces(sentences, layers, show_progress=show_progress):
+                yield self.text_vector(encoding)
+
+    def text_vector(self, encoding: PieceEncoding) -> np.ndarray:
+        """One text's vector from its encoding: ``(dim,)`` float32.
+
+        ``encoding.hidden`` holds the selected layers (``self.pooling.layer_indexes``, in order).
+        """
+        if self.text_pooling in ("mean", "max"):
+            # (layers, words, width) -> (words, dim) -> (dim,)
+            words = self.pool_layers(encoding.words(self.subword_pooling))
+            return self._finish(pool_text_numpy(words, self.text_pooling)[None])[0]
+        if self.text_pooling == "piece_mean":
+            hidden = encoding.piece_means()
+        else:
+            hidden = encoding.cls if encoding.n_words else np.zeros_like(encoding.cls)  # an empty text: zeros
+        # (layers, width) -> (layers, 1, width) -> (1, dim): layer pooling is linear, so pooling each
+        # layer's text first is pooling the layers first
+        return self._finish(self.pool_layers(hidden[:, None, :]))[0]
+
+    def _iter_piece_means(self, sentences: Sentences, show_progress: bool) -> Iterator[np.ndarray]:
+        """``text_pooling="piece_mean"``: the encoder averages each text's pieces (on its device)."""
+        layers = list(self.pooling.layer_indexes)
+        with progress_bar(sentences, show_progress) as progress:
+            # the encoder's own chunk where it has one: what it holds at once anyway
+            for chunk in check_sentence_chunks(sentences, min(TEXT_CHUNK, getattr(self.encoder, "chunk_size", TEXT_CHUNK))):
+                # (texts, layers, width) -> (layers, texts, width) -> (texts, dim)
+                means = self.encoder.encode_piece_means(chunk, layers).transpose(1, 0, 2)
+                yield from self._finish(self.pool_layers(means))
+                progress.update(len(chunk))
+
+    def _finish(self, vectors: np.ndarray) -> np.ndarray:
+        """``(texts, dim)`` text vectors, scaled to unit length with ``normalize``."""
+        return normalize_rows(vectors) if self.normalize else vectors
+
+    def words(self, sentences: Sentences) -> list[np.ndarray]:
+        """One ``(words, dim)`` array per sentence."""
+        return list(self.iter_words(sentences))
+
+    def texts(self, sentences: Sentences) -> np.ndarray:
+        """``(texts, dim)`` float32."""
+        rows = list(self.iter_texts(sentences))
+        return np.stack(rows) if rows else np.zeros((0, self.dim), dtype=np.float32)

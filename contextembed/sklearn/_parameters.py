@@ -1,0 +1,128 @@
+"""The parameters TextEmbedder, TokenEmbedder and TextPairEmbedder share, defined and documented once.
+
+scikit-learn reads an estimator's parameters from the signature of its ``__init__``
+(``get_params``, ``clone``), so each class still lists every parameter there, by name and with its
+default, and only stores them (:func:`store_parameters`). What the classes share is here:
+
+- the numpydoc entries of the shared parameters (:data:`MODEL_PARAMETERS`, :data:`RUN_PARAMETERS`)
+  and fitted attributes (:data:`FITTED_ATTRIBUTES`), which :func:`shared_docs` writes into a class
+  docstring where a line holds ``$model_parameters``, ``$run_parameters`` or ``$fitted_attributes``;
+- :data:`SHARED_DEFAULTS`, the default of each shared parameter that has one default everywhere,
+  which ``tests/sklearn/test_parameters.py`` compares with every class's signature.
+
+A parameter every estimator gains is added here once (its entry, its default) and to each
+``__init__`` signature; the test fails for a class that lacks it or gives it another default.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+
+#: what the encoder is and how its layers become features (the first parameters of each class)
+MODEL_PARAMETERS = """\
+encoder : str or path
+    What :func:`contextembed.load_encoder` takes: ``"minilm-l6"``, ``"glove-6b-50d"``, a model
+    directory or a vectors file. Loaded in ``fit`` and shared by all clones in the process.
+layers : int, sequence of int, "all" or "hidden"
+    Which encoder layers to use (0 is the embedding layer, -1 the last).
+combine : {"scalar_mix", "concat", "sum", "mean"}
+    How to combine them. ``"scalar_mix"`` learns the mix in ``fit(X, y)`` when labels ``y`` are
+    given (ELMo's recipe: jointly with a linear softmax probe, early-stopped on a held-out split
+    of the training data); without ``y`` the weights stay equal.
+subword_pooling : {"first", "last", "mean", "first_last", "max"}
+    How a word's pieces become one vector (``"first_last"`` doubles the width).
+"""
+
+#: how the encoder runs, caches and is saved, and how the scalar mix is trained (the last ones)
+RUN_PARAMETERS = """\
+device : str
+    ``"auto"`` picks CUDA when present.
+precision : {"auto", "fp32", "bf16", "fp16"}
+    Compute dtype of the encoder; features are float32 either way.
+batch_tokens : int, optional
+    Padded pieces per forward pass (default: the encoder's).
+cache : "memory", None, path or joblib.Memory
+    ``"memory"``: the process-wide in-memory cache (bounded by bytes; see
+    :func:`contextembed.sklearn.set_cache_size`); a directory path or a
+    :class:`joblib.Memory`: also on disk; ``None``: no caching.
+n_jobs : int, optional
+    joblib workers encoding blocks of the input (any joblib backend); results are identical to
+    ``n_jobs=1``.
+embed_weights : bool
+    Pickle the encoder's weights with the estimator (portable, but large). By default the
+    pickle holds only the encoder reference and the learned pooling.
+max_epochs : int
+    Most epochs of mix training.
+validation_fraction : float
+    Share of the training data (sentences, texts or pairs) held out for early stopping of mix
+    training.
+random_state : int, RandomState or None
+    Seed of the validation split, initialisation and batch order of mix training.
+show_progress : bool
+    Progress bars on stderr (tqdm): one over the items each call encodes (those found in the
+    cache are not counted), one over the epochs of mix training. Off by default, and in every
+    clone (``GridSearchCV``) of an estimator that leaves it off; joblib workers never draw one.
+"""
+
+#: what ``fit`` sets on every one of them (a numpydoc section, with its heading)
+FITTED_ATTRIBUTES = """\
+Attributes
+----------
+mix_weights_ : np.ndarray
+    ``(selected_layers,)`` normalised mix weights (``combine="scalar_mix"`` only).
+gamma_ : float
+    The mix's scale (``combine="scalar_mix"`` only).
+layer_indexes_ : tuple of int
+    The absolute encoder layers used.
+n_layers_ : int
+    Layers of the encoder.
+"""
+
+_BLOCKS = {"model_parameters": MODEL_PARAMETERS, "run_parameters": RUN_PARAMETERS,
+           "fitted_attributes": FITTED_ATTRIBUTES}
+
+#: the default of every shared parameter that has one default in every class (``subword_pooling``
+#: has its own: ``"mean"`` for whole texts, ``"first"`` for tokens and pairs)
+SHARED_DEFAULTS = {
+    "encoder": "minilm-l6", "layers": "all", "combine": "scalar_mix", "device": "auto", "precision": "auto",
+    "batch_tokens": None, "cache": "memory", "n_jobs": None, "embed_weights": False, "max_epochs": 20,
+    "validation_fraction": 0.1, "random_state": 0, "show_progress": False,
+}
+
+_PLACEHOLDER = re.compile(r"^( *)\$(\w+)$", re.MULTILINE)
+
+
+def entry_names(block: str) -> list[str]:
+    """The names a numpydoc block documents (``"name : type"`` lines), in order."""
+    return re.findall(r"^(\w+) :", block, re.MULTILINE)
+
+
+#: every parameter the three classes share
+SHARED_PARAMETERS: tuple[str, ...] = tuple(entry_names(MODEL_PARAMETERS) + entry_names(RUN_PARAMETERS))
+
+
+def shared_docs(cls: type) -> type:
+    """Class decorator: write the shared entries into ``cls.__doc__`` at its ``$block`` lines."""
+    if cls.__doc__:
+        cls.__doc__ = _PLACEHOLDER.sub(_indented, cls.__doc__)
+    return cls
+
+
+def _indented(match: re.Match) -> str:
+    indent, name = match.groups()
+    if name not in _BLOCKS:
+        raise KeyError(f"${name} names no shared docstring block; expected one of {', '.join(_BLOCKS)}")
+    return "\n".join(indent + line if line else line for line in _BLOCKS[name].rstrip("\n").split("\n"))
+
+
+def store_parameters(estimator, arguments: dict) -> None:
+    """scikit-learn's ``__init__``: store every argument of ``type(estimator).__init__`` under its
+    own name (``arguments`` is that ``__init__``'s ``locals()``), and nothing else."""
+    for name in inspect.signature(type(estimator).__init__).parameters:
+        if name != "self":
+            setattr(estimator, name, arguments[name])
+
+
+__all__ = ["FITTED_ATTRIBUTES", "MODEL_PARAMETERS", "RUN_PARAMETERS", "SHARED_DEFAULTS", "SHARED_PARAMETERS",
+           "entry_names", "shared_docs", "store_parameters"]

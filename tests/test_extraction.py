@@ -1,0 +1,153 @@
+import numpy as np
+import pytest
+
+from contextembed import load_encoder
+from contextembed.extraction import FeatureExtractor
+
+
+@pytest.fixture(scope="module")
+def bert(tiny_bert_dir):
+    return load_encoder(str(tiny_bert_dir), device="cpu")
+
+
+SENTENCES = [["the", "quick", "fox"], [], ["New", "York", "Times", "unaffable"]]
+
+
+def test_default_is_concat_last_four_clipped_to_available(bert):
+    default = FeatureExtractor(bert)  # tiny BERT has 3 layers: "the last four" is all three
+    assert default.pooling.layer_indexes == (0, 1, 2) and default.pooling.combine == "concat"
+    assert default.dim == 3 * 32 and default.words(SENTENCES)[0].shape == (3, 96)
+    extractor = FeatureExtractor(bert, layers=[-2, -1], combine="concat")
+    full = bert.encode(SENTENCES)
+    for words, hidden in zip(extractor.words(SENTENCES), full):
+        assert words.shape == (hidden.shape[1], 64)
+        assert np.array_equal(words, np.concatenate([hidden[-2], hidden[-1]], axis=-1))
+
+
+@pytest.mark.parametrize("combine, reference", [
+    ("sum", lambda h: h.sum(0)), ("mean", lambda h: h.mean(0)), ("scalar_mix", lambda h: h.mean(0)),
+])
+def test_combines(bert, combine, reference):
+    extractor = FeatureExtractor(bert, layers="all", combine=combine, subword_pooling="mean")
+    for words, hidden in zip(extractor.words(SENTENCES), bert.encode(SENTENCES, subword_pooling="mean")):
+        assert np.abs(words - reference(hidden)).max(initial=0) < 1e-5
+
+
+@pytest.mark.parametrize("pooling", ["mean", "max", "cls"])
+def test_texts(bert, pooling):
+    extractor = FeatureExtractor(bert, layers=-1, text_pooling=pooling)
+    texts = extractor.texts(SENTENCES)
+    assert texts.shape == (3, 32) and np.isfinite(texts).all()
+    words = bert.encode(SENTENCES, layers=-1)
+    if pooling == "cls":
+        cls = bert.encode_cls(SENTENCES, layers=-1)[:, 0]
+        assert np.abs(texts[[0, 2]] - cls[[0, 2]]).max() < 1e-6
+        assert np.array_equal(texts[1], np.zeros(32))  # an empty text pools to zeros, cls too
+    else:
+        assert np.allclose(texts[0], getattr(np, pooling)(words[0][0], axis=0), atol=1e-6)
+        assert np.array_equal(texts[1], np.zeros(32))
+
+
+def test_piece_mean_texts_average_every_piece(bert):
+    """Layers mixed, then the text's pieces averaged: the same as averaging each layer's pieces."""
+    extractor = FeatureExtractor(bert, layers=[-2, -1], combine="concat", subword_pooling="mean",
+                                 text_pooling="piece_mean")
+    texts = extractor.texts(SENTENCES)
+    for text, encoding in zip(texts, bert.iter_encode_pieces(SENTENCES, [-2, -1])):
+        if encoding.n_words == 0:
+            assert np.array_equal(text, np.zeros(64))
+            continue
+        assert np.abs(text - np.concatenate(list(encoding.hidden.mean(axis=1)))).max() < 1e-5
+    with pytest.raises(ValueError, match="needs subword_pooling='mean', got 'first'"):
+        FeatureExtractor(bert, layers=-1, text_pooling="piece_mean")
+
+
+def test_cls_needs_a_transformer(tmp_path):
+    from contextembed.encoders.static import write_word2vec
+
+    write_word2vec(tmp_path / "v.vec", ["a"], np.ones((1, 3)))
+    with pytest.raises(ValueError, match="cls"):
+        FeatureExtractor(load_encoder(str(tmp_path / "v.vec")), text_pooling="cls")
+
+
+def test_cls_with_first_last_is_rejected_at_construction(bert):
+    with pytest.raises(ValueError, match="subword_pooling='first_last' would double the announced width"):
+        FeatureExtractor(bert, layers=-1, subword_pooling="first_last", text_pooling="cls")
+    words = FeatureExtractor(bert, layers=-1, subword_pooling="first_last")
+    assert words.dim == 64 and words.words(SENTENCES)[0].shape == (3, 64)
+    assert words.texts(SENTENCES).shape == (3, words.dim)
+
+
+# -- the one default text vector ----------------------------------------------------------------
+
+TEXTS = ["the quick fox", "", "New York Times unaffable", "the fox"]
+
+
+@pytest.fixture(scope="module")
+def encoders(tiny_bert_dir, tiny_elmo_dir, tmp_path_factory):
+    from contextembed.encoders import write_word2vec
+
+    words = sorted(set(" ".join(TEXTS).split()))
+    path = tmp_path_factory.mktemp("vectors") / "v.txt"
+    write_word2vec(path, words, np.random.default_rng(0).normal(size=(len(words), 5)).astype(np.float32))
+    return {"bert": load_encoder(str(tiny_bert_dir), device="cpu", precision="fp32"), "elmo": load_encoder(str(tiny_elmo_dir), device="cpu", precision="fp32"),
+            "vectors": load_encoder(str(path))}
+
+
+@pytest.mark.parametrize("family", ["bert", "elmo", "vectors"])
+def test_text_level_defaults_are_text_embedders_vector(encoders, family):
+    """FeatureExtractor(level="text") is TextEmbedder()'s vector: piece mean of every layer, equal
+    mix, unit length (fp32, the same arithmetic: equal to the bit)."""
+    from contextembed.sklearn import TextEmbedder
+
+    encoder = encoders[family]
+    tokens = [text.split() for text in TEXTS]
+    expected = TextEmbedder(encoder.spec, precision="fp32", device="cpu").fit_transform(tokens)
+    extractor = FeatureExtractor(encoder, level="text")
+    assert (extractor.text_pooling, extractor.subword_pooling, extractor.normalize) == ("piece_mean", "mean", True)
+    assert extractor.pooling.layer_indexes == tuple(range(encoder.n_layers))
+    texts = extractor.texts(tokens)
+    np.testing.assert_array_equal(texts, expected)
+    np.testing.assert_allclose(np.linalg.norm(texts[[0, 2, 3]], axis=1), 1.0, rtol=1e-6)
+    assert not texts[1].any()  # an empty text stays zeros
+
+
+def test_text_vector_of_one_encoding_is_the_streamed_one(bert):
+    extractor = FeatureExtractor(bert, level="text")
+    tokens = [text.split() for text in TEXTS]
+    one_by_one = [extractor.text_vector(e) for e in bert.iter_encode_pieces(tokens, extractor.pooling.layer_indexes)]
+    np.testing.assert_allclose(np.stack(one_by_one), extractor.texts(tokens), rtol=1e-5, atol=1e-6)
+
+
+def test_word_level_defaults_are_unchanged(bert):
+    extractor = FeatureExtractor(bert)
+    assert (extractor.subword_pooling, extractor.text_pooling, extractor.normalize) == ("first", "mean", False)
+    assert extractor.pooling.combine == bert.default_combine
+
+
+@pytest.mark.parametrize("pooling", ["mean", "max", "cls", "piece_mean"])
+def test_normalize_scales_each_text_to_unit_length(bert, pooling):
+    options = {"layers": [-2, -1], "subword_pooling": "mean", "text_pooling": pooling}
+    plain = FeatureExtractor(bert, **options, normalize=False).texts([t.split() for t in TEXTS])
+    unit = FeatureExtractor(bert, **options, normalize=True).texts([t.split() for t in TEXTS])
+    norms = np.linalg.norm(plain, axis=1)
+    np.testing.assert_allclose(unit[norms > 0], plain[norms > 0] / norms[norms > 0, None], rtol=1e-6)
+    assert not unit[1].any()
+
+
+def test_bad_level_and_normalize_are_refused(bert):
+    with pytest.raises(ValueError, match="level='sentence' is not one of 'word', 'text'"):
+        FeatureExtractor(bert, level="sentence")
+    with pytest.raises(TypeError, match="normalize must be True or False, got 'yes'"):
+        FeatureExtractor(bert, normalize="yes")
+
+
+def test_normalize_rows_is_sklearns():
+    from sklearn.preprocessing import normalize
+
+    from contextembed.pooling import normalize_rows
+
+    rows = np.random.default_rng(0).normal(size=(50, 7)).astype(np.float32)
+    rows[3] = 0.0
+    rows[4] = 1e-9
+    np.testing.assert_array_equal(normalize_rows(rows), normalize(rows))
