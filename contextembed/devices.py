@@ -141,7 +141,7 @@ class _FeedForward(torch.nn.Module):
 def _measure_speedups(names: tuple[str, ...]) -> dict[str, float]:
     """fp32 time over the time of each precision in ``names`` ("bf16", "int8") for a stack of
     :data:`_BLOCKS` transformer feed-forward blocks on :data:`_TOKENS` tokens, all precisions
-    alternating in one run (:func:`_best_times`).
+    alternating in one run (:func:`best_times`).
 
     Whole blocks, not bare matrix products: each precision's work around its products (int8's
     quantizing and rescaling, GELU, layer norms) counts as in a model. Bare products measured int8
@@ -167,21 +167,21 @@ def _measure_speedups(names: tuple[str, ...]) -> dict[str, float]:
     # timed with the threads each batch of a forward pass gets (contextembed.streams): int8 gains
     # more on one thread than on two (2.85x fp32 against 2.6x on the EPYC, bf16 2.0x on both)
     with intra_op_threads(cpu_streams()[1]):
-        times = _best_times({name: functools.partial(stack, x) for name, (stack, x) in stacks.items()})
+        times = best_times({name: functools.partial(stack, x) for name, (stack, x) in stacks.items()})
     return {name: times["fp32"] / times[name] for name in names}
 
 
-def _best_times(runs: dict[str, Callable[[], object]]) -> dict[str, float]:
-    """Best wall time of each run over the rounds after the first :data:`_WARMUP` of
-    :data:`_ROUNDS`, the runs alternating (so that all see the same load from other processes)."""
+def best_times(runs: dict[str, Callable[[], object]], rounds: int = _ROUNDS, warmup: int = _WARMUP) -> dict[str, float]:
+    """Best wall time of each run over the rounds after the first ``warmup`` of ``rounds``, the
+    runs alternating (so that all see the same load from other processes)."""
     times: dict[str, list[float]] = {name: [] for name in runs}
     with torch.inference_mode():
-        for _ in range(_ROUNDS):
+        for _ in range(rounds):
             for name, run in runs.items():
                 start = time.perf_counter()
                 run()
                 times[name].append(time.perf_counter() - start)
-    return {name: min(values[_WARMUP:]) for name, values in times.items()}
+    return {name: min(values[warmup:]) for name, values in times.items()}
 
 
 def measured_speedups() -> dict[str, float]:

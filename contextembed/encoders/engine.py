@@ -317,17 +317,11 @@ def layer_cosines(reference: Sequence[np.ndarray], other: Sequence[np.ndarray], 
 
 
 def best_times(runs: dict, rounds: int = 8, warmup: int = 3) -> dict[str, float]:
-    """Best wall time of each run (a callable) after ``warmup`` of ``rounds`` alternating rounds."""
-    import time
+    """Best wall time of each run (a callable) after ``warmup`` of ``rounds`` alternating rounds
+    (:func:`contextembed.devices.best_times`)."""
+    from ..devices import best_times as alternating
 
-    times: dict[str, list[float]] = {name: [] for name in runs}
-    with torch.inference_mode():
-        for _ in range(rounds):
-            for name, run in runs.items():
-                start = time.perf_counter()
-                run()
-                times[name].append(time.perf_counter() - start)
-    return {name: min(values[warmup:]) for name, values in times.items()}
+    return alternating(runs, rounds, warmup)
 
 
 #: ``backend="auto"`` takes the engine when it runs the probe batch at least this much faster than torch
