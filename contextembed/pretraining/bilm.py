@@ -205,7 +205,9 @@ class BiLMLanguageModel(torch.nn.Module):
     def log_prob(self, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """``(n, width)`` states, ``(n,)`` targets -> ``(n,)`` log-probabilities of the targets."""
         if isinstance(self.softmax, torch.nn.AdaptiveLogSoftmaxWithLoss):
-            return self.softmax(hidden.float(), targets).output
+            # in fp32 outside autocast: its output buffer is fp32 and index_copy_ refuses bf16/fp16 rows
+            with torch.autocast(device_type=hidden.device.type, enabled=False):
+                return self.softmax(hidden.float(), targets).output
         return -F.cross_entropy(self.softmax(hidden).float(), targets, reduction="none")
 
     def forward(self, char_ids: torch.Tensor, tokens: torch.Tensor):

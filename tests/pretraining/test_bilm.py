@@ -159,3 +159,17 @@ def test_init_without_a_saved_lm_head_builds_a_new_vocabulary(tmp_path, corpus_f
     adapted, original = load_bilm(tmp_path / "adapted"), load_bilm(base)
     for name, value in original.state_dict().items():
         torch.testing.assert_close(adapted.state_dict()[name], value, atol=1e-6, rtol=1e-5)
+
+
+def test_bf16_autocast_trains_the_adaptive_softmax_and_evaluates(tmp_path, corpus_file):
+    """bf16 autocast: the LSTM's in-place step and the adaptive softmax's fp32 buffer took bf16 rows."""
+    import math
+
+    from contextembed import load_encoder
+
+    config = BiLMConfig(size="tiny", n_layers=2, min_count=1, softmax="adaptive", cutoffs=[4, 8])
+    summary = pretrain_bilm(corpus_file, tmp_path / "out", config, tiny_training(max_steps=2, precision="bf16"))
+    losses = [value for key, value in summary.items() if "loss" in key and isinstance(value, float)]
+    assert losses and all(math.isfinite(value) for value in losses)
+    (features,) = load_encoder(str(tmp_path / "out"), device="cpu", precision="fp32").encode([["the", "cat"]])
+    assert np.isfinite(features).all()

@@ -240,8 +240,10 @@ def run_lstms(layers: Sequence[ProjectedLSTM], inputs: torch.Tensor, batch_sizes
     projection = torch.stack([layer.projection.weight.t() for layer in layers])
     # (D, packed, 4 * cell): the input part of every step at once
     gates_in = torch.baddbmm(bias, inputs, w_in)
-    # without autograd the recurrent part is added in place (saves a copy per step)
-    add = torch.baddbmm if torch.is_grad_enabled() else torch.Tensor.baddbmm_
+    # without autograd the recurrent part is added in place (saves a copy per step); not under
+    # autocast, which computes in another dtype than the tensors it is given (in-place ops refuse that)
+    in_place = not torch.is_grad_enabled() and gates_in.dtype == dtype == recurrent.dtype
+    add = torch.Tensor.baddbmm_ if in_place else torch.baddbmm
     n0 = batch_sizes[0] if len(batch_sizes) else 0
     h = inputs.new_zeros((len(layers), n0, first.projection_size))
     c = inputs.new_zeros((len(layers), n0, first.cell_size))
