@@ -16,9 +16,11 @@ features = last four layers concatenated, first piece per word:
 
 The text path (``--text-paths``): one vector per SST-2 training sentence from sentence-transformers'
 ``encode()`` (fp32) and from ``TextEmbedder()``'s defaults in fp32 and ``precision="auto"``,
-uncached, as texts/s; ``text-BACKEND:PRECISION`` (``text-openvino:int8``) on another backend.
+uncached, as texts/s, with their mean cosine to sentence-transformers fp32 and a 5-fold logistic
+regression accuracy on the labels; ``text-BACKEND:PRECISION`` (``text-openvino:int8``) on another backend.
 sentence-transformers' own ONNX and OpenVINO backends (``st-onnx``, ``st-openvino``, its default
-inference precision; ``st-openvino-f32``) need optimum, whose pins do not admit this project's
+inference precision; ``st-openvino-f32``; ``st-openvino-int8``, its static int8 export calibrated on 300
+SST-2 sentences after the measured ones, the fastest CPU path it documents) need optimum, whose pins do not admit this project's
 transformers: give the python of a side environment with ``--peer-python`` (``pip install
 "sentence-transformers[onnx,openvino]"`` in a fresh venv); the texts and the model directory go to it
 as files, and its OpenVINO telemetry is declined as in contextembed.
@@ -32,7 +34,8 @@ small probe (logistic regression on the token features; ``--probe-train`` senten
     python benchmarks/throughput.py [--sentences 2000] [--rounds 2] [--paths raw fp32 bf16 int8 auto fp32@8192]
     python benchmarks/throughput.py --paths --text-paths st text-fp32 text-auto   # the text path only
     python benchmarks/throughput.py --paths raw fp32 auto openvino:fp32 openvino:int8 auto:auto \
-        --text-paths st st-onnx st-openvino text-auto text-openvino:fp32 --peer-python /tmp/peervenv/bin/python
+        --text-paths st st-onnx st-openvino st-openvino-int8 text-auto text-openvino:int8 \
+        --peer-python /tmp/peervenv/bin/python
 """
 
 from __future__ import annotations
@@ -142,20 +145,24 @@ def flair_path(sentences_unused=None):
 #: text paths: sentence-transformers' encode() against TextEmbedder's default at two precisions
 TEXT_PATHS = ("st", "text-fp32", "text-auto")
 #: sentence-transformers' own backends, run by --peer-python
-PEER_PATHS = ("st-onnx", "st-openvino", "st-openvino-f32")
+PEER_PATHS = ("st-onnx", "st-openvino", "st-openvino-f32", "st-openvino-int8")
+#: SST-2 sentences that calibrate st-openvino-int8 (taken after the measured ones; NNCF's default count)
+PEER_CALIBRATION = 300
 
 
 def is_text_path(path: str) -> bool:
     return path in TEXT_PATHS or path in PEER_PATHS or path.startswith("text-")
 
 
-def text_inputs(n: int) -> tuple[list[str], str]:
+def text_inputs(n: int, extra: int = 0) -> tuple[list[str], str, list[int] | None]:
+    """``n`` texts (and ``extra`` more after them), their source and their labels (None: synthetic)."""
     from contextembed.sklearn.datasets import read_labelled_text
 
     path = ROOT.parent / "shared" / "data" / "sst2" / "train.tsv"
     if not path.exists():
-        return [" ".join(s) for s in synthetic_sentences(n)], "synthetic (../shared absent)"
-    return read_labelled_text(path, limit=n)[0], "SST-2 train"
+        return [" ".join(s) for s in synthetic_sentences(n + extra)], "synthetic (../shared absent)", None
+    texts, labels = read_labelled_text(path, limit=n + extra)
+    return texts, "SST-2 train", labels
 
 
 def sentence_transformers_path():
@@ -170,12 +177,15 @@ def text_embedder_path(path: str):
     from contextembed.sklearn import TextEmbedder
 
     backend, precision, _ = parse_path(path)
-    embedder = TextEmbedder("minilm-l6", precision=precision, backend=backend, cache=None)
+    options = {"backend": backend} if backend != "torch" else {}
+    embedder = TextEmbedder("minilm-l6", precision=precision, cache=None, **options)
     return lambda texts: embedder.fit(texts[:1]).transform(texts)
 
 
-def peer_path(path: str, model_dir: str):
-    """sentence-transformers with its ONNX or OpenVINO backend (in the peer environment)."""
+def peer_path(path: str, model_dir: str, calibration: list[str], cache: str):
+    """sentence-transformers with its ONNX or OpenVINO backend (in the peer environment);
+    ``st-openvino-int8``: its static int8 export (``export_static_quantized_openvino_model``, NNCF,
+    300 calibration sentences), made once per run in ``cache``."""
     try:  # OpenVINO's telemetry declined before anything imports it, as contextembed does
         from openvino_telemetry.utils import opt_in_checker
 
@@ -186,6 +196,9 @@ def peer_path(path: str, model_dir: str):
 
     backend = "onnx" if path == "st-onnx" else "openvino"
     kwargs = {"model_kwargs": {"ov_config": {"INFERENCE_PRECISION_HINT": "f32"}}} if path.endswith("-f32") else {}
+    if path == "st-openvino-int8":
+        model_dir = static_int8_peer(model_dir, calibration, Path(cache) / "st-openvino-int8")
+        kwargs = {"model_kwargs": {"file_name": "openvino/openvino_model_qint8_quantized.xml"}}
     model = SentenceTransformer(model_dir, device="cpu", backend=backend, **kwargs)
     return lambda texts: model.encode(texts, batch_size=64, convert_to_numpy=True)
 
@@ -193,15 +206,18 @@ def peer_path(path: str, model_dir: str):
 def text_worker(args) -> None:
     if args.worker in PEER_PATHS:  # the peer environment has no contextembed: texts and model as files
         texts = Path(args.texts_file).read_text(encoding="utf-8").split("\n")
-        run = peer_path(args.worker, args.model_dir)
+        calibration = Path(args.texts_file + ".calibration").read_text(encoding="utf-8").split("\n")
+        run = peer_path(args.worker, args.model_dir, calibration, str(Path(args.texts_file).parent))
     else:
-        texts, _ = text_inputs(args.sentences)
+        texts = text_inputs(args.sentences)[0]
         run = sentence_transformers_path() if args.worker == "st" else text_embedder_path(args.worker[len("text-"):])
     run(texts[:64])  # warm-up
     start = time.perf_counter()
     features = run(texts)
     elapsed = time.perf_counter() - start
     assert len(features) == len(texts), "one row per text"
+    if args.out != os.devnull:
+        np.save(args.out, np.asarray(features, dtype=np.float32))
     print(json.dumps({"texts_per_s": len(texts) / elapsed, "peak_rss_mb": peak_rss_mb()}))
 
 
@@ -217,23 +233,73 @@ def measured_rows(results: dict, rate: str, base_path: str, width: int):
 
 
 def compare_text_paths(args) -> None:
-    texts, source = text_inputs(args.sentences)
+    texts, source, labels = text_inputs(args.sentences, extra=PEER_CALIBRATION)
+    texts, calibration, labels = texts[: args.sentences], texts[args.sentences :], labels and labels[: args.sentences]
     print(f"\ntext path: {len(texts)} texts ({source}), one vector each")
+    features = {}
     with tempfile.TemporaryDirectory() as tmp:
         if any(path in PEER_PATHS for path in args.text_paths):
             args.texts_file = str(Path(tmp) / "texts.txt")
             Path(args.texts_file).write_text("\n".join(texts), encoding="utf-8")
+            Path(args.texts_file + ".calibration").write_text("\n".join(calibration), encoding="utf-8")
             args.model_dir = str(minilm_model_dir())
 
         def run(path: str, first: bool) -> dict:
             python = args.peer_python if path in PEER_PATHS else sys.executable
-            return run_worker(path, args, Path(os.devnull), python)
+            out = Path(tmp) / f"{path}.npy"
+            result = run_worker(path, args, out if first else Path(os.devnull), python)
+            if first and out.exists():
+                features[path] = np.load(out)
+            return result
 
         results = best_of_rounds(args.text_paths, args.rounds, "texts_per_s", run)
-    print(f"{"path":18s} {"texts/s":>9s} {'x ST fp32':>10s} {'peak RSS':>9s}")
-    for path, result, ratio in measured_rows(results, "texts_per_s", "st", 10):
-        print(f"{path:10s} {result['texts_per_s']:9.0f} {ratio:10.2f} {result['peak_rss_mb']:8.0f}M")
-    print("targets: text-fp32 >= 1.0x sentence-transformers encode() fp32; text-auto >= 1.0x the fastest st-* backend")
+    print(f"{'path':18s} {'texts/s':>9s} {'x ST fp32':>10s} {'peak RSS':>9s} {'cos(ST)':>8s} {'min cos':>8s} {'probe acc':>9s}")
+    for path, result, ratio in measured_rows(results, "texts_per_s", "st", 18):
+        quality = text_quality(features.get(path), features.get("st"), labels)
+        print(f"{path:18s} {result['texts_per_s']:9.0f} {ratio:10.2f} {result['peak_rss_mb']:8.0f}M {quality}")
+    print("targets: text-fp32 >= 1.0x sentence-transformers encode() fp32; text-auto >= 1.0x the fastest st-* backend "
+          "(issue 30: >= 1.0x st-openvino-int8)")
+    print("cos(ST): mean cosine to sentence-transformers fp32 (TextEmbedder's default pools all layers, ST the last: "
+          "compare TextEmbedder paths with each other); probe acc: 5-fold logistic regression on the features")
+
+
+def text_quality(features, reference, labels) -> str:
+    """Mean and lowest cosine to ``reference`` and a 5-fold probe accuracy (%), as a table cell."""
+    if features is None:
+        return f"{'-':>8s} {'-':>8s} {'-':>9s}"
+    cos = "       -       -"
+    if reference is not None and reference.shape == features.shape:
+        similarity = (features * reference).sum(1) / np.maximum(
+            np.linalg.norm(features, axis=1) * np.linalg.norm(reference, axis=1), 1e-12)
+        cos = f"{similarity.mean():8.5f} {similarity.min():8.4f}"
+    accuracy = "        -"
+    if labels:
+        from sklearn.linear_model import LogisticRegression
+        from sklearn.model_selection import cross_val_score
+
+        scores = cross_val_score(LogisticRegression(max_iter=1000), features, labels, cv=5)
+        accuracy = f"{100 * scores.mean():9.2f}"
+    return f"{cos} {accuracy}"
+
+
+def static_int8_peer(model_dir: str, calibration: list[str], target: Path) -> str:
+    """A copy of ``model_dir`` with sentence-transformers' static int8 OpenVINO export in it. Its
+    calibration text comes from the Hub (GLUE SST-2) by default: here ``datasets.load_dataset``
+    returns the local SST-2 sentences instead, and the peer's own code does the rest (shuffle, 300
+    samples, tokenize, NNCF)."""
+    import shutil
+
+    import datasets
+    from optimum.intel import OVQuantizationConfig
+    from sentence_transformers import SentenceTransformer, export_static_quantized_openvino_model
+
+    if (target / "openvino" / "openvino_model_qint8_quantized.xml").exists():
+        return str(target)
+    shutil.copytree(model_dir, target)  # the peer writes beside the model: never into the installed package
+    datasets.load_dataset = lambda *args, **kwargs: datasets.Dataset.from_dict({"sentence": calibration})
+    model = SentenceTransformer(str(target), device="cpu", backend="openvino")
+    export_static_quantized_openvino_model(model, OVQuantizationConfig(num_samples=len(calibration)), str(target))
+    return str(target)
 
 
 def minilm_model_dir() -> Path:
