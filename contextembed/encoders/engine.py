@@ -17,6 +17,9 @@ Export
     all of those and the hash of the exported files. A cached export is used only if its record
     and files match; a stale or damaged one is exported again (:class:`EngineCacheWarning`), never
     replaced by another numeric path.
+    A cache directory that is not a directory or cannot be written (``CONTEXTEMBED_ENGINE_CACHE``)
+    is a :class:`~contextembed.errors.SettingError` naming the variable, the path and the fix
+    (:func:`checked_cache_root`), with ``backend="auto"`` too: a setting to fix, not a fallback.
 
 Precisions
     ``"fp32"`` forces the engine's f32 inference precision (OpenVINO otherwise computes in bf16 on
