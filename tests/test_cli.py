@@ -691,7 +691,8 @@ def test_missing_paths_say_they_do_not_exist(vectors, inputs, capsys):
 def test_summaries_are_one_json_line_on_stdout(vectors, tiny_bert_dir, inputs, tmp_path, capsys):
     assert main(_embed(vectors, inputs / "in.txt", tmp_path / "w.npz")) == 0
     out = capsys.readouterr().out
-    assert json.loads(out) == {"sentences": 3, "rows": 7, "dim": 4, "output": str(tmp_path / "w.npz")}
+    assert json.loads(out) == {"sentences": 3, "rows": 7, "dim": 4, "output": str(tmp_path / "w.npz"),
+                               "backend": "numpy", "precision": None}  # static vectors: a table looked up
     assert main(["distill", str(tiny_bert_dir), str(tmp_path / "student"), "--corpus", str(inputs / "in.txt"),
                  "--dim", "4", "--quiet"]) == 0
     summary = json.loads(capsys.readouterr().out)

@@ -226,7 +226,8 @@ def test_cli(tiny_bert_dir, tmp_path):
     result = run_cli(["distill", str(tiny_bert_dir), str(out), "--corpus", str(corpus), "--layers=-2,-1",
                       "--dim", "3", "--precision", "fp32", "--quiet"])
     assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout.strip().splitlines()[-1]) == {"output": str(out), "words": 7, "dim": 3}
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == {"output": str(out), "words": 7, "dim": 3,
+                                                                  "backend": "torch", "precision": "fp32"}
     assert load_encoder(out).width == 3 and load_encoder(out).subwords.width == 3
     folded = run_cli(["distill", str(tiny_bert_dir), str(tmp_path / "folded"), "--corpus", str(corpus),
                       "--case", "fold", "--no-subwords", "--precision", "fp32", "--quiet"])
