@@ -17,6 +17,9 @@ from __future__ import annotations
 
 from typing import Literal, Optional, get_args
 
+#: the precisions under which calibration text can be used: int8, or ``"auto"``, which measures int8
+CALIBRATED_PRECISIONS = ("int8", "auto")
+
 #: every backend name ``backend=`` accepts
 Backend = Literal["auto", "torch", "openvino"]
 BACKEND_NAMES: tuple[str, ...] = get_args(Backend)
@@ -45,4 +48,38 @@ def check_backend(backend: object, family: Optional[str] = None, name: str = "ba
     return backend
 
 
-__all__ = ["BACKEND_NAMES", "Backend", "ENGINE_EXTRAS", "FAMILY_BACKENDS", "check_backend"]
+def check_calibration(calibration: object, backend: str, precision: str) -> None:
+    """Refuse ``calibration=`` (text for int8 on the engine) where it can never take effect.
+
+    It applies to the engine's static int8 (``backend="openvino"``, or ``"auto"``, which may pick
+    the engine) with ``precision="int8"`` or ``"auto"``. With ``precision="auto"`` it is accepted
+    even when the measurement then picks fp32 or bf16: the int8 candidate that was measured was
+    calibrated on it (the choice is logged). ``backend="torch"`` quantizes per token without
+    calibration text, and fp32, bf16 and fp16 never quantize: there it is a ``ValueError``, never
+    silently ignored.
+    """
+    if calibration is None:
+        return
+    if backend == "torch":
+        raise ValueError(
+            "calibration applies to int8 on the engine (backend='openvino', or 'auto' where the engine is "
+            "chosen); backend='torch' quantizes int8 per token without calibration text: leave calibration "
+            "unset, or pass backend='openvino'"
+        )
+    if precision not in CALIBRATED_PRECISIONS:
+        raise ValueError(
+            f"calibration applies to int8 on the engine (precision='int8', or 'auto', which measures int8); "
+            f"precision={precision!r} never quantizes: leave calibration unset, or pass precision='int8'"
+        )
+
+
+def concrete_backend(encoder: object) -> str:
+    """The backend name that loads ``encoder``'s numeric path again: ``"openvino"`` for an encoder
+    running on the engine, ``"torch"`` for every other (ELMo and static vectors included: their
+    one path). What ``backend="auto"`` is pinned to once resolved, so that every process that
+    loads the encoder again (joblib, Ray and Dask workers) runs the same path."""
+    return "openvino" if getattr(encoder, "backend", "torch") == "openvino" else "torch"
+
+
+__all__ = ["BACKEND_NAMES", "Backend", "CALIBRATED_PRECISIONS", "ENGINE_EXTRAS", "FAMILY_BACKENDS", "check_backend",
+           "check_calibration", "concrete_backend"]

@@ -175,6 +175,16 @@ def add_encoder_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--precision", default="auto", type=_checked(check_precision, "precision"),
                         metavar="{" + ",".join(PRECISION_NAMES) + "}",
                         help="compute precision of transformer and ELMo encoders; static vectors take auto or fp32")
+    from .backends import BACKEND_NAMES
+
+    parser.add_argument("--backend", default="torch", choices=BACKEND_NAMES,
+                        help="what runs a transformer's forward pass: torch (exact), openvino (CPU, the openvino "
+                        "extra) or auto (the faster, measured at load); ELMo and static vectors take torch or auto")
+
+
+def running(encoder) -> dict:
+    """What a command's summary says the encoder ran on: its backend and precision (after ``auto``)."""
+    return {"backend": getattr(encoder, "backend", None), "precision": getattr(encoder, "precision", None)}
 
 
 def _checked(check: Callable, name: str) -> Callable[[str], str]:
@@ -201,8 +211,8 @@ def add_info_parser(subparsers) -> None:
 def _run_info(args: argparse.Namespace) -> int:
     from .encoders import load_encoder
 
-    encoder = load_encoder(args.spec, device=args.device, precision=args.precision)
-    print(json.dumps(encoder.info(), indent=2))
+    encoder = load_encoder(args.spec, device=args.device, precision=args.precision, backend=args.backend)
+    print(json.dumps({**encoder.info(), **running(encoder)}, indent=2))
     return 0
 
 
@@ -303,7 +313,7 @@ def _run_embed(args: argparse.Namespace) -> int:
     options = {"input_format": args.format, "tokenizer": args.tokenizer, "layers": args.layers,
                "combine": args.combine, "subword_pooling": args.subword_pooling, "level": args.level,
                "text_pooling": args.text_pooling, "normalize": args.normalize, "dtype": args.dtype, "device": args.device,
-               "precision": args.precision, "show_progress": not args.quiet, "overwrite": args.overwrite}
+               "precision": args.precision, "backend": args.backend, "show_progress": not args.quiet, "overwrite": args.overwrite}
     if is_corpus(args.input):
         summary = embed_corpus(args.spec, args.input, args.output, output_format=args.output_format,
                                engine=args.engine, address=args.address, connect_timeout=args.connect_timeout,
@@ -376,12 +386,12 @@ def _run_distill(args: argparse.Namespace) -> int:
         corpus = read_sentences(args.corpus, args.format, get_tokenizer(args.tokenizer))
     elif args.format is not None:
         raise ValueError("--format applies to --corpus only")
-    encoder = load_encoder(args.spec, device=args.device, precision=args.precision)
+    encoder = load_encoder(args.spec, device=args.device, precision=args.precision, backend=args.backend)
     student = distill(encoder, args.output, corpus=corpus, layers=args.layers, combine=args.combine, dim=args.dim,
                       min_count=args.min_count, case=args.case, subwords=args.subwords, oov=args.oov,
                       overwrite=args.overwrite, show_progress=not args.quiet,
                       corpus_name=args.corpus or "")
-    print(json.dumps({"output": args.output, "words": student.vocab_size, "dim": student.width}))
+    print(json.dumps({"output": args.output, "words": student.vocab_size, "dim": student.width, **running(encoder)}))
     return 0
 
 

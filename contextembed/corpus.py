@@ -66,7 +66,8 @@ def run_local(spec: str, jobs: list[Job], existing: set, *, overwrite: bool, don
 
     if address is not None or connect_timeout is not None or concurrency is not None or num_gpus is not None:
         raise ValueError("address, connect_timeout, concurrency and num_gpus apply to engine='ray' only")
-    encoder = load_encoder(spec, device=options.get("device", "auto"), precision=options.get("precision", "auto"))
+    encoder = load_encoder(spec, device=options.get("device", "auto"), precision=options.get("precision", "auto"),
+                           backend=options.get("backend", "torch"))
     for job in jobs:
         if job in existing:
             check_complete(job, encoder=encoder, spec=spec, **options)
@@ -135,12 +136,13 @@ def embed_corpus(
     **options
         Keyword arguments of :func:`contextembed.io.embed_file` (``input_format``, ``tokenizer``,
         ``layers``, ``combine``, ``subword_pooling``, ``level``, ``text_pooling``, ``dtype``,
-        ``device``, ``precision``, ``chunk_sentences``).
+        ``device``, ``precision``, ``backend``, ``chunk_sentences``).
 
     Returns
     -------
     dict
-        ``files``, ``embedded``, ``skipped`` (counts) and ``outputs`` (paths, in input order).
+        ``files``, ``embedded``, ``skipped`` (counts), ``backend`` and ``precision`` the embedded
+        files ran on (``None`` when none was embedded) and ``outputs`` (paths, in input order).
 
     Raises
     ------
@@ -160,9 +162,19 @@ def embed_corpus(
             os.makedirs(os.path.dirname(os.path.abspath(job.output)), exist_ok=True)
     engine_options = {"address": address, "connect_timeout": connect_timeout, "concurrency": concurrency,
                       "num_gpus": num_gpus}
+    ran: dict[str, set] = {"backend": set(), "precision": set()}
+
+    def done(summary: dict) -> None:
+        for name, values in ran.items():
+            if name in summary:
+                values.add(summary[name])
+        progress.file_done(summary)
+
     with CorpusProgress(len(jobs), show_progress, overwrite=overwrite) as progress:
-        skipped = run(spec, jobs, existing, overwrite=overwrite, done=progress.file_done, **engine_options, **options)
-    return {"files": len(jobs), "embedded": len(jobs) - skipped, "skipped": skipped,
+        skipped = run(spec, jobs, existing, overwrite=overwrite, done=done, **engine_options, **options)
+    # what the embedded files ran on (after "auto"; none when every output was kept)
+    shown = {name: sorted(values)[0] if len(values) == 1 else sorted(values) or None for name, values in ran.items()}
+    return {"files": len(jobs), "embedded": len(jobs) - skipped, "skipped": skipped, **shown,
             "outputs": [job.output for job in jobs]}
 
 

@@ -77,6 +77,7 @@ def distill(
     overwrite: bool = False,
     show_progress: bool = False,
     corpus_name: str = "",
+    backend: Optional[str] = None,
 ) -> StaticVectors:
     """Static word vectors from a contextual encoder; saved to ``out`` when given.
 
@@ -110,6 +111,10 @@ def distill(
         The vector of a word outside the table none of whose pieces is known.
     corpus_name : str
         What the corpus was (recorded in ``distillation.json``).
+    backend : {"torch", "openvino", "auto"}, optional
+        What runs a teacher given as a spec (:func:`contextembed.load_encoder`; ``None``: torch). A
+        loaded teacher runs on its own backend: passing one with it is an error.
+        ``distillation.json`` records the backend and precision the teacher ran.
 
     Raises
     ------
@@ -125,7 +130,10 @@ def distill(
 
     _check_options(dim, min_count, oov, case, subwords, corpus)
     identity = check_output(encoder, out, overwrite=overwrite)
-    teacher = encoder if isinstance(encoder, Encoder) else load_encoder(encoder)
+    if isinstance(encoder, Encoder) and backend is not None:
+        raise ValueError(f"backend={backend!r} applies to a teacher given as a spec; the loaded teacher already runs "
+                         f"on backend {encoder.backend!r}: pass its spec, or load it with the backend you want")
+    teacher = encoder if isinstance(encoder, Encoder) else load_encoder(encoder, backend=backend or "torch")
     if teacher.family == "static":
         raise ValueError(f"{teacher.spec or 'this encoder'} is static vectors already: distil a transformer or ELMo")
     layers = middle_layers(teacher.n_layers) if layers is None else layers
@@ -156,6 +164,7 @@ def distill(
     if out is not None:
         record = provenance.record(
             DISTILLED_ARTIFACT, teacher=teacher.spec, teacher_fingerprint=identity and identity.fingerprint,
+            teacher_backend=teacher.backend, teacher_precision=getattr(teacher, "precision", None),
             source=source, corpus=corpus_name or None, corpus_hash=tokens.hexdigest() if corpus is not None else None,
             layers=list(extractor.pooling.layer_indexes), combine=combine, subword_pooling="mean", case=case,
             dim=student.width, min_count=min_count if corpus is not None else None, subwords=pieces is not None,

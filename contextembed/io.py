@@ -50,7 +50,7 @@ Every output records what made it (:mod:`contextembed.provenance`, artifact ``"e
 the input's content hash, its format and tokenizer, the model's fingerprint
 (:func:`contextembed.encoders.identity.identify`), every option that changes the features as the
 loaded encoder resolved it (``level``, ``layers`` as indexes, ``combine``, ``subword_pooling``,
-``text_pooling`` and ``normalize`` at text level, the precision the encoder runs, its device type,
+``text_pooling`` and ``normalize`` at text level, the precision and backend the encoder runs, its device type,
 its ``window`` / ``stride`` / ``pad_multiple``), ``dtype`` and the output format, and ``content``: the rows, width
 and hashes of the ``features`` and ``lengths`` as written. A ``.npz`` holds it as its
 ``provenance`` entry (UTF-8 JSON as ``uint8``, read back without unpickling); a ``.npy``, which
@@ -556,6 +556,8 @@ _HINTS = {
     "input": "the input's text changed since",
     "model": "another model, or the model's files changed",
     "precision": "precision='auto' is chosen by measuring on each run: name a precision to keep one",
+    "backend": "backend='auto' is chosen by measuring on each run: name a backend to keep one (an output written "
+               "before backends existed records none: it ran on torch)",
     "device": "the features of another device type differ in rounding",
     "normalize": "a text-level output written before text vectors could be normalised records none (and was "
                  "not normalised; the default text vector is)",
@@ -573,8 +575,8 @@ def output_fields(spec, output_path: str, extractor, *, input_hash: str, input_f
 
     The input's content hash, its format and tokenizer, the model's fingerprint, every option that
     changes the features as the loaded encoder resolved it (layer indexes, combine, subword pooling;
-    at text level the text pooling and ``normalize``; the precision it runs, its device type, its
-    window settings) and the output's dtype and format.
+    at text level the text pooling and ``normalize``; the precision and backend it runs, its device
+    type, its window settings) and the output's dtype and format.
     """
     from .encoders.identity import identify
 
@@ -587,7 +589,8 @@ def output_fields(spec, output_path: str, extractor, *, input_hash: str, input_f
         "layers": list(extractor.pooling.layer_indexes), "combine": extractor.pooling.combine,
         "subword_pooling": extractor.subword_pooling,
         "text_pooling": extractor.text_pooling if level == "text" else None, **text,
-        "precision": getattr(encoder, "precision", None), "device": getattr(device, "type", device),
+        "precision": getattr(encoder, "precision", None), "backend": getattr(encoder, "backend", None),
+        "device": getattr(device, "type", device),
         "encoder_options": {name: getattr(encoder, name) for name in _ENCODER_OPTIONS if hasattr(encoder, name)},
         "dtype": dtype, "output_format": os.path.splitext(os.fspath(output_path))[1].lstrip("."),
     }
@@ -852,6 +855,7 @@ def embed_file(
     dtype: OutputDtype = "float32",
     device: str = "auto",
     precision: str = "auto",
+    backend: str = "torch",
     chunk_sentences: int = 4096,
     show_progress: bool = True,
     overwrite: bool = False,
@@ -895,7 +899,7 @@ def embed_file(
     input_hash = provenance.file_hash(input_path)  # before reading: the record names the text that was read
     split = get_tokenizer(chosen["tokenizer"])
     lengths = np.fromiter((len(s) for s in read_sentences(input_path, input_format, split)), dtype=np.int64)
-    encoder = encoder or load_encoder(spec, device=device, precision=precision)
+    encoder = encoder or load_encoder(spec, device=device, precision=precision, backend=backend)
     extractor = _extractor(encoder, level, chosen)
     fields = output_fields(spec, output_path, extractor, input_hash=input_hash, input_format=input_format,
                            tokenizer=chosen["tokenizer"], level=level, dtype=dtype)
@@ -907,7 +911,8 @@ def embed_file(
         if provenance.file_hash(input_path) != input_hash:
             raise ValueError(f"input {input_path} changed while it was being read; nothing was written")
         _close_with_record(writer, fields, lengths)
-    return {"sentences": len(lengths), "rows": n_rows, "dim": extractor.dim, "output": output_path}
+    return {"sentences": len(lengths), "rows": n_rows, "dim": extractor.dim, "output": output_path,
+            "backend": fields["backend"], "precision": fields["precision"]}
 
 
 def _write_rows(writer: ArrayWriter, extractor, chunks, level: str, *, total: int, show_progress: bool) -> None:

@@ -19,6 +19,9 @@ option                 definition (type and check)
                        ``FAMILY_PRECISIONS``), ``contextembed.devices.check_precision``
 ``device``             :data:`contextembed.devices.Device`, ``check_device`` (form) and
                        ``resolve_device`` (present here)
+``backend``            :data:`contextembed.backends.Backend` (per family: ``FAMILY_BACKENDS``),
+                       ``contextembed.backends.check_backend``
+``calibration``        ``contextembed.backends.check_calibration`` (where it can take effect)
 ``tokenizer``          :data:`contextembed.tokenizers.TOKENIZERS`, ``get_tokenizer``
 ``window``, ``stride`` ``contextembed.alignment.check_window``
 ``format``,            :data:`contextembed.encoders.vector_files.StaticFormat` and ``UnicodeErrors``,

@@ -511,7 +511,8 @@ def test_text_level_default_is_text_embedders_vector(tiny_bert_dir, lines, tmp_p
                                             "normalize")} == {
         "tokenizer": "auto", "layers": [0, 1, 2], "combine": "scalar_mix", "subword_pooling": "mean",
         "text_pooling": "piece_mean", "normalize": True}
-    assert json.loads(capsys.readouterr().out) == {"sentences": 4, "rows": 4, "dim": 32, "output": str(out)}
+    assert json.loads(capsys.readouterr().out) == {"sentences": 4, "rows": 4, "dim": 32, "output": str(out),
+                                                   "backend": "torch", "precision": "fp32"}
 
 
 def test_piece_mean_needs_no_other_flag_and_normalize_can_be_turned_off(tiny_bert_dir, lines, tmp_path):
@@ -559,6 +560,56 @@ def test_an_output_of_other_text_options_is_not_reused(vectors, lines, tmp_path)
         check_reusable(out, expected_record(vectors, str(lines), out, encoder=encoder, level="text"),
                        input_path=str(lines))
     assert raised.value.field == "normalize"
+
+
+# -- --backend --------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def engine_cache(tmp_path, monkeypatch):
+    pytest.importorskip("openvino", reason='--backend openvino needs pip install ".[openvino]"')
+    monkeypatch.setenv("CONTEXTEMBED_ENGINE_CACHE", str(tmp_path / "engines"))
+
+
+def test_info_says_what_runs(tiny_bert_dir, engine_cache, capsys):
+    assert main(["info", str(tiny_bert_dir), "--device", "cpu", "--precision", "fp32"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert (info["backend"], info["precision"]) == ("torch", "fp32")
+    assert main(["info", str(tiny_bert_dir), "--device", "cpu", "--precision", "fp32", "--backend", "openvino"]) == 0
+    assert json.loads(capsys.readouterr().out)["backend"] == "openvino"
+
+
+def test_a_backend_the_encoder_cannot_use_is_refused(vectors, inputs, capsys):
+    assert main(["info", vectors, "--backend", "openvino"]) == 2
+    assert "backend='openvino' does not apply to static encoders" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["info", vectors, "--backend", "onnx"])
+    assert "invalid choice: 'onnx'" in capsys.readouterr().err
+
+
+def test_embed_on_the_engine_records_the_backend_and_a_resume_on_another_is_refused(tiny_bert_dir, inputs,
+                                                                                     engine_cache, capsys):
+    corpus, out = inputs / "corpus", inputs / "out"
+    corpus.mkdir()
+    (inputs / "in.txt").rename(corpus / "a.txt")
+    common = ["--device", "cpu", "--precision", "fp32"]
+    assert main(_embed(tiny_bert_dir, corpus, out, *common, "--backend", "openvino")) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert (summary["backend"], summary["precision"], summary["embedded"]) == ("openvino", "fp32", 1)
+    assert contextembed_io.read_output_record(str(out / "a.npz"))["backend"] == "openvino"
+    assert main(_embed(tiny_bert_dir, corpus, out, *common, "--backend", "openvino")) == 0  # resumed: kept
+    assert json.loads(capsys.readouterr().out)["skipped"] == 1
+    assert main(_embed(tiny_bert_dir, corpus, out, *common)) == 2  # torch now
+    assert "was made with backend='openvino', but this run has backend='torch'" in capsys.readouterr().err
+
+
+def test_embed_with_backend_auto_shows_what_auto_chose(tiny_bert_dir, inputs, engine_cache, capsys):
+    out = inputs / "auto.npz"
+    assert main(_embed(tiny_bert_dir, inputs / "in.txt", out, "--device", "cpu", "--precision", "fp32",
+                       "--backend", "auto")) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["backend"] in ("torch", "openvino") and summary["precision"] == "fp32"
+    assert contextembed_io.read_output_record(str(out))["backend"] == summary["backend"]
 
 
 # -- the command line itself ----------------------------------------------------------------------
@@ -640,7 +691,8 @@ def test_missing_paths_say_they_do_not_exist(vectors, inputs, capsys):
 def test_summaries_are_one_json_line_on_stdout(vectors, tiny_bert_dir, inputs, tmp_path, capsys):
     assert main(_embed(vectors, inputs / "in.txt", tmp_path / "w.npz")) == 0
     out = capsys.readouterr().out
-    assert json.loads(out) == {"sentences": 3, "rows": 7, "dim": 4, "output": str(tmp_path / "w.npz")}
+    assert json.loads(out) == {"sentences": 3, "rows": 7, "dim": 4, "output": str(tmp_path / "w.npz"),
+                               "backend": "numpy", "precision": None}  # static vectors: a table looked up
     assert main(["distill", str(tiny_bert_dir), str(tmp_path / "student"), "--corpus", str(inputs / "in.txt"),
                  "--dim", "4", "--quiet"]) == 0
     summary = json.loads(capsys.readouterr().out)

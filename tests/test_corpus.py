@@ -139,12 +139,13 @@ def test_the_cli_embeds_a_corpus_and_resumes(vectors, corpus, tmp_path, capsys):
     out = tmp_path / "out"
     assert main(["embed", vectors, str(corpus), str(out), "--quiet", "--level", "text", "--output-format", "npy"]) == 0
     captured = capsys.readouterr()
-    assert _summary(captured) == {"files": 3, "embedded": 3, "skipped": 0}
+    assert _summary(captured) == {"files": 3, "embedded": 3, "skipped": 0, "backend": "numpy", "precision": None}
     assert "files" not in captured.err  # --quiet: no bar
     assert np.load(out / "a.npy").shape == (3, 5)  # text level: one row per line, the blank one too
     assert main(["embed", vectors, str(corpus / "**" / "*.*[tl]"), str(out), "--quiet", "--level", "text",
                  "--output-format", "npy"]) == 0
-    assert _summary(capsys.readouterr())["skipped"] == 3
+    resumed = _summary(capsys.readouterr())
+    assert resumed["skipped"] == 3 and resumed["backend"] is None  # nothing embedded, nothing ran
     (tmp_path / "file").write_text("x")
     assert main(["embed", vectors, str(corpus), str(tmp_path / "file"), "--quiet"]) == 2
     assert "is a file; with a directory or glob of inputs, OUTPUT is a directory" in capsys.readouterr().err

@@ -226,7 +226,8 @@ def test_cli(tiny_bert_dir, tmp_path):
     result = run_cli(["distill", str(tiny_bert_dir), str(out), "--corpus", str(corpus), "--layers=-2,-1",
                       "--dim", "3", "--precision", "fp32", "--quiet"])
     assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout.strip().splitlines()[-1]) == {"output": str(out), "words": 7, "dim": 3}
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == {"output": str(out), "words": 7, "dim": 3,
+                                                                  "backend": "torch", "precision": "fp32"}
     assert load_encoder(out).width == 3 and load_encoder(out).subwords.width == 3
     folded = run_cli(["distill", str(tiny_bert_dir), str(tmp_path / "folded"), "--corpus", str(corpus),
                       "--case", "fold", "--no-subwords", "--precision", "fp32", "--quiet"])
@@ -301,3 +302,35 @@ def test_the_distilled_directory_records_its_provenance(teacher, tmp_path):
     other, same = (provenance.read(tmp_path / name / DISTILLATION_FILE) for name in ("b", "c"))
     assert other["corpus_hash"] != record["corpus_hash"] and same == record
     assert load_encoder(tmp_path / "a").vocab_size == 7
+
+
+def test_a_teacher_spec_runs_on_the_backend_asked_and_the_record_says_so(tiny_bert_dir, bert, tmp_path, monkeypatch):
+    pytest.importorskip("openvino", reason='backend="openvino" needs pip install ".[openvino]"')
+    monkeypatch.setenv("CONTEXTEMBED_ENGINE_CACHE", str(tmp_path / "engines"))
+    monkeypatch.setenv("CONTEXTEMBED_AUTO_CPU_PRECISION", "fp32")  # precision="auto" on the engine: fp32
+    student = distill(str(tiny_bert_dir), tmp_path / "engine", corpus=CORPUS, layers=[-1], backend="openvino")
+    record = json.loads((tmp_path / "engine" / DISTILLATION_FILE).read_text())
+    assert (record["teacher_backend"], record["teacher_precision"]) == ("openvino", "fp32")
+    on_torch = distill(bert, tmp_path / "torch", corpus=CORPUS, layers=[-1])
+    assert json.loads((tmp_path / "torch" / DISTILLATION_FILE).read_text())["teacher_backend"] == "torch"
+    np.testing.assert_allclose(student.table, on_torch.table, atol=1e-4)
+
+
+def test_a_backend_with_a_loaded_teacher_is_refused(bert, tmp_path):
+    with pytest.raises(ValueError, match="backend='openvino' applies to a teacher given as a spec; the loaded "
+                                         "teacher already runs on backend 'torch'"):
+        distill(bert, tmp_path / "out", corpus=CORPUS, backend="openvino")
+    assert not (tmp_path / "out").exists()
+
+
+def test_distill_command_takes_the_backend(tiny_bert_dir, tmp_path, monkeypatch):
+    pytest.importorskip("openvino", reason='--backend openvino needs pip install ".[openvino]"')
+    monkeypatch.setenv("CONTEXTEMBED_ENGINE_CACHE", str(tmp_path / "engines"))  # the command's environment
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("the cat sat\nthe dog ran home\n", encoding="utf-8")
+    result = run_cli(["distill", str(tiny_bert_dir), str(tmp_path / "out"), "--corpus", str(corpus), "--quiet",
+                      "--device", "cpu", "--precision", "fp32", "--backend", "openvino"])
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert (summary["backend"], summary["precision"]) == ("openvino", "fp32")
+    assert json.loads((tmp_path / "out" / DISTILLATION_FILE).read_text())["teacher_backend"] == "openvino"

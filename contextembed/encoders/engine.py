@@ -17,6 +17,9 @@ Export
     all of those and the hash of the exported files. A cached export is used only if its record
     and files match; a stale or damaged one is exported again (:class:`EngineCacheWarning`), never
     replaced by another numeric path.
+    A cache directory that is not a directory or cannot be written (``CONTEXTEMBED_ENGINE_CACHE``)
+    is a :class:`~contextembed.errors.SettingError` naming the variable, the path and the fix
+    (:func:`checked_cache_root`), with ``backend="auto"`` too: a setting to fix, not a fallback.
 
 Precisions
     ``"fp32"`` forces the engine's f32 inference precision (OpenVINO otherwise computes in bf16 on
@@ -38,6 +41,7 @@ import io
 import json
 import logging
 import os
+import tempfile
 import threading
 import warnings
 from collections.abc import Iterator, Sequence
@@ -49,7 +53,7 @@ import torch
 
 from .. import provenance, settings
 from .._files import atomic_directory
-from ..errors import EngineError, ProvenanceError, missing_extra
+from ..errors import EngineError, ProvenanceError, SettingError, missing_extra
 
 logger = logging.getLogger(__name__)
 
@@ -81,6 +85,26 @@ def cache_root() -> str:
         return os.path.abspath(os.path.expanduser(configured))
     base = settings.raw("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "contextembed", "engines")
+
+
+def checked_cache_root() -> str:
+    """:func:`cache_root`, created if missing and checked to be a directory this process can write
+    exports into; else :class:`~contextembed.errors.SettingError` naming ``CONTEXTEMBED_ENGINE_CACHE``,
+    the path and the fix (not a bare ``OSError`` from deep inside an export)."""
+    root = cache_root()
+    where = (f"{ENGINE_CACHE_ENV}={settings.raw(ENGINE_CACHE_ENV)!r}" if settings.raw(ENGINE_CACHE_ENV) is not None
+             else f"the engine cache {root} ({ENGINE_CACHE_ENV} unset)")
+    fix = f"set {ENGINE_CACHE_ENV} to a directory you can write, or unset it"
+    if os.path.lexists(root) and not os.path.isdir(root):
+        raise SettingError(f"{where}: {root} is not a directory, so engine exports cannot be cached there; {fix}")
+    try:
+        os.makedirs(root, exist_ok=True)
+        # a real write, not os.access: the superuser passes access checks on a read-only file system
+        os.rmdir(tempfile.mkdtemp(prefix=".writable-", dir=root))
+    except OSError as error:
+        raise SettingError(f"{where}: cannot write engine exports into {root} ({error.strerror or error}); "
+                           f"{fix}") from None
+    return root
 
 
 def require_openvino():
@@ -242,7 +266,7 @@ class OpenVinoForward:
         """The directory of the cached export for ``top``, exported now if it is missing, stale or damaged."""
         expected = self.expected_record(top)
         key = {k: v for k, v in expected.items() if k != "contextembed"}
-        folder = os.path.join(cache_root(), hashlib.blake2b(provenance.dumps(key), digest_size=12).hexdigest())
+        folder = os.path.join(checked_cache_root(), hashlib.blake2b(provenance.dumps(key), digest_size=12).hexdigest())
         if os.path.lexists(folder):
             try:
                 check_export(folder, expected)
@@ -266,11 +290,9 @@ class OpenVinoForward:
             try:
                 converted = self.ov.convert_model(_HiddenStates(self.model, top).eval(), example_input=example)
             except Exception as error:  # the converter raises its own error types
-                model_type = getattr(self.model.config, "model_type", "?")
                 raise EngineError(
-                    f"OpenVINO cannot export model type {model_type!r} ({type(error).__name__}: "
-                    f"{str(error).splitlines()[0] if str(error) else ''}); use backend='torch', which runs every "
-                    "model transformers loads"
+                    f"OpenVINO cannot export model type {self._model_type()!r} ({_first_line(error)}); use "
+                    "backend='torch', which runs every model transformers loads"
                 ) from error
             if len(converted.outputs) != top + 1:
                 raise EngineError(f"the OpenVINO export returned {len(converted.outputs)} outputs, expected {top + 1} "
@@ -278,6 +300,9 @@ class OpenVinoForward:
             if self.precision == "int8":
                 converted = self._quantized(converted)
         self.ov.save_model(converted, os.path.join(folder, _XML), compress_to_fp16=False)
+
+    def _model_type(self) -> str:
+        return getattr(self.model.config, "model_type", "?")
 
     def _quantized(self, converted):
         try:
@@ -294,6 +319,9 @@ class OpenVinoForward:
                 # TRANSFORMER keeps what quantizes badly in transformers (softmax, layer norms, GELU
                 # inputs) in float: the choices NNCF documents for BERT-style encoders
                 return nncf.quantize(converted, data, model_type=nncf.ModelType.TRANSFORMER, subset_size=len(batches))
+        except Exception as error:  # NNCF raises its own error types
+            raise EngineError(f"NNCF cannot quantize model type {self._model_type()!r} for int8 on backend='openvino' "
+                              f"({_first_line(error)}); use precision='fp32' on the engine, or backend='torch'") from error
         finally:
             nncf.set_log_level(level)
 
@@ -400,6 +428,11 @@ def _files_hash(folder: str) -> str:
     return provenance.tree_hash(folder, skip=lambda relative: relative == provenance.PROVENANCE_FILE)
 
 
+def _first_line(error: Exception) -> str:
+    text = str(error)
+    return f"{type(error).__name__}: {text.splitlines()[0] if text else ''}"
+
+
 def nncf_logger() -> logging.Logger:
     """NNCF's logger (its level is restored after a quantization)."""
     return logging.getLogger("nncf")
@@ -464,5 +497,5 @@ def _telemetry_instances(telemetry_main) -> list:
 
 
 __all__ = ["ARTIFACT", "CALIBRATION_FILE", "ENGINE_CACHE_ENV", "ENGINE_PRECISIONS", "EngineCacheWarning",
-           "OpenVinoForward", "cache_root", "calibration_sentences", "check_engine_precision", "check_export",
+           "OpenVinoForward", "cache_root", "calibration_sentences", "checked_cache_root", "check_engine_precision", "check_export",
            "cpu_has_bf16", "model_fingerprint", "require_openvino"]

@@ -23,7 +23,8 @@ from tqdm.auto import tqdm
 
 from .. import forking, streams
 from ..alignment import PairTemplate, PieceTokenizer, SentencePieces, Window, check_window, pair_template, plan_windows
-from ..backends import check_backend
+from ..backends import check_backend, check_calibration
+from ..errors import EngineError
 from ..devices import auto_cpu_precision, check_precision, check_settings, compute_dtype, resolve_device, resolve_precision
 from ..quantization import INT8_MIN_COSINE, int8_fidelity, original_state_dict, quantize_int8
 from ..pooling.layers import LayerSpec
@@ -147,7 +148,18 @@ class TransformerEncoder(Encoder):
         it a sentence's vectors change with the other sentences of its batch (by up to 0.08 on
         MiniLM in bf16; in int8 a rounding flip downstream makes it up to 0.17);
         1 (pad to the longest sequence only) in fp32, where that effect stays below 1e-5 anyway and
-        the padding would cost about 16% of the speed (``benchmarks/batch_invariance.py``).
+        the padding would cost about 16% of the speed (``benchmarks/batch_invariance.py``). On
+        ``backend="openvino"``: 16 in bf16 only; 1 in fp32 and int8, where padding to 16 ran 0.84x and
+        0.83x the speed and no extra padding moved a sentence's vectors across batch neighbours by at
+        most 3.8e-6 (fp32) and 0 (int8) on MiniLM.
+    backend : {"torch", "openvino", "auto"}
+        What runs the forward pass (:mod:`contextembed.backends`); ``"auto"`` measures both on a probe
+        batch at load, and keeps torch (logged to ``contextembed``) where the engine is not installed,
+        not on a CPU, or cannot export the model.
+    calibration : list of list of str, optional
+        Sentences that calibrate the engine's static int8 (default: a bundled sample). Only with
+        ``backend="openvino"`` or ``"auto"`` and ``precision="int8"`` or ``"auto"``
+        (:func:`contextembed.backends.check_calibration`); elsewhere a ``ValueError``.
     """
 
     family = "transformer"
@@ -175,6 +187,7 @@ class TransformerEncoder(Encoder):
         self.device = resolve_device(device)
         backend = check_backend(backend, self.family)
         check_precision(precision, self.family)
+        check_calibration(calibration, backend, precision)
         if getattr(model.config, "is_encoder_decoder", False):
             model = model.get_encoder()
         self.tokenizer = tokenizer
@@ -190,6 +203,8 @@ class TransformerEncoder(Encoder):
         self._pad_multiple_asked = pad_multiple
         if backend == "auto" and not engine.available(self.device):
             backend = "torch"  # auto on a GPU, or without the openvino extra
+            logger.info("backend='auto' chose torch: the engine runs on a CPU with the openvino extra installed%s",
+                        "; calibration is not used" if calibration is not None else "")
         if backend == "openvino":
             self._use_engine(model, self._engine_forward(model, precision))
         elif backend == "auto":
@@ -239,7 +254,10 @@ class TransformerEncoder(Encoder):
         self.precision = forward.precision
         self.dtype = torch.float32
         self.model = model
-        self._set_padding(forward.precision != "fp32")
+        # fp32 and int8 on the engine: no extra padding (padding to 16 ran 0.84x/0.83x the speed, and
+        # without it a sentence's vectors moved by at most 3.8e-6 in fp32, 0 in int8, across batch
+        # neighbours on MiniLM); bf16 keeps the blocks of 16
+        self._set_padding(forward.precision == "bf16")
         self._unpadded = False
 
     def _set_padding(self, blocked_kernels: bool) -> None:
@@ -277,10 +295,25 @@ class TransformerEncoder(Encoder):
         if self.precision not in engine.ENGINE_PRECISIONS and precision != "auto":
             logger.info("backend='auto' chose torch: the engine does not run precision=%r", self.precision)
             return
+        try:
+            forward, speedup = self._engine_speedup(model, precision)
+        except EngineError as error:  # a model the engine cannot export (or quantize): torch, which runs it
+            logger.warning("backend='auto' chose torch: %s", error)
+            return
+        if speedup >= engine.ENGINE_MIN_SPEEDUP:
+            self._use_engine(model, forward)
+        logger.info("backend='auto' chose %s (openvino %s ran %.2fx the speed of torch %s on a probe batch)",
+                    self.backend, forward.precision, speedup, "in " + self.precision if self.backend == "torch"
+                    else "")
+
+    def _engine_speedup(self, model, precision: str) -> tuple["engine.OpenVinoForward", float]:
+        """The engine for ``model`` in ``precision`` and its speed over the torch path (``self``) on a
+        probe batch; :class:`~contextembed.errors.EngineError` where the engine cannot run the model."""
         names = ("input_ids", "attention_mask") + (("token_type_ids",) if self._takes_types else ())
         forward = self._engine_forward(model, precision)
         probe = self._probe_inputs(engine.calibration_sentences(self._calibration), names)
         wanted = tuple(range(self._n_layers))
+        forward(probe, wanted)  # exports (or raises) before the timing
         torch_inputs = {k: torch.from_numpy(v) for k, v in probe.items()}
         _, threads = streams.cpu_streams()
         with streams.intra_op_threads(threads):
@@ -288,12 +321,7 @@ class TransformerEncoder(Encoder):
                 "torch": lambda: self._forward(torch_inputs, wanted),
                 "openvino": lambda: forward(probe, wanted),
             })
-        speedup = times["torch"] / times["openvino"]
-        if speedup >= engine.ENGINE_MIN_SPEEDUP:
-            self._use_engine(model, forward)
-        logger.info("backend='auto' chose %s (openvino %s ran %.2fx the speed of torch %s on a probe batch)",
-                    self.backend, forward.precision, speedup, "in " + self.precision if self.backend == "torch"
-                    else "")
+        return forward, times["torch"] / times["openvino"]
 
     def _probe_inputs(self, sentences: Sequence[Sequence[str]], names: Sequence[str]) -> dict[str, np.ndarray]:
         """One padded batch of (up to) 32 calibration sentences, as the forward pass gets it."""
@@ -357,6 +385,7 @@ class TransformerEncoder(Encoder):
         """
         check_settings(kwargs.get("device", "auto"), kwargs.get("precision", "auto"), cls.family)  # before loading
         check_backend(kwargs.get("backend", "torch"), cls.family)
+        check_calibration(kwargs.get("calibration"), kwargs.get("backend", "torch"), kwargs.get("precision", "auto"))
         source = os.fspath(name_or_path)
         check_directory(source)
         with _quiet_transformers():

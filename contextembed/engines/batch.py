@@ -26,6 +26,7 @@ from typing import Optional, Union
 
 import numpy as np
 
+from ..backends import check_backend
 from ..encoders.base import check_encodable, unencodable_position
 from ..extraction import LEVEL_DEFAULTS, LEVELS, level_options
 from ..tokenizers import TOKENIZERS, get_tokenizer
@@ -57,9 +58,11 @@ class BatchEmbedder:
     tokenizer : {"auto", "regex", "whitespace", "spacy"}
         Splits a ``text`` column into tokens (as ``contextembed embed --tokenizer``, with its
         defaults per level). An estimator tokenizes with its own ``tokenizer``.
-    device, precision, batch_tokens
+    device, precision, backend, batch_tokens
         Passed to :func:`contextembed.load_encoder` in each worker (``precision="fp32"`` gives the
         same features as the single-process path within 1e-5; see ``docs/reliability.md``).
+        ``backend="auto"`` (and ``precision="auto"`` on the engine) is resolved here, on the
+        driver, by loading the encoder once (:func:`pinned_backend`): every worker runs the same path.
     column : str, optional
         The input column (default: ``"tokens"`` if present, else ``"text"``).
     id_column : str, optional
@@ -80,16 +83,19 @@ class BatchEmbedder:
         tokenizer: Optional[str] = None,
         device: Optional[str] = None,
         precision: Optional[str] = None,
+        backend: Optional[str] = None,
         batch_tokens: Optional[int] = None,
         column: Optional[str] = None,
         id_column: Optional[str] = None,
     ) -> None:
         options = {"layers": layers, "combine": combine, "subword_pooling": subword_pooling, "level": level,
                    "text_pooling": text_pooling, "normalize": None, "tokenizer": tokenizer, "device": device,
-                   "precision": precision, "batch_tokens": batch_tokens}
+                   "precision": precision, "backend": backend, "batch_tokens": batch_tokens}
         if isinstance(source, (str, os.PathLike)):
             self.spec, self.estimator = _absolute_if_local(source), None
             self.options = _checked_options(options)
+            self.options.update(pinned_backend(self.spec, self.options["device"], self.options["precision"],
+                                               self.options["backend"], self.options["batch_tokens"]))
             self.level = self.options["level"]
         else:
             self.spec, self.estimator = None, _for_workers(source, options)
@@ -122,7 +128,7 @@ class BatchEmbedder:
             from ..extraction import FeatureExtractor
 
             o = self.options
-            ref = EncoderRef(self.spec, o["device"], o["precision"], o["batch_tokens"])
+            ref = EncoderRef(self.spec, o["device"], o["precision"], o["batch_tokens"], backend=o["backend"])
             self._extractor = FeatureExtractor(get_encoder(ref), o["layers"], o["combine"], o["subword_pooling"],
                                                o["text_pooling"], o["normalize"])
         return self
@@ -286,7 +292,7 @@ def _checked_options(options: dict) -> dict:
         raise ValueError(f"level={level!r} is not one of {', '.join(map(repr, LEVELS))}")
     chosen = level_options(level, **{name: options[name] for name in LEVEL_DEFAULTS[level]})  # as embed_file
     options = {**options, **chosen, "level": level, "device": options["device"] or "auto",
-               "precision": options["precision"] or "auto"}
+               "precision": options["precision"] or "auto", "backend": check_backend(options["backend"] or "torch")}
     if options["combine"] is not None:
         check_combine(options["combine"])
     check_subword_pooling(options["subword_pooling"])
@@ -335,7 +341,21 @@ def _for_workers(estimator, options: dict):
 
 Source = Union[str, os.PathLike, object]
 
-__all__ = ["FEATURES", "INPUT_COLUMNS", "BatchEmbedder"]
+__all__ = ["FEATURES", "INPUT_COLUMNS", "BatchEmbedder", "pinned_backend"]
+
+
+def pinned_backend(spec: str, device: str, precision: str, backend: str,
+                   batch_tokens: Optional[int] = None) -> dict[str, str]:
+    """``{"backend", "precision"}`` for workers: as given, except that ``backend="auto"`` (and
+    ``precision="auto"`` on the engine, whose measurement workers cannot adopt) is resolved here by
+    loading the encoder once in this process (:func:`contextembed.sklearn._encoding.resolved`), so
+    that every worker runs the path chosen here rather than measuring on its own."""
+    if backend != "auto" and not (backend == "openvino" and precision == "auto"):
+        return {"backend": backend, "precision": precision}
+    from ..sklearn._encoding import EncoderRef, resolved
+
+    ref = resolved(EncoderRef(spec, device, precision, batch_tokens, backend=backend))
+    return {"backend": ref.backend, "precision": ref.precision}
 
 
 def _auto_speedups() -> dict[str, float]:

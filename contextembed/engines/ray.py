@@ -52,7 +52,7 @@ from ..errors import ClusterConnectionError, missing_extra
 from ..jobs import Job, check_complete
 from ._carry import carried_errors, raise_carried
 from .arrow import column_arrays, feature_width
-from .batch import FEATURES, BatchEmbedder
+from .batch import FEATURES, BatchEmbedder, pinned_backend
 
 #: environment for a Ray instance started on this machine: no usage report, loopback addresses only
 LOCAL_ENVIRONMENT = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
@@ -452,7 +452,7 @@ def embed_dataset(
         ``CUDA_VISIBLE_DEVICES``) and ``device="auto"`` picks it; fractions share a GPU.
     **options
         ``layers``, ``combine``, ``subword_pooling``, ``level``, ``text_pooling``, ``tokenizer``,
-        ``device``, ``precision``, ``batch_tokens``, ``column``, ``id_column``: as in
+        ``device``, ``precision``, ``backend``, ``batch_tokens``, ``column``, ``id_column``: as in
         :class:`~contextembed.engines.BatchEmbedder`.
 
     Returns
@@ -567,11 +567,11 @@ def _remote_dim(embedder: BatchEmbedder) -> int:
 class FileActor:
     """Embeds whole files with :func:`contextembed.io.embed_file`, loading the encoder once."""
 
-    def __init__(self, spec: str, device: str, precision: str) -> None:
+    def __init__(self, spec: str, device: str, precision: str, backend: str = "torch") -> None:
         from ..encoders import load_encoder
 
         with carried_errors():
-            self.encoder = load_encoder(spec, device=device, precision=precision)
+            self.encoder = load_encoder(spec, device=device, precision=precision, backend=backend)
 
     def __call__(self, batch: dict) -> dict:
         summaries = []
@@ -596,7 +596,8 @@ def embed_files(jobs: list[dict], *, concurrency: int = 1, num_cpus: float = 1, 
                 done: Optional[Callable[[dict], None]] = None) -> list[dict]:
     """Run :func:`contextembed.io.embed_file` for each job (its keyword arguments) on Ray actors.
 
-    Every job names the same ``spec``, ``device`` and ``precision``; each actor loads that encoder
+    Every job names the same ``spec``, ``device``, ``precision`` and ``backend`` (never ``"auto"``:
+    :func:`run_corpus_jobs` pins it); each actor loads that encoder
     once and embeds one file per call, so a retried call (a dead actor) redoes one file, whose
     output is written under a temporary name and renamed when complete. Returns the summaries in
     the order of ``jobs``; ``done(summary)`` is called for each as it arrives (in that order).
@@ -610,7 +611,8 @@ def embed_files(jobs: list[dict], *, concurrency: int = 1, num_cpus: float = 1, 
     dataset = ray.data.from_items(items, override_num_blocks=len(items))
     embedded = dataset.map_batches(
         FileActor,
-        fn_constructor_args=(first["spec"], first.get("device", "auto"), first.get("precision", "auto")),
+        fn_constructor_args=(first["spec"], first.get("device", "auto"), first.get("precision", "auto"),
+                             first.get("backend", "torch")),
         batch_size=1,
         batch_format="numpy",
         compute=ray.data.ActorPoolStrategy(size=min(concurrency, len(jobs))),
@@ -636,8 +638,12 @@ def run_corpus_jobs(spec: str, jobs: list[Job], existing: set, *, overwrite: boo
 
     Connects with :func:`connected` (``address``, ``connect_timeout``; Ray's own lines kept off the
     terminal); ``concurrency`` actors (default: the cluster's CPUs), ``num_gpus`` each.
+    ``backend="auto"`` is resolved here, once, and every actor runs the backend (and, on the engine,
+    the precision) chosen (:func:`contextembed.engines.batch.pinned_backend`).
     """
     spec = os.path.abspath(spec) if os.path.exists(spec) else spec  # workers may start elsewhere
+    options.update(pinned_backend(spec, options.get("device", "auto"), options.get("precision", "auto"),
+                                  options.get("backend", "torch")))
     timeout = CONNECT_TIMEOUT if connect_timeout is None else connect_timeout
     with connected(address, timeout) as ray:
         workers = concurrency or max(1, int(ray.cluster_resources().get("CPU", 1)))

@@ -21,7 +21,7 @@ from ..errors import ModelNotFoundError
 from ..plotting import LayerWeights, estimator_name, layer_labels
 from ..pooling import LayerPooling, check_combine, check_subword_pooling, subword_output_width
 from ._embedded import pack_encoder, unpack_encoder
-from ._encoding import UNITS, EncoderRef, Kind, disk_cache, encode_all, get_encoder
+from ._encoding import UNITS, EncoderRef, Kind, disk_cache, encode_all, get_encoder, resolved
 from ._probe import MixResult, ProbeSettings, learn_mix
 from ._progress import EncodingProgress
 
@@ -52,7 +52,9 @@ class LayerFeaturesBase(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         check_show_progress(self.show_progress)
         disk_cache(self.cache)  # validates the option
         self.__dict__.pop("n_mix_epochs_", None)  # set again only if this fit learns the mix
-        self.encoder_ref_ = EncoderRef.fitted(self.encoder, self.device, self.precision, self.batch_tokens)
+        ref = EncoderRef.fitted(self.encoder, self.device, self.precision, self.batch_tokens, self.backend)
+        self.encoder_ref_ = resolved(ref)  # backend="auto" chosen once, here
+        self.backend_ = self.encoder_ref_.backend
         encoder = get_encoder(self.encoder_ref_)
         self.n_layers_ = encoder.n_layers
         self.layer_indexes_ = encoder.layer_indexes(self.layers)
@@ -180,6 +182,9 @@ class LayerFeaturesBase(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
 
     def __setstate__(self, state):
         state = dict(state)
+        state.setdefault("backend", "torch")  # pickled before backend= existed: the torch path
+        if "encoder_ref_" in state:
+            state.setdefault("backend_", "torch")
         embedded = state.pop("_embedded_encoder", None)
         if isinstance(state.get("pooling_"), dict):
             state["pooling_"] = LayerPooling.from_state(state["pooling_"])

@@ -31,6 +31,7 @@ On any error the temporary directory is removed: nothing outside it was written.
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import os
 import re
 import shutil
@@ -233,11 +234,11 @@ def unpack_encoder(packed, ref: EncoderRef) -> EncoderRef:
     finally:
         shutil.rmtree(temporary, ignore_errors=True)  # gone already when renamed
     if packed.get("kind") == "static":  # pickled before Encoder.save existed: a bare vectors.bin
-        return EncoderRef(os.path.join(folder, "vectors.bin"), ref.device, ref.precision, ref.batch_tokens)
+        return dataclasses.replace(ref, spec=os.path.join(folder, "vectors.bin"), identity=None)
     identity = None
     if packed.get("fingerprint") is not None:
         identity = ModelIdentity(ref.spec, "path", folder, packed["fingerprint"])
-    return EncoderRef(folder, ref.device, ref.precision, ref.batch_tokens, identity)
+    return dataclasses.replace(ref, spec=folder, identity=identity)
 
 
 def _write_files(folder: str, files: dict) -> None:

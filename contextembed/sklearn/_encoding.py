@@ -23,6 +23,7 @@ precision, batch size: what ``"auto"`` chose), at DEBUG the cache hits and misse
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import numbers
@@ -61,6 +62,9 @@ class EncoderRef:
         What :func:`contextembed.load_encoder` receives (a name, an absolute path, a hub id).
     device, precision : str
         Passed to :func:`contextembed.load_encoder`.
+    backend : str
+        Passed to :func:`contextembed.load_encoder`; a fitted estimator's is never ``"auto"``
+        (:func:`resolved`).
     batch_tokens : int or None
         Padded pieces per forward pass (``None``: the encoder's default).
     identity : ModelIdentity or None
@@ -73,13 +77,14 @@ class EncoderRef:
     precision: str = "auto"
     batch_tokens: Optional[int] = None
     identity: Optional[ModelIdentity] = None
+    backend: str = "torch"
 
     @classmethod
-    def fitted(cls, spec, device: str, precision: str, batch_tokens: Optional[int]) -> "EncoderRef":
+    def fitted(cls, spec, device: str, precision: str, batch_tokens: Optional[int], backend: str = "torch") -> "EncoderRef":
         """Resolve ``spec`` now (absolute path, package, cached snapshot) and record its identity."""
         identity = identify(spec)
         load_spec = identity.location if identity.kind == "path" else identity.spec
-        return cls(load_spec, device, precision, batch_tokens, identity)
+        return cls(load_spec, device, precision, batch_tokens, identity, backend)
 
     def options(self) -> dict:
         return {} if self.batch_tokens is None else {"batch_tokens": self.batch_tokens}
@@ -98,7 +103,7 @@ class EncoderRef:
             model = self.identity.fingerprint
         else:
             model = self.spec + ":" + (fingerprint(self.spec) if os.path.exists(self.spec) else "")
-        parts = [model, device.type, precision]
+        parts = [model, device.type, precision, get_encoder(self).backend if self.backend == "auto" else self.backend]
         return hashlib.blake2b("\x1f".join(parts).encode(), digest_size=16).hexdigest()
 
 
@@ -114,7 +119,7 @@ def get_encoder(ref: EncoderRef) -> Encoder:
         encoder = _ENCODERS.get(ref)
         if encoder is None:
             spec = ref.spec if ref.identity is None else locate(ref.identity)
-            encoder = load_encoder(spec, device=ref.device, precision=ref.precision, **ref.options())
+            encoder = load_encoder(spec, device=ref.device, precision=ref.precision, backend=ref.backend, **ref.options())
             _ENCODERS[ref] = encoder
             logger.info("loaded the encoder %r: %s", ref.spec, describe_choices(encoder, ref))
         return encoder
@@ -123,12 +128,12 @@ def get_encoder(ref: EncoderRef) -> Encoder:
 def describe_choices(encoder: Encoder, ref: EncoderRef) -> str:
     """What ``encoder`` runs with, and which of it ``"auto"`` (or the encoder's default) chose:
     ``"device=cpu (auto), precision=fp32 (auto), batch_tokens=4096 (the encoder's default)"``."""
-    asked = {"device": ref.device, "precision": ref.precision, "batch_tokens": ref.batch_tokens}
+    asked = {"device": ref.device, "precision": ref.precision, "backend": ref.backend, "batch_tokens": ref.batch_tokens}
     running = {
         "device": getattr(encoder, "device", "cpu"),  # static vectors are looked up on the CPU
         "precision": getattr(encoder, "precision", "fp32"),  # and are a float32 table
+        "backend": getattr(encoder, "backend", None),
         "batch_tokens": getattr(encoder, "batch_tokens", None),
-        # "backend": the engine an encoder runs on goes here, once an encoder can run on more than one
     }
     parts = []
     for name, value in running.items():
@@ -137,6 +142,23 @@ def describe_choices(encoder: Encoder, ref: EncoderRef) -> str:
         chosen = {"auto": " (auto)", None: " (the encoder's default)"}.get(asked.get(name), "")
         parts.append(f"{name}={value}{chosen}")
     return ", ".join(parts)
+
+
+def resolved(ref: EncoderRef) -> EncoderRef:
+    """``ref`` pinned to what its loaded encoder runs: ``backend="auto"`` replaced by the backend it
+    chose (:func:`contextembed.backends.concrete_backend`) and, on the engine, ``precision="auto"``
+    by the precision it measured (the engine's choice is not one :func:`_encode_block`'s
+    ``speedups`` carry). Every process loading the pinned reference (joblib, Ray and Dask workers)
+    runs the same numeric path; the loaded encoder is registered under it too, so nothing reloads."""
+    from ..backends import concrete_backend
+
+    encoder = get_encoder(ref)
+    backend = concrete_backend(encoder)
+    precision = encoder.precision if backend == "openvino" else ref.precision
+    pinned = dataclasses.replace(ref, backend=backend, precision=precision)
+    if pinned != ref:
+        register_encoder(pinned, encoder)
+    return pinned
 
 
 def register_encoder(ref: EncoderRef, encoder: Encoder) -> None:

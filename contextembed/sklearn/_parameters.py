@@ -40,6 +40,12 @@ device : str
     ``"auto"`` picks CUDA when present.
 precision : {"auto", "fp32", "bf16", "fp16"}
     Compute dtype of the encoder; features are float32 either way.
+backend : {"torch", "openvino", "auto"}
+    What runs a transformer's forward pass (:mod:`contextembed.backends`): its own PyTorch
+    forward (the exact path), OpenVINO on a cached export (the ``openvino`` extra), or the faster
+    of the two as measured in ``fit``. ``"auto"`` is resolved once, in ``fit`` (``backend_``), and
+    every encoding after it (joblib workers included) runs that path; the encoding cache keeps
+    each backend's features apart. ELMo and static vectors take ``"torch"`` or ``"auto"``.
 batch_tokens : int, optional
     Padded pieces per forward pass (default: the encoder's).
 cache : "memory", None, path or joblib.Memory
@@ -69,6 +75,8 @@ show_progress : bool
 FITTED_ATTRIBUTES = """\
 Attributes
 ----------
+backend_ : {"torch", "openvino"}
+    The backend the encoder runs (what ``backend="auto"`` chose).
 mix_weights_ : np.ndarray
     ``(selected_layers,)`` normalised mix weights (``combine="scalar_mix"`` only).
 gamma_ : float
@@ -86,7 +94,7 @@ _BLOCKS = {"model_parameters": MODEL_PARAMETERS, "run_parameters": RUN_PARAMETER
 #: has its own: ``"mean"`` for whole texts, ``"first"`` for tokens and pairs)
 SHARED_DEFAULTS = {
     "encoder": "minilm-l6", "layers": "all", "combine": "scalar_mix", "device": "auto", "precision": "auto",
-    "batch_tokens": None, "cache": "memory", "n_jobs": None, "embed_weights": False, "max_epochs": 20,
+    "backend": "torch", "batch_tokens": None, "cache": "memory", "n_jobs": None, "embed_weights": False, "max_epochs": 20,
     "validation_fraction": 0.1, "random_state": 0, "show_progress": False,
 }
 

@@ -55,7 +55,7 @@ class TextEmbedder(LayerFeaturesBase):
         text_pooling: str = "piece_mean",
         normalize: bool = True,
         tokenizer: Union[str, Callable[[str], list]] = "auto",
-        device: str = "auto", precision: str = "auto", batch_tokens: Optional[int] = None, cache: CacheOption = "memory",
+        device: str = "auto", precision: str = "auto", backend: str = "torch", batch_tokens: Optional[int] = None, cache: CacheOption = "memory",
         n_jobs: Optional[int] = None, embed_weights: bool = False,
         max_epochs: int = 20, validation_fraction: float = 0.1, random_state=0, show_progress: bool = False,
     ) -> None:

@@ -34,7 +34,7 @@ class TokenEmbedder(LayerFeaturesBase):
         # the parameters every layer-feature estimator shares are defined in _parameters.py
         encoder: str = "minilm-l6", layers: LayerSpec = "all", combine: str = "scalar_mix",
         subword_pooling: str = "first",
-        device: str = "auto", precision: str = "auto", batch_tokens: Optional[int] = None, cache: CacheOption = "memory",
+        device: str = "auto", precision: str = "auto", backend: str = "torch", batch_tokens: Optional[int] = None, cache: CacheOption = "memory",
         n_jobs: Optional[int] = None, embed_weights: bool = False,
         max_epochs: int = 20, validation_fraction: float = 0.1, random_state=0, show_progress: bool = False,
     ) -> None:

@@ -5,7 +5,7 @@ expose them through the ``spacy_factories``, ``spacy_architectures`` and ``spacy
 points, so ``spacy train`` finds them without an import.
 """
 
-from .architectures import encoder_v1, listener_v1
+from .architectures import encoder_v1, encoder_v2, listener_v1
 from .component import ContextEmbedder, make_contextembed
 from .doc_features import DocFeatures
 from .listener import ContextListener
@@ -17,6 +17,7 @@ __all__ = [
     "DocFeatures",
     "EncoderLoader",
     "encoder_v1",
+    "encoder_v2",
     "listener_v1",
     "make_contextembed",
 ]

@@ -1,7 +1,10 @@
 """Registered builders for spaCy configs. Names are versioned and never change once released.
 
+``contextembed.Encoder.v2`` (``@misc``)
+    which encoder the ``contextembed`` component runs (name or path, device, precision, backend,
+    windows).
 ``contextembed.Encoder.v1`` (``@misc``)
-    which encoder the ``contextembed`` component runs (name or path, device, precision, windows).
+    the first, without ``backend`` (the torch path); pipelines saved with it keep loading.
 ``contextembed.Listener.v2`` (``@architectures``)
     the ``tok2vec`` of a downstream component (ner, tagger, textcat, spancat): chosen layers of the
     upstream encoder, pooled by the ``pooling`` sub-layer chosen in the config, optionally projected.
@@ -20,6 +23,7 @@ from typing import Optional, Union
 from spacy.util import registry
 from thinc.api import Linear, Model
 
+from ..backends import Backend
 from ..devices import Precision
 from ..pooling.layers import check_mix_options
 from .combine_layers import CombineLayers
@@ -28,11 +32,12 @@ from .loader import EncoderLoader
 from .scalar_mix import ScalarMix
 
 
-@registry.misc("contextembed.Encoder.v1")
-def encoder_v1(
+@registry.misc("contextembed.Encoder.v2")
+def encoder_v2(
     name: str,
     device: str = "auto",
     precision: Precision = "auto",
+    backend: Backend = "torch",
     window: Optional[int] = None,
     stride: Optional[int] = None,
     batch_tokens: Optional[int] = None,
@@ -49,13 +54,18 @@ def encoder_v1(
     precision : {"auto", "fp32", "bf16", "fp16", "int8"}
         Compute precision of torch encoders (features are float32 either way); ``"auto"`` follows
         :func:`contextembed.load_encoder` (bf16 on CUDA and on CPUs with native bf16, else fp32).
+    backend : {"torch", "openvino", "auto"}
+        What runs a transformer's forward pass (:mod:`contextembed.backends`): its own PyTorch
+        forward, OpenVINO on a cached export (CPU, the ``openvino`` extra), or the faster of the two
+        as measured when the encoder loads. Like ``device`` and ``precision`` it may differ when a
+        saved pipeline is loaded: the encoder is frozen and its features are computed again.
     window, stride : int, optional
         Pieces per window and between window starts for docs longer than the model takes;
         ``null``: the model's maximum and half of it.
     batch_tokens : int, optional
         Padded pieces per forward pass; ``null``: the encoder's default for the device.
     """
-    options: dict = {"device": device, "precision": precision}
+    options: dict = {"device": device, "precision": precision, "backend": backend}
     if batch_tokens is not None:
         options["batch_tokens"] = batch_tokens
     if window is not None:
@@ -63,6 +73,19 @@ def encoder_v1(
     if stride is not None:
         options["stride"] = stride
     return EncoderLoader(name, options)
+
+
+@registry.misc("contextembed.Encoder.v1")
+def encoder_v1(
+    name: str,
+    device: str = "auto",
+    precision: Precision = "auto",
+    window: Optional[int] = None,
+    stride: Optional[int] = None,
+    batch_tokens: Optional[int] = None,
+) -> EncoderLoader:
+    """:func:`encoder_v2` on the torch backend (the first version, which had no ``backend``)."""
+    return encoder_v2(name, device, precision, "torch", window, stride, batch_tokens)
 
 
 @registry.architectures("contextembed.Listener.v2")

@@ -18,8 +18,9 @@ interrupted save leaves the previous one as it was. Its ``cfg`` holds a provenan
 (:mod:`contextembed.provenance`, artifact ``"spacy encoder component"``): whether weights are
 embedded, the hash of every file of the embedded ``encoder/`` (names and contents), the model's
 fingerprint and the options that shape the features (``subword_pooling``, ``window``,
-``stride``, ``tensor_layers``, ``tensor_combine``; ``device`` and ``precision`` may change when
-loading).
+``stride``, ``tensor_layers``, ``tensor_combine``; ``device``, ``precision`` and ``backend`` may
+change when loading: the encoder is frozen, so its features are computed again on what runs now).
+``config.cfg`` keeps the encoder block as saved, ``backend`` included.
 
 ``from_disk`` checks, before any encoder loads: the record against the component as configured
 now (another ``subword_pooling``, ``window`` or ``stride`` in ``config.cfg`` is a
@@ -85,10 +86,11 @@ _FIX_SETTINGS = (
 
 DEFAULT_CONFIG = {
     "encoder": {
-        "@misc": "contextembed.Encoder.v1",
+        "@misc": "contextembed.Encoder.v2",
         "name": "minilm-l6",
         "device": "auto",
         "precision": "auto",
+        "backend": "torch",
         "window": None,
         "stride": None,
         "batch_tokens": None,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +17,7 @@ import torch
 
 import socket_guard
 from contextembed import load_encoder
-from contextembed.errors import EngineError, MissingDependencyError
+from contextembed.errors import EngineError, MissingDependencyError, SettingError
 
 openvino = pytest.importorskip("openvino", reason='backend="openvino" needs pip install ".[openvino]"')
 
@@ -78,12 +79,28 @@ def test_fp32_engine_gives_the_torch_features(tiny_dir):
             assert np.abs(a - b).max() < FP32_TOLERANCE
 
 
-def test_a_sentence_does_not_depend_on_its_batch(tiny_bert_dir):
-    """Batch invariance on the engine: alone or among longer neighbours, within 1e-5 in fp32."""
-    _, encoder = _pair(tiny_bert_dir)
+#: how far a sentence's vectors may move with its batch neighbours on the engine, fp32 and int8
+#: alike, with no extra padding (pad_multiple 1): measured on MiniLM at most 5.7e-6 in fp32 and 0 in
+#: int8 (the int8 export's scales are static, so nothing rounds differently), on the tiny BERT 1.2e-7
+BATCH_TOLERANCE = 1e-5
+
+
+@pytest.mark.parametrize("precision", ["fp32", "int8"])
+def test_a_sentence_does_not_depend_on_its_batch(tiny_bert_dir, precision):
+    """Batch invariance on the engine without extra padding: alone or among longer neighbours."""
+    encoder = load_encoder(str(tiny_bert_dir), device="cpu", precision=precision, backend="openvino",
+                           calibration=[["the", "quick", "fox"]] * 4 if precision == "int8" else None)
+    assert encoder.pad_multiple == 1
     alone = encoder.encode([SENTENCES[0]], layers="all")[0]
-    among = encoder.encode([SENTENCES[1], SENTENCES[0], ["fox"] * 20], layers="all")[1]
-    assert np.abs(alone - among).max() < 1e-5
+    for n in (3, 7, 20):
+        among = encoder.encode([SENTENCES[1], SENTENCES[0], ["fox"] * n], layers="all")[1]
+        assert np.abs(alone - among).max() < BATCH_TOLERANCE
+
+
+def test_bf16_on_the_engine_keeps_padding_to_16(tiny_bert_dir, monkeypatch):
+    monkeypatch.setattr(engine, "cpu_has_bf16", lambda: True)  # nothing runs: the padding is set at load
+    encoder = load_encoder(str(tiny_bert_dir), device="cpu", precision="bf16", backend="openvino")
+    assert (encoder.precision, encoder.pad_multiple) == ("bf16", 16)
 
 
 def test_only_the_layers_up_to_the_highest_asked_are_exported(tiny_bert_dir, engine_cache):
@@ -271,6 +288,62 @@ def test_a_model_the_engine_cannot_export_names_its_type(tiny_bert_dir, monkeypa
     encoder = load_encoder(str(tiny_bert_dir), device="cpu", precision="fp32", backend="openvino")
     with pytest.raises(EngineError, match=r"model type 'bert'.*aten::frobnicate.*backend='torch'"):
         encoder.encode(SENTENCES[:1])
+
+
+def test_auto_keeps_torch_for_a_model_the_engine_cannot_export(tiny_bert_dir, monkeypatch, caplog):
+    def refuse(*args, **kwargs):
+        raise RuntimeError("unsupported operation aten::frobnicate")
+
+    monkeypatch.setattr(openvino, "convert_model", refuse)
+    reference = load_encoder(str(tiny_bert_dir), device="cpu", precision="fp32")
+    with caplog.at_level(logging.INFO, logger="contextembed"):
+        chosen = load_encoder(str(tiny_bert_dir), device="cpu", precision="fp32", backend="auto")
+    assert chosen.backend == "torch"
+    assert re.search(r"backend='auto' chose torch: OpenVINO cannot export model type 'bert'.*frobnicate", caplog.text)
+    assert _largest_difference(reference.encode(SENTENCES), chosen.encode(SENTENCES)) == 0.0
+
+
+@pytest.mark.parametrize("backend, precision, message", [
+    ("torch", "int8", "backend='torch' quantizes int8 per token without calibration text"),
+    ("torch", "auto", "backend='torch' quantizes"),
+    ("openvino", "fp32", "precision='fp32' never quantizes"),
+    ("auto", "bf16", "precision='bf16' never quantizes"),
+])
+def test_calibration_where_it_has_no_effect_is_refused(tiny_bert_dir, backend, precision, message):
+    with pytest.raises(ValueError, match=f"calibration applies to int8 on the engine.*{re.escape(message)}"):
+        load_encoder(str(tiny_bert_dir), device="cpu", precision=precision, backend=backend, calibration=[["the"]])
+
+
+def test_calibration_with_precision_auto_is_taken_whatever_auto_picks(tiny_bert_dir, monkeypatch):
+    """precision="auto" may measure int8, so calibration is accepted even when fp32 is chosen."""
+    monkeypatch.setenv("CONTEXTEMBED_AUTO_CPU_PRECISION", "fp32")
+    encoder = load_encoder(str(tiny_bert_dir), device="cpu", precision="auto", backend="openvino",
+                           calibration=[["the", "fox"]])
+    assert (encoder.backend, encoder.precision) == ("openvino", "fp32")
+
+
+def test_an_engine_cache_that_is_a_file_is_a_setting_error(tiny_bert_dir, tmp_path, monkeypatch):
+    not_a_folder = tmp_path / "cache.txt"
+    not_a_folder.write_text("x")
+    monkeypatch.setenv(engine.ENGINE_CACHE_ENV, str(not_a_folder))
+    encoder = load_encoder(str(tiny_bert_dir), device="cpu", precision="fp32", backend="openvino")
+    with pytest.raises(SettingError, match=rf"CONTEXTEMBED_ENGINE_CACHE=.*{re.escape(str(not_a_folder))} is not a "
+                                           r"directory.*set CONTEXTEMBED_ENGINE_CACHE to a directory you can write"):
+        encoder.encode(SENTENCES[:1])
+
+
+@pytest.mark.parametrize("where", ["/proc", "/proc/contextembed-engines", "file/below"])
+def test_an_unwritable_engine_cache_is_a_setting_error(tiny_bert_dir, tmp_path, monkeypatch, where):
+    """/proc refuses new entries even to the superuser (who passes every permission check)."""
+    if where == "file/below":
+        (tmp_path / "file").write_text("x")
+        where = str(tmp_path / "file" / "below")
+    monkeypatch.setenv(engine.ENGINE_CACHE_ENV, where)
+    with pytest.raises(SettingError, match=rf"CONTEXTEMBED_ENGINE_CACHE=.*cannot write engine exports into "
+                                           rf"{re.escape(where)}.*or unset it"):
+        engine.checked_cache_root()
+    with pytest.raises(SettingError, match="CONTEXTEMBED_ENGINE_CACHE"):  # a setting to fix, with auto too
+        load_encoder(str(tiny_bert_dir), device="cpu", precision="fp32", backend="auto")
 
 
 def test_auto_picks_a_backend_and_logs_it(tiny_bert_dir, caplog):

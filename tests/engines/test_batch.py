@@ -231,3 +231,69 @@ def test_workers_pick_the_precision_the_driver_measured(tiny_bert_dir, monkeypat
     monkeypatch.setattr(devices, "_measure_speedups", lambda names: pytest.fail("the worker measured again"))
     shipped.load()
     assert devices.measured_speedups() == driver
+
+
+# -- backend= -----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def engine_cache(tmp_path, monkeypatch):
+    pytest.importorskip("openvino", reason='backend="openvino" needs pip install ".[openvino]"')
+    monkeypatch.setenv("CONTEXTEMBED_ENGINE_CACHE", str(tmp_path / "engines"))
+
+
+def test_backend_auto_is_resolved_on_the_driver_and_shipped_pinned(tiny_bert_dir, engine_cache):
+    embedder = BatchEmbedder(tiny_bert_dir, layers=[-1], precision="fp32", backend="auto")
+    assert embedder.options["backend"] in ("torch", "openvino")  # never "auto" in a worker
+    worker = pickle.loads(pickle.dumps(embedder))
+    assert worker.options["backend"] == embedder.options["backend"]
+    got = worker(SENTENCES[:6])
+    for mine, theirs in zip(got, _reference(tiny_bert_dir, layers=[-1])[:6]):
+        np.testing.assert_allclose(mine, theirs, atol=1e-4)
+
+
+def test_the_engine_precision_auto_chose_is_pinned_too(tiny_bert_dir, engine_cache, monkeypatch):
+    monkeypatch.setenv("CONTEXTEMBED_AUTO_CPU_PRECISION", "fp32")
+    embedder = BatchEmbedder(tiny_bert_dir, layers=[-1], backend="openvino")
+    assert (embedder.options["backend"], embedder.options["precision"]) == ("openvino", "fp32")
+    assert BatchEmbedder(tiny_bert_dir, backend="torch").options["precision"] == "auto"  # torch: adopted speedups
+
+
+def test_a_backend_is_checked_on_the_driver(tiny_bert_dir, tmp_path):
+    with pytest.raises(ValueError, match="backend='onnx' is not one of"):
+        BatchEmbedder(tiny_bert_dir, backend="onnx")
+    vectors = tmp_path / "vectors.txt"
+    vectors.write_text("the 0.1 0.2\nfox 0.3 0.4\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="static vectors are a table"):
+        BatchEmbedder(str(vectors), backend="openvino")([["the", "fox"]])
+
+
+def test_a_fitted_estimator_carries_its_resolved_backend(tiny_bert_dir, engine_cache):
+    from contextembed.sklearn import TokenEmbedder
+
+    fitted = TokenEmbedder(str(tiny_bert_dir), layers=[-1], device="cpu", precision="fp32", backend="auto").fit(
+        SENTENCES[:6])
+    embedder = BatchEmbedder(fitted)
+    assert pickle.loads(pickle.dumps(embedder)).estimator.encoder_ref_.backend == fitted.backend_
+    with pytest.raises(ValueError, match="backend cannot be given with a fitted TokenEmbedder"):
+        BatchEmbedder(fitted, backend="torch")
+
+
+def test_ray_file_jobs_get_the_backend_auto_chose_on_the_driver(tiny_bert_dir, engine_cache, tmp_path, monkeypatch):
+    """No cluster needed: what run_corpus_jobs hands the actors is looked at before Ray would run."""
+    import contextlib
+
+    from contextembed.engines import ray as ray_engine
+    from contextembed.jobs import Job
+
+    class Cluster:
+        def cluster_resources(self):
+            return {"CPU": 1}
+
+    shipped = []
+    monkeypatch.setattr(ray_engine, "connected", lambda address, timeout: contextlib.nullcontext(Cluster()))
+    monkeypatch.setattr(ray_engine, "embed_files", lambda payload, **kwargs: shipped.extend(payload) or [])
+    ray_engine.run_corpus_jobs(str(tiny_bert_dir), [Job(str(tmp_path / "a.txt"), str(tmp_path / "a.npz"))], set(),
+                               overwrite=False, done=print, device="cpu", precision="fp32", backend="auto")
+    assert [job["backend"] for job in shipped] in (["torch"], ["openvino"])
+    assert shipped[0]["precision"] == "fp32"

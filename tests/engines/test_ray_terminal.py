@@ -122,7 +122,8 @@ def test_embed_engine_ray_shows_the_bar_and_not_rays_lines(tmp_path, capfd, monk
                        "--engine", "ray", "--concurrency", "1"])
     out, err = capfd.readouterr()
     assert status == 0, err
-    assert out.splitlines() == ['{"files": 3, "embedded": 3, "skipped": 0}']  # and nothing of Ray's
+    assert out.splitlines() == ['{"files": 3, "embedded": 3, "skipped": 0, "backend": "numpy", "precision": null}'
+                                ]  # and nothing of Ray's
     assert re.search(r"files: 100%.*\| 3/3 .*6 sentences", err), err
     lines = [line for line in err.replace("\r", "\n").splitlines() if line.strip()]
     assert all(line.startswith("files:") for line in lines), f"lines that are not contextembed's bar: {lines}"

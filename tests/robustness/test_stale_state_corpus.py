@@ -56,7 +56,7 @@ def _snapshot(folder) -> dict:
 def test_an_unchanged_rerun_skips_everything_and_touches_nothing(setup):
     vectors, corpus, out = setup
     before = _snapshot(out)
-    assert _rerun(vectors, corpus, out) == {"files": 2, "embedded": 0, "skipped": 2,
+    assert _rerun(vectors, corpus, out) == {"files": 2, "embedded": 0, "skipped": 2, "backend": None, "precision": None,
                                             "outputs": [str(out / "a.npz"), str(out / "sub" / "b.npz")]}
     assert _snapshot(out) == before
 

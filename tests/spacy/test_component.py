@@ -266,3 +266,14 @@ def test_component_refuses_what_is_not_a_doc(make_nlp):
     docs = [nlp.make_doc("fine"), None]
     with pytest.raises(TypeError, match=r"item 1 of the stream is NoneType"):
         list(component.pipe(docs))
+
+
+@pytest.mark.parametrize("backend, message", [("onnx", "backend"), ("openvino", "static vectors are a table")])
+def test_a_backend_the_encoder_cannot_use_is_refused(tmp_path, backend, message):
+    from contextembed.encoders import write_word2vec
+
+    write_word2vec(tmp_path / "vectors.txt", ["peter", "met"], np.ones((2, 4), np.float32))
+    nlp = spacy.blank("en")
+    with pytest.raises(Exception, match=message):
+        nlp.add_pipe("contextembed", config={"encoder": {"name": str(tmp_path / "vectors.txt"), "backend": backend}})
+        nlp("Peter met")

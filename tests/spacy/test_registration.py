@@ -18,7 +18,7 @@ EXPECTED = {
     "spacy_architectures": {"contextembed.Listener.v1": "listener_v1", "contextembed.Listener.v2": "listener_v2"},
     "spacy_layers": {"contextembed.ScalarMix.v1": "scalar_mix_v1", "contextembed.ConcatLayers.v1": "concat_layers_v1",
                      "contextembed.MeanLayers.v1": "mean_layers_v1", "contextembed.SumLayers.v1": "sum_layers_v1"},
-    "spacy_misc": {"contextembed.Encoder.v1": "encoder_v1"},
+    "spacy_misc": {"contextembed.Encoder.v1": "encoder_v1", "contextembed.Encoder.v2": "encoder_v2"},
 }
 
 

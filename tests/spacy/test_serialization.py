@@ -271,3 +271,30 @@ def test_a_damaged_embedded_copy_of_a_pipeline_saved_before_records_is_refused(t
     weights.write_bytes(weights.read_bytes()[:-8])
     with pytest.raises(ModelFormatError, match="fingerprint"):
         spacy.load(tmp_path / "pipeline")
+
+
+def test_the_backend_is_saved_in_the_config_and_may_change_when_loading(tiny_bert_dir, tmp_path, monkeypatch):
+    """As ``device`` and ``precision``: the encoder is frozen, so a pipeline saved on one backend
+    loads on another and its features are computed again there (within the engine's fp32 bar)."""
+    pytest.importorskip("openvino")
+    monkeypatch.setenv("CONTEXTEMBED_ENGINE_CACHE", str(tmp_path / "engines"))
+    nlp = spacy.blank("en")
+    nlp.add_pipe("contextembed", config=encoder_config(tiny_bert_dir, backend="openvino"))
+    saved = nlp(TEXTS[0]).tensor
+    assert nlp.get_pipe("contextembed").encoder.backend == "openvino"
+    nlp.to_disk(tmp_path / "pipeline")
+    config = spacy.util.load_config(tmp_path / "pipeline" / "config.cfg")
+    assert config["components"]["contextembed"]["encoder"]["backend"] == "openvino"
+    loaded = spacy.load(tmp_path / "pipeline")
+    np.testing.assert_array_equal(loaded(TEXTS[0]).tensor, saved)
+    on_torch = spacy.load(tmp_path / "pipeline", config={"components": {"contextembed": {"encoder": {"backend": "torch"}}}})
+    assert on_torch.get_pipe("contextembed").encoder.backend == "torch"
+    np.testing.assert_allclose(on_torch(TEXTS[0]).tensor, saved, atol=1e-4)
+
+
+def test_a_pipeline_configured_with_encoder_v1_runs_torch(tiny_bert_dir):
+    nlp = spacy.blank("en")
+    nlp.add_pipe("contextembed", config={"encoder": {"@misc": "contextembed.Encoder.v1", "name": str(tiny_bert_dir),
+                                                     "device": "cpu", "precision": "fp32"}})
+    assert nlp.get_pipe("contextembed").encoder.backend == "torch"
+    assert nlp(TEXTS[0]).tensor.shape[0] == len(TEXTS[0].split())
