@@ -10,7 +10,8 @@ encoder once per distinct sentence.
 - :data:`MEMORY_CACHE` is an LRU cache bounded by bytes (``CONTEXTEMBED_CACHE_BYTES``, default
   1 GiB, read and checked at the cache's first use by :func:`contextembed.settings.byte_size`:
   ``0``, ``536870912``, ``512MB``, ``1GiB``; change it with :func:`set_cache_size`), keyed by a
-  hash of the encoder's identity and the token list.
+  hash of the encoder's identity and the token list (with document context, also the context
+  size and the neighbours' words: :func:`context_key`).
 - ``cache=`` a directory or a :class:`joblib.Memory` adds an on-disk cache shared across processes
   and sessions.
 - ``n_jobs`` splits the sentences that still need encoding into fixed blocks run by joblib workers

@@ -155,6 +155,9 @@ class TokenEmbedder(LayerFeaturesBase):
         documents = check_doc_ids(doc_ids, len(sentences))
         return self.fit(sentences, y, doc_ids=documents)._token_features(sentences, documents)
 
+    def __setstate__(self, state):
+        super().__setstate__({"context": 0, **state})  # an embedder pickled before context existed: 0
+
     @staticmethod
     def _checked(X, doc_ids) -> tuple[TokenLists, Optional[DocIds]]:
         sentences = check_token_lists(X)
