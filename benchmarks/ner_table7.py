@@ -18,6 +18,12 @@ spaCy's own HashEmbedCNN), all scored on the same dev set.
     python benchmarks/ner_table7.py --taggers bilstm_crf       # the neural tagger's column only
     python benchmarks/ner_table7.py --train-limit 4000         # the reference probe's training size
     python benchmarks/ner_table7.py --curve --sizes 400 4000   # the training-size curve
+    python benchmarks/ner_table7.py --context 0 32 64 128       # document context (issue 28)
+
+``--context N [N ...]`` instead measures MiniLM concat-last-four with shape features, each sentence
+encoded with up to N pieces of its document's text on each side (documents from the ``-DOCSTART-``
+lines of train.txt and dev.txt, passed as ``doc_ids`` to fit and score), for each tagger of
+``--taggers``.
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ sys.path.insert(0, str(ROOT))
 from sklearn.linear_model import LogisticRegression  # noqa: E402
 
 from contextembed.sklearn import TokenEmbedder, set_cache_size  # noqa: E402
-from contextembed.sklearn.datasets import read_conll  # noqa: E402
+from contextembed.sklearn.datasets import read_conll, read_conll_doc_ids  # noqa: E402
 from examples.table7 import LAST_FOUR, TABLE7_ROWS, Row, format_row, run_rows  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "conll2003"
@@ -117,6 +123,30 @@ def stacked(args, train, dev):
                time.perf_counter() - start)
 
 
+def run_context(args, train, dev) -> None:
+    """Concat-last-four + shape with each ``--context`` (documents from -DOCSTART- lines)."""
+    import time
+
+    from contextembed.sklearn import BiLSTMCRFTagger, SequenceTagger
+
+    n_train = len(train[0])
+    train_docs = read_conll_doc_ids(DATA / "train.txt", limit=args.train_limit)
+    dev_docs = read_conll_doc_ids(DATA / "dev.txt", limit=args.dev_limit)
+    for context in args.context:
+        for tagger_name in args.taggers:
+            name = f"concat last four, context {context}"
+            if not wanted(args, name, ("minilm-l6", name, tagger_name, n_train)):
+                continue
+            start = time.perf_counter()
+            embedder = TokenEmbedder("minilm-l6", layers=LAST_FOUR, combine="concat", context=context)
+            tagger = (BiLSTMCRFTagger(embedder, **_options(args, tagger_name)) if tagger_name == "bilstm_crf"
+                      else SequenceTagger(embedder))
+            tagger.fit(*train, doc_ids=train_docs)
+            f1 = tagger.score(*dev, doc_ids=dev_docs)
+            report(args, [Row("minilm-l6", name, tagger_name, 0 if tagger_name == "bilstm_crf" else 1, "auto", f1,
+                              time.perf_counter() - start)], n_train)
+
+
 def run_curve(args, dev) -> None:
     """Both taggers and the spaCy configs at each training size, on the same dev set."""
     for size in args.sizes:
@@ -176,6 +206,8 @@ def main(argv=None) -> int:
     parser.add_argument("--spacy-eval-frequency", type=int, default=50)
     parser.add_argument("--progress", action="store_true", help="a progress bar per BiLSTM-CRF epoch")
     parser.add_argument("--rows", nargs="*", default=None, help="only the rows of these names (default: all)")
+    parser.add_argument("--context", type=int, nargs="+", default=None, metavar="N",
+                        help="measure document context of N pieces each (concat last four + shape) instead of the table")
     parser.add_argument("--seed", type=int, default=0, help="the BiLSTM-CRF's random_state (rows of other seeds "
                         "are measured again)")
     args = parser.parse_args(argv)
@@ -190,6 +222,9 @@ def main(argv=None) -> int:
     train = read_conll(DATA / "train.txt", limit=args.train_limit)
     print(f"CoNLL-2003: {len(train[0])} train sentences ({sum(map(len, train[0]))} tokens), "
           f"{len(dev[0])} dev sentences", flush=True)
+    if args.context is not None:
+        run_context(args, train, dev)
+        return 0
     run_table(args, train, dev)
     return 0
 

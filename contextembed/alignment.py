@@ -15,6 +15,15 @@ A sentence of more pieces than ``window`` is cut into windows of ``window`` piec
 ``stride`` apart (the last window is aligned to the end). Each piece takes its vectors from the
 window where it has the most context on both sides: consecutive windows split their overlap at its
 midpoint, so each window owns a contiguous range and no piece is dropped or repeated.
+
+Context rule
+------------
+With document context (``context=N``, :mod:`contextembed.documents`) a sentence that fits one
+window shares it with up to ``N`` pieces of the text before it and ``N`` after it: the room left,
+``window - pieces``, goes to both sides when it holds both; when it is short, each side gets half
+(the left side the smaller half of an odd room) and a side that needs less than its half gives the
+rest to the other (:func:`split_context`). A sentence of ``window`` pieces or more is windowed as
+without context: its windows are full, so no room is left.
 """
 
 from __future__ import annotations
@@ -256,6 +265,26 @@ def plan_windows(n_pieces: int, window: int, stride: int) -> list[Window]:
         windows.append(Window(start, end, own_start, own_end))
         own_start = own_end
     return windows
+
+
+def split_context(room: int, left: int, right: int) -> tuple[int, int]:
+    """How many context pieces each side gets in ``room`` free pieces of a window.
+
+    Parameters
+    ----------
+    room : int
+        Pieces of the window the sentence leaves free (``>= 0``).
+    left, right : int
+        Context pieces available (and wanted) on each side.
+
+    Returns
+    -------
+    (int, int)
+        Pieces taken on the left and on the right: all of both when they fit; else half of the room
+        each, the unused part of one side's half going to the other side.
+    """
+    taken_left = min(left, max(room // 2, room - right))
+    return taken_left, min(right, room - taken_left)
 
 
 def check_window(window: int, stride: int, max_window: Optional[int] = None) -> None:

@@ -228,7 +228,7 @@ def add_embed_parser(subparsers) -> None:
     from .bounds import CONNECT_TIMEOUT, Bound
     from .corpus import ENGINES, OUTPUT_FORMATS
     from .extraction import LEVEL_DEFAULTS
-    from .io import INPUT_FORMATS, LEVELS, OUTPUT_DTYPES, TOKENIZERS
+    from .io import DOC_SEPS, INPUT_FORMATS, LEVELS, OUTPUT_DTYPES, TOKENIZERS
 
     parser = subparsers.add_parser(
         "embed",
@@ -274,6 +274,13 @@ def add_embed_parser(subparsers) -> None:
     parser.add_argument("--normalize", action=argparse.BooleanOptionalAction, default=None,
                         help="--level text: scale each text vector to unit length; an empty text stays zeros "
                         f"(default: {'on' if LEVEL_DEFAULTS['text']['normalize'] else 'off'})")
+    parser.add_argument("--context", type=Bound(int, 0, 10**6, "--context").parse, default=0, metavar="N",
+                        help="word level, transformers: encode each sentence with up to N pieces of its document's "
+                        "text on each side (documents: -DOCSTART- lines in CoNLL, '# newdoc' in CoNLL-U, the 'doc' "
+                        "field in JSONL, the whole file in plain text); 0: each sentence alone")
+    parser.add_argument("--doc-sep", choices=DOC_SEPS, default="none",
+                        help="plain text with --context: 'blank' makes a blank line end a document (it is still an "
+                        "empty sentence); 'none': the file is one document")
     parser.add_argument("--dtype", choices=OUTPUT_DTYPES, default="float32",
                         help="output dtype (float16 halves the file)")
     parser.add_argument("--output-format", choices=OUTPUT_FORMATS, default="npz",
@@ -312,8 +319,10 @@ def _run_embed(args: argparse.Namespace) -> int:
 
     options = {"input_format": args.format, "tokenizer": args.tokenizer, "layers": args.layers,
                "combine": args.combine, "subword_pooling": args.subword_pooling, "level": args.level,
-               "text_pooling": args.text_pooling, "normalize": args.normalize, "dtype": args.dtype, "device": args.device,
-               "precision": args.precision, "backend": args.backend, "show_progress": not args.quiet, "overwrite": args.overwrite}
+               "text_pooling": args.text_pooling, "normalize": args.normalize, "context": args.context,
+               "doc_sep": args.doc_sep, "dtype": args.dtype, "device": args.device,
+               "precision": args.precision, "backend": args.backend, "show_progress": not args.quiet,
+               "overwrite": args.overwrite}
     if is_corpus(args.input):
         summary = embed_corpus(args.spec, args.input, args.output, output_format=args.output_format,
                                engine=args.engine, address=args.address, connect_timeout=args.connect_timeout,

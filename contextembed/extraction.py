@@ -12,13 +12,14 @@ first piece; text features are the one default text vector,
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict
 from typing import Literal, Optional, get_args
 
 import numpy as np
 import torch
 
+from .documents import check_context, in_context
 from .encoders.base import Encoder, PieceEncoding, Sentences, progress_bar
 from .options import check_choice
 from .pooling import (
@@ -91,6 +92,10 @@ class FeatureExtractor:
         pooled by ``"mean"``, not normalised. ``"text"``: the default text vector
         (:data:`~contextembed.pooling.TEXT_DEFAULTS`), so ``FeatureExtractor(encoder,
         level="text").texts(sentences)`` equals ``TextEmbedder(encoder).fit_transform(sentences)``.
+    context : int
+        Word features only: encode each sentence with up to this many pieces of its document's text
+        on each side (:mod:`contextembed.documents`; documents given to :meth:`iter_words`); 0 (the
+        default): each sentence alone. Transformers only (a ``ValueError`` for other encoders).
     """
 
     def __init__(
@@ -103,6 +108,7 @@ class FeatureExtractor:
         normalize: Optional[bool] = None,
         *,
         level: Level = "word",
+        context: int = 0,
     ) -> None:
         options = level_options(level, layers=layers, combine=combine, subword_pooling=subword_pooling,
                                 text_pooling=text_pooling, normalize=normalize)
@@ -117,6 +123,10 @@ class FeatureExtractor:
         if not isinstance(options["normalize"], (bool, np.bool_)):
             raise TypeError(f"normalize must be True or False, got {options['normalize']!r}")
         self.normalize = bool(options["normalize"])
+        self.context = check_context(context, encoder)
+        if self.context and level != "word":
+            raise ValueError(f"context={context} gives word features their document's text; text vectors take none: "
+                             "pass level='word' (--level word), or context=0")
 
     @property
     def dim(self) -> int:
@@ -131,16 +141,26 @@ class FeatureExtractor:
         with torch.no_grad():
             return self.pooling(torch.from_numpy(np.ascontiguousarray(hidden))).numpy()
 
-    def iter_words(self, sentences: Sentences, *, show_progress: bool = False) -> Iterator[np.ndarray]:
+    def iter_words(self, sentences: Sentences, *, doc_ids: Optional[Iterable] = None,
+                   show_progress: bool = False) -> Iterator[np.ndarray]:
         """Yield ``(words, dim)`` float32 per sentence, in input order.
 
         ``sentences`` may be an iterator (a generator): the encoder reads it one chunk at a time and
         nothing here keeps a sentence once its rows are yielded, so memory stays bounded by the
         chunk size (``tests/robustness/test_resource_bounds.py`` measures it).
+
+        ``doc_ids``: with ``context``, one document id per sentence (an iterator too), each
+        document's sentences consecutive; ``None``: all of ``sentences`` is one document. Without
+        context documents change nothing.
         """
         layers = self.pooling.layer_indexes
-        for hidden in self.encoder.iter_encode(sentences, layers, self.subword_pooling, show_progress=show_progress):
-            yield self.pool_layers(hidden)
+        if not self.context:
+            for hidden in self.encoder.iter_encode(sentences, layers, self.subword_pooling, show_progress=show_progress):
+                yield self.pool_layers(hidden)
+            return
+        items = in_context(sentences, doc_ids, self.context)
+        for encoding in self.encoder.iter_encode_pieces_in_context(items, layers, show_progress=show_progress):
+            yield self.pool_layers(encoding.words(self.subword_pooling))
 
     def iter_texts(self, sentences: Sentences, *, show_progress: bool = False) -> Iterator[np.ndarray]:
         """Yield one ``(dim,)`` float32 vector per text, in input order (an iterator is streamed as by

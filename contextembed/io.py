@@ -33,6 +33,15 @@ raises names the file and the line; nothing is coerced or skipped silently.
 A file without sentences (empty, or only blank and ``-DOCSTART-`` lines) is valid: it gives an
 output with 0 rows.
 
+Documents
+---------
+Document context (``context=N``, ``--context N``) reaches across the sentences of one document
+(:func:`read_documents`): CoNLL documents start at ``-DOCSTART-`` lines, CoNLL-U documents at
+``# newdoc`` comments, JSONL documents where the optional ``"doc"`` field (a string or a whole
+number) changes (a document's lines must be consecutive: a ``"doc"`` that comes back is an error
+naming the line). A plain text file is one document: a blank line is an empty sentence, and ends a
+document only with ``doc_sep="blank"`` (``--doc-sep blank``).
+
 Output
 ------
 :func:`embed_file` writes through :class:`ArrayWriter`: the array goes to a hidden temporary file
@@ -51,7 +60,8 @@ the input's content hash, its format and tokenizer, the model's fingerprint
 (:func:`contextembed.encoders.identity.identify`), every option that changes the features as the
 loaded encoder resolved it (``level``, ``layers`` as indexes, ``combine``, ``subword_pooling``,
 ``text_pooling`` and ``normalize`` at text level, the precision and backend the encoder runs, its device type,
-its ``window`` / ``stride`` / ``pad_multiple``), ``dtype`` and the output format, and ``content``: the rows, width
+its ``window`` / ``stride`` / ``pad_multiple``, and ``context`` and ``doc_sep`` where context is used),
+``dtype`` and the output format, and ``content``: the rows, width
 and hashes of the ``features`` and ``lengths`` as written. A ``.npz`` holds it as its
 ``provenance`` entry (UTF-8 JSON as ``uint8``, read back without unpickling); a ``.npy``, which
 holds one array, has it beside it in ``<output>.provenance.json``, written before the output is
@@ -81,6 +91,7 @@ import numpy as np
 from . import provenance
 from ._files import atomic_file, check_writable
 from .errors import FileFormatError, ProvenanceError
+from .options import check_choice
 from .extraction import LEVELS, Level, level_options  # noqa: F401  (Level, LEVELS re-exported)
 from .tokenizers import TOKENIZERS, Tokenizer, get_tokenizer, spacy_tokenizer  # noqa: F401  (the one registry)
 from .tokenizers import whitespace_tokenize as whitespace_tokenizer
@@ -96,6 +107,20 @@ _EXTENSIONS = {".txt": "text", ".conll": "conll", ".conllu": "conllu", ".jsonl":
 #: file extensions whose format :func:`guess_format` knows
 INPUT_EXTENSIONS: tuple[str, ...] = tuple(_EXTENSIONS)
 DOCSTART = "-DOCSTART-"
+#: what starts a document in plain text (``doc_sep``, ``--doc-sep``): ``"none"``, the whole file is
+#: one document; ``"blank"``, a blank line ends one (the line is still an empty sentence)
+DocSep = Literal["none", "blank"]
+DOC_SEPS: tuple[str, ...] = get_args(DocSep)
+
+
+class _NewDocument:
+    """What a reader yields between sentences where a document starts (:func:`read_documents`)."""
+
+    def __repr__(self) -> str:
+        return "NEW_DOCUMENT"
+
+
+NEW_DOCUMENT = _NewDocument()
 
 
 def guess_format(path: str) -> str:
@@ -130,7 +155,38 @@ def read_sentences(path: str, input_format: Optional[str] = None, tokenizer: Tok
         If ``path`` is not an existing file.
     """
     input_format = check_input(path, input_format)
-    return _READERS[input_format](path, tokenizer)
+    return (item for item in _READERS[input_format](path, tokenizer) if item is not NEW_DOCUMENT)
+
+
+def read_documents(path: str, input_format: Optional[str] = None, tokenizer: Tokenizer = whitespace_tokenizer,
+                   doc_sep: DocSep = "none") -> Iterator[tuple[int, list[str]]]:
+    """Stream ``(document number, tokens)`` per sentence of ``path``: :func:`read_sentences` with the
+    documents of the file (numbered from 0, in order).
+
+    Documents start at ``-DOCSTART-`` lines (CoNLL), ``# newdoc`` comments (CoNLL-U), a change of
+    the ``"doc"`` field (JSONL; a line without one belongs to the document ``null``) and, in plain
+    text with ``doc_sep="blank"``, after a blank line (which is still an empty sentence); otherwise a
+    file is one document.
+
+    Raises
+    ------
+    ValueError
+        For an unknown format or ``doc_sep``, or ``doc_sep="blank"`` for another format than text.
+    """
+    input_format = check_input(path, input_format)
+    _check_doc_sep_format(doc_sep, input_format)
+    return _numbered(_READERS[input_format](path, tokenizer), honoured=input_format != "text" or doc_sep == "blank")
+
+
+def _numbered(items: Iterator, honoured: bool) -> Iterator[tuple[int, list[str]]]:
+    """Sentences numbered by document: a marker starts the next one once the current one has a sentence."""
+    document, started = 0, False
+    for item in items:
+        if item is not NEW_DOCUMENT:
+            yield document, item
+            started = True
+        elif honoured and started:
+            document, started = document + 1, False
 
 
 def check_input(path: str, input_format: Optional[str] = None) -> str:
@@ -195,6 +251,8 @@ def _decode(raw: bytes, path: str, number: int) -> str:
 def _read_text(path: str, tokenizer: Tokenizer) -> Iterator[list[str]]:
     for _, line in _lines(path):
         yield tokenizer(line)
+        if not line.strip():
+            yield NEW_DOCUMENT  # taken with doc_sep="blank" only
 
 
 _ASCII_SPACE = " \t\r\f\v"
@@ -214,6 +272,11 @@ def read_conll(path: str) -> Iterator[tuple[list[str], list[list[str]]]]:
     the sentence; a ``-DOCSTART-`` line ends it too and is skipped. An empty file gives nothing.
     Lines that are not UTF-8 raise :class:`~contextembed.errors.FileFormatError` naming the line.
     """
+    return (item for item in _conll_items(path) if item is not NEW_DOCUMENT)
+
+
+def _conll_items(path: str) -> Iterator:
+    """:func:`read_conll`'s sentences, and :data:`NEW_DOCUMENT` at each ``-DOCSTART-`` line."""
     tokens: list[str] = []
     columns: list[list[str]] = []
     for _, line in _lines(path):
@@ -222,6 +285,8 @@ def read_conll(path: str) -> Iterator[tuple[list[str], list[list[str]]]]:
             if tokens:
                 yield tokens, columns
             tokens, columns = [], []
+            if fields:
+                yield NEW_DOCUMENT
         else:
             tokens.append(fields[0])
             columns.append(fields[1:])
@@ -229,9 +294,9 @@ def read_conll(path: str) -> Iterator[tuple[list[str], list[list[str]]]]:
         yield tokens, columns
 
 
-def _read_conll(path: str, tokenizer: Tokenizer) -> Iterator[list[str]]:
-    for tokens, _ in read_conll(path):
-        yield tokens
+def _read_conll(path: str, tokenizer: Tokenizer) -> Iterator:
+    for item in _conll_items(path):
+        yield item if item is NEW_DOCUMENT else item[0]
 
 
 def _read_conllu(path: str, tokenizer: Tokenizer) -> Iterator[list[str]]:
@@ -242,7 +307,11 @@ def _read_conllu(path: str, tokenizer: Tokenizer) -> Iterator[list[str]]:
                 yield tokens
             tokens = []
         elif line.startswith("#"):
-            continue
+            if re.match(r"#\s*newdoc\b", line):
+                if tokens:  # a comment inside a sentence: it ends there
+                    yield tokens
+                tokens = []
+                yield NEW_DOCUMENT
         else:
             tokens.extend(_conllu_form(line, path, number))
     if tokens:
@@ -267,10 +336,19 @@ def _conllu_form(line: str, path: str, number: int) -> list[str]:
     return [fields[1]]
 
 
-def _read_jsonl(path: str, tokenizer: Tokenizer) -> Iterator[list[str]]:
+def _read_jsonl(path: str, tokenizer: Tokenizer) -> Iterator:
+    current, ended = None, set()
     for number, line in _lines(path):
         if line.strip():
-            yield _jsonl_tokens(line, tokenizer, path, number)
+            tokens, document = _jsonl_tokens(line, tokenizer, path, number)
+            if document != current:
+                ended.add(current)
+                if document in ended:
+                    raise FileFormatError(f'"doc" {document!r} comes back after another document: the lines of one '
+                                          "document must be consecutive", path=path, line=number)
+                current = document
+                yield NEW_DOCUMENT
+            yield tokens
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -295,8 +373,9 @@ def _json_kind(value: object) -> str:
     return kinds.get(type(value), type(value).__name__)
 
 
-def _jsonl_tokens(line: str, tokenizer: Tokenizer, path: str, number: int) -> list[str]:
-    """The tokens of one JSONL line, checked (see the module docstring)."""
+def _jsonl_tokens(line: str, tokenizer: Tokenizer, path: str, number: int) -> tuple[list[str], object]:
+    """The tokens of one JSONL line and its ``"doc"`` (``None`` without one), checked (see the module
+    docstring)."""
 
     def fail(message: str) -> FileFormatError:
         return FileFormatError(message, path=path, line=number)
@@ -312,6 +391,9 @@ def _jsonl_tokens(line: str, tokenizer: Tokenizer, path: str, number: int) -> li
         raise fail(f"{expected}, got {_json_kind(record)}")
     if ("tokens" in record) == ("text" in record):
         raise fail(f"{expected}, got an object with {'both' if 'tokens' in record else 'neither'}")
+    document = record.get("doc")
+    if "doc" in record and (isinstance(document, bool) or not isinstance(document, (str, int))):
+        raise fail(f'"doc" is {_json_kind(document)} ({json.dumps(document)[:40]}); expected a string or a whole number')
     escaped = "\\u" in line  # a surrogate can only come from an escape: the line was valid UTF-8
     if "text" in record:
         text = record["text"]
@@ -319,7 +401,7 @@ def _jsonl_tokens(line: str, tokenizer: Tokenizer, path: str, number: int) -> li
             raise fail(f'"text" is {_json_kind(text)} ({text!r}); expected a string')
         if escaped and _SURROGATE.search(text):
             raise fail('"text" holds a \\ud800-\\udfff escape that is not a character (a lone surrogate)')
-        return tokenizer(text)
+        return tokenizer(text), document
     tokens = record["tokens"]
     if not isinstance(tokens, list):
         raise fail(f'"tokens" is {_json_kind(tokens)}; expected a list of strings')
@@ -330,10 +412,11 @@ def _jsonl_tokens(line: str, tokenizer: Tokenizer, path: str, number: int) -> li
             raise fail(f"token {index} is {_json_kind(token)} ({shown}); every token must be a string")
         if escaped and _SURROGATE.search(token):
             raise fail(f"token {index} holds a \\ud800-\\udfff escape that is not a character (a lone surrogate)")
-    return tokens
+    return tokens, document
 
 
-_READERS: dict[str, Callable[[str, Tokenizer], Iterator[list[str]]]] = {
+#: each format's reader: its sentences, with :data:`NEW_DOCUMENT` where a document starts
+_READERS: dict[str, Callable[[str, Tokenizer], Iterator]] = {
     "text": _read_text, "conll": _read_conll, "conllu": _read_conllu, "jsonl": _read_jsonl,
 }
 
@@ -570,7 +653,7 @@ def record_file(output_path: str) -> str:
 
 
 def output_fields(spec, output_path: str, extractor, *, input_hash: str, input_format: str, tokenizer: str,
-                  level: str, dtype: str) -> dict:
+                  level: str, dtype: str, doc_sep: str = "none") -> dict:
     """The fields of an output's provenance record, except ``content`` (what was written).
 
     The input's content hash, its format and tokenizer, the model's fingerprint, every option that
@@ -583,11 +666,13 @@ def output_fields(spec, output_path: str, extractor, *, input_hash: str, input_f
     encoder = extractor.encoder
     device = getattr(encoder, "device", None)
     text = {"normalize": extractor.normalize} if level == "text" else {}  # word rows are never normalised
+    # document context, where there is any (an output of sentences alone records none, as before it existed)
+    documents = {"context": extractor.context, "doc_sep": doc_sep} if extractor.context else {}
     return {  # in the order a difference is reported: the level before the options whose default it sets
         "input": input_hash, "input_format": input_format, "level": level, "tokenizer": tokenizer,
         "model": identify(encoder.spec or spec).fingerprint,
         "layers": list(extractor.pooling.layer_indexes), "combine": extractor.pooling.combine,
-        "subword_pooling": extractor.subword_pooling,
+        "subword_pooling": extractor.subword_pooling, **documents,
         "text_pooling": extractor.text_pooling if level == "text" else None, **text,
         "precision": getattr(encoder, "precision", None), "backend": getattr(encoder, "backend", None),
         "device": getattr(device, "type", device),
@@ -608,10 +693,11 @@ def expected_record(spec, input_path: str, output_path: str, *, encoder, **optio
     chosen = _embed_options(arg["level"], {name: arg[name] for name in LEVEL_OPTIONS})
     _check_embed_options(arg["level"], chosen["tokenizer"], arg["dtype"], arg["chunk_sentences"])
     input_format = check_input(input_path, arg["input_format"])
-    extractor = _extractor(encoder, arg["level"], chosen)
+    _check_doc_sep(arg["context"], arg["doc_sep"], input_format)
+    extractor = _extractor(encoder, arg["level"], chosen, arg["context"])
     fields = output_fields(spec, output_path, extractor, input_hash=provenance.file_hash(input_path),
                            input_format=input_format, tokenizer=chosen["tokenizer"], level=arg["level"],
-                           dtype=arg["dtype"])
+                           dtype=arg["dtype"], doc_sep=arg["doc_sep"])
     return provenance.record(OUTPUT_ARTIFACT, **fields)
 
 
@@ -805,11 +891,26 @@ def _embed_options(level: str, given: dict) -> dict:
     return level_options(level, **given)
 
 
-def _extractor(encoder, level: str, chosen: dict):
+def _extractor(encoder, level: str, chosen: dict, context: int = 0):
     from .extraction import FeatureExtractor
 
     return FeatureExtractor(encoder, **{name: chosen[name] for name in LEVEL_OPTIONS if name != "tokenizer"},
-                            level=level)
+                            level=level, context=context)
+
+
+def _check_doc_sep(context: int, doc_sep: str, input_format: str) -> None:
+    """``doc_sep`` is a plain-text option that only context uses: never ignored silently."""
+    _check_doc_sep_format(doc_sep, input_format)
+    if doc_sep != "none" and not context:
+        raise ValueError(f"doc_sep={doc_sep!r} (--doc-sep) sets the documents that context reaches across; it does "
+                         "nothing without context: pass context=N (--context N) too, or leave it unset")
+
+
+def _check_doc_sep_format(doc_sep: str, input_format: str) -> None:
+    check_choice("doc_sep", doc_sep, DocSep)
+    if doc_sep != "none" and input_format != "text":
+        raise ValueError(f"doc_sep={doc_sep!r} (--doc-sep) is for plain text; {input_format} files mark their own "
+                         "documents (see the input formats), so leave it unset")
 
 
 def _check_embed_options(level: str, tokenizer: str, dtype: str, chunk_sentences: int) -> None:
@@ -856,6 +957,8 @@ def embed_file(
     device: str = "auto",
     precision: str = "auto",
     backend: str = "torch",
+    context: int = 0,
+    doc_sep: DocSep = "none",
     chunk_sentences: int = 4096,
     show_progress: bool = True,
     overwrite: bool = False,
@@ -871,6 +974,9 @@ def embed_file(
     the encoder's layers and combine with each word's first piece; text level writes the default text
     vector (:data:`contextembed.pooling.TEXT_DEFAULTS`, what ``TextEmbedder()`` gives). Text options
     given at word level are an error.
+    ``context`` (word level, transformers): each sentence is encoded with up to that many pieces of
+    its document's text on each side (:mod:`contextembed.documents`); the documents are the file's
+    (:func:`read_documents`; ``doc_sep="blank"`` makes blank lines of plain text end one).
     The options, the output path (see :func:`check_output`) and the whole input (first of two
     readings) are checked before the model is loaded; the output appears only once complete, and an
     existing one is replaced only with ``overwrite=True``.
@@ -895,19 +1001,21 @@ def embed_file(
                                     "normalize": normalize})
     _check_embed_options(level, chosen["tokenizer"], dtype, chunk_sentences)
     input_format = check_input(input_path, input_format)
+    _check_doc_sep(context, doc_sep, input_format)
     check_output(output_path, input_path=input_path, overwrite=overwrite)
     input_hash = provenance.file_hash(input_path)  # before reading: the record names the text that was read
     split = get_tokenizer(chosen["tokenizer"])
-    lengths = np.fromiter((len(s) for s in read_sentences(input_path, input_format, split)), dtype=np.int64)
+    documents, lengths = _documents_and_lengths(read_documents(input_path, input_format, split, doc_sep))
     encoder = encoder or load_encoder(spec, device=device, precision=precision, backend=backend)
-    extractor = _extractor(encoder, level, chosen)
+    extractor = _extractor(encoder, level, chosen, context)
     fields = output_fields(spec, output_path, extractor, input_hash=input_hash, input_format=input_format,
-                           tokenizer=chosen["tokenizer"], level=level, dtype=dtype)
+                           tokenizer=chosen["tokenizer"], level=level, dtype=dtype, doc_sep=doc_sep)
     n_rows = int(lengths.sum()) if level == "word" else len(lengths)
     chunks = _checked_chunks(read_sentences(input_path, input_format, split), lengths, chunk_sentences, input_path)
     with _record_kept_on_error(output_path), \
             ArrayWriter(output_path, n_rows, extractor.dim, dtype, overwrite=overwrite) as writer:
-        _write_rows(writer, extractor, chunks, level, total=len(lengths), show_progress=show_progress)
+        _write_rows(writer, extractor, chunks, level, total=len(lengths), show_progress=show_progress,
+                    documents=documents)
         if provenance.file_hash(input_path) != input_hash:
             raise ValueError(f"input {input_path} changed while it was being read; nothing was written")
         _close_with_record(writer, fields, lengths)
@@ -915,11 +1023,21 @@ def embed_file(
             "backend": fields["backend"], "precision": fields["precision"]}
 
 
-def _write_rows(writer: ArrayWriter, extractor, chunks, level: str, *, total: int, show_progress: bool) -> None:
+def _documents_and_lengths(read) -> tuple[np.ndarray, np.ndarray]:
+    """The document number and the length of every sentence ``read`` (:func:`read_documents`) gives."""
+    pairs = np.fromiter(((document, len(tokens)) for document, tokens in read), dtype=np.dtype((np.int64, 2)))
+    return pairs[:, 0], pairs[:, 1]
+
+
+def _write_rows(writer: ArrayWriter, extractor, chunks, level: str, *, total: int, show_progress: bool,
+                documents: np.ndarray) -> None:
     """Encode each chunk of sentences and append its rows: one per token, or one per sentence."""
     from tqdm.auto import tqdm
 
     with tqdm(total=total, unit="sent", disable=not show_progress) as progress:
+        if extractor.context:
+            _write_rows_in_context(writer, extractor, chunks, documents, progress)
+            return
         for chunk in chunks:
             if level == "word":
                 rows = list(extractor.iter_words(chunk))
@@ -928,3 +1046,14 @@ def _write_rows(writer: ArrayWriter, extractor, chunks, level: str, *, total: in
             else:
                 writer.write(np.stack(list(extractor.iter_texts(chunk))))
             progress.update(len(chunk))
+
+
+def _write_rows_in_context(writer: ArrayWriter, extractor, chunks, documents: np.ndarray, progress) -> None:
+    """Word rows with document context: the chunks read as one stream of sentences, so that context
+    reaches across them (the encoder holds its own chunk and the sentences waiting for context)."""
+    sentences = (sentence for chunk in chunks for sentence in chunk)
+    for block in _chunks(extractor.iter_words(sentences, doc_ids=iter(documents.tolist())), 1024):
+        rows = [row for row in block if len(row)]
+        if rows:
+            writer.write(np.concatenate(rows))
+        progress.update(len(block))

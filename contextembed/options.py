@@ -29,6 +29,8 @@ option                 definition (type and check)
 ``oov``                :data:`contextembed.encoders.static.OovVector`, checked by ``StaticVectors``
 ``engine``             :data:`contextembed.corpus.Engine`, ``runner`` (dispatch through ``RUNNERS``)
 ``output_format``      :data:`contextembed.jobs.OutputFormat`, checked by ``plan``
+``context``            ``contextembed.documents.check_context`` (against the encoder)
+``doc_sep``            :data:`contextembed.io.DocSep`, checked by ``read_documents`` and ``embed_file``
 =====================  ==================================================================
 """
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import warnings
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sized
+from collections.abc import Iterable, Iterator, Sized
 from dataclasses import dataclass
 from typing import Optional, Union
 
@@ -131,6 +131,9 @@ class Encoder(ABC):
     #: the layer pooling used when a caller does not choose one (see :mod:`contextembed.pooling`)
     default_layers: LayerSpec = "all"
     default_combine: str = "concat"
+    #: why this family takes no document context (``context=N``, :mod:`contextembed.documents`);
+    #: ``None`` for a family that takes it
+    no_context: Optional[str] = "this encoder family cannot encode a sentence inside its document"
 
     @property
     @abstractmethod
@@ -146,6 +149,36 @@ class Encoder(ABC):
     def max_length(self) -> Optional[int]:
         """Longest input (in the encoder's units) one forward pass takes; ``None`` if unbounded."""
         return None
+
+    @property
+    def max_context(self) -> int:
+        """The most context pieces one side of a sentence can take (``context``,
+        :func:`contextembed.documents.check_context`).
+
+        Raises
+        ------
+        ValueError
+            For a family that takes none (:attr:`no_context` says why).
+        """
+        raise self._context_refused()
+
+    def iter_encode_pieces_in_context(
+        self, items: Iterable, layers: LayerSpec = "all", *, show_progress: bool = False
+    ) -> Iterator[PieceEncoding]:
+        """Encode each sentence inside the words around it (:class:`contextembed.documents.InContext`,
+        from :func:`contextembed.documents.in_context`), yielding one :class:`PieceEncoding` of its
+        own pieces per item, in input order.
+
+        Raises
+        ------
+        ValueError
+            For a family that takes no context (see :attr:`max_context`).
+        """
+        raise self._context_refused()
+
+    def _context_refused(self) -> ValueError:
+        return ValueError(f"context applies to transformers only: {self.no_context}; leave context=0 for the "
+                          f"{self.family} encoder {self.spec!r}")
 
     @property
     def vocab_size(self) -> Optional[int]:

@@ -81,6 +81,7 @@ class StaticVectors(Encoder):
     """
 
     family = "static"
+    no_context = "a static vector is the same whatever the words around it, so context would change nothing"
     #: a table that is looked up: no network runs, no engine applies
     backend = "numpy"
 

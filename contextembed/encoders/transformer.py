@@ -9,11 +9,12 @@ from __future__ import annotations
 import copy
 import functools
 import inspect
+import itertools
 import json
 import logging
 import os
 from contextlib import contextmanager
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Optional, Union
 
@@ -22,7 +23,17 @@ import torch
 from tqdm.auto import tqdm
 
 from .. import forking, streams
-from ..alignment import PairTemplate, PieceTokenizer, SentencePieces, Window, check_window, pair_template, plan_windows
+from ..alignment import (
+    PairTemplate,
+    PieceTokenizer,
+    SentencePieces,
+    Window,
+    check_window,
+    pair_template,
+    plan_windows,
+    split_context,
+)
+from ..documents import InContext
 from ..backends import check_backend, check_calibration
 from ..errors import EngineError
 from ..devices import auto_cpu_precision, check_precision, check_settings, compute_dtype, resolve_device, resolve_precision
@@ -164,6 +175,7 @@ class TransformerEncoder(Encoder):
 
     family = "transformer"
     default_combine = "concat"
+    no_context = None
 
     def __init__(
         self,
@@ -429,6 +441,11 @@ class TransformerEncoder(Encoder):
         return len(self.tokenizer)
 
     @property
+    def max_context(self) -> int:
+        """One window's pieces (``window``): what context can fill beside a sentence at most."""
+        return self.window
+
+    @property
     def has_cls(self) -> bool:
         return bool(self.pieces.prefix)
 
@@ -534,6 +551,39 @@ class TransformerEncoder(Encoder):
                 self._run_rows([row for item in pending for row in self._single_rows(item)], layer_index)
                 progress.update(len(chunk))
                 yield from pending
+
+    def iter_encode_pieces_in_context(
+        self, items: Iterable[InContext], layers: LayerSpec = "all", *, show_progress: bool = False
+    ) -> Iterator[PieceEncoding]:
+        """Each sentence encoded in one input with the context pieces around it (the context rule of
+        :mod:`contextembed.alignment`); a sentence of ``window`` pieces or more in its windows, as
+        alone. Only the sentence's own pieces come out (``cls``: the input's first piece)."""
+        layer_index = self.layer_indexes(layers)
+        with progress_bar(items, show_progress) as progress:
+            for chunk in _chunks(items, self.chunk_size):
+                own, lefts, rights = (self.pieces([getattr(item, side) for item in chunk])
+                                      for side in ("words", "left", "right"))
+                pending = [self._pending(pieces, ("all",)) for pieces in own]
+                rows = [row for item, before, after, wanted in zip(pending, lefts, rights, chunk)
+                        for row in self._context_rows(item, before.ids, after.ids, wanted.size)]
+                self._run_rows(rows, layer_index)
+                progress.update(len(chunk))
+                for item in pending:
+                    yield PieceEncoding(item.joined(0), item.pieces.offsets, item.cls, item.pieces.ids)
+
+    def _context_rows(self, item: _Pending, before: np.ndarray, after: np.ndarray, size: int) -> Iterator[_Row]:
+        """``prefix + context before + sentence + context after + suffix`` when the sentence leaves room
+        in a window; its plain windows otherwise."""
+        n_pieces = item.pieces.n_pieces
+        room = self.window - n_pieces
+        if not n_pieces or room <= 0:
+            yield from self._single_rows(item)
+            return
+        n_left, n_right = split_context(room, min(size, len(before)), min(size, len(after)))
+        prefix, suffix = np.asarray(self.pieces.prefix, dtype=np.int64), np.asarray(self.pieces.suffix, dtype=np.int64)
+        ids = np.concatenate([prefix, before[len(before) - n_left :], item.pieces.ids, after[:n_right], suffix])
+        part = _Part(item, Window(0, n_pieces, 0, n_pieces), len(prefix) + n_left)
+        yield _Row(ids, None, [part], [item] if len(prefix) else [])
 
     def _pending(self, pieces: SentencePieces, selectors: Sequence[str]) -> _Pending:
         """``selectors``: ``"all"`` pieces, word ``"starts"`` or ``"ends"``, or the ``"sum"`` of all."""
@@ -701,6 +751,13 @@ def _batches(rows: list[_Row], padded_length: Callable[[_Row], int], batch_token
         longest = max(longest, size)
     if batch:
         yield batch
+
+
+def _chunks(items: Iterable, size: int) -> Iterator[list]:
+    """Consecutive lists of at most ``size`` items (an iterator read one list at a time)."""
+    iterator = iter(items)
+    while chunk := list(itertools.islice(iterator, size)):
+        yield chunk
 
 
 def _max_positions(model, tokenizer) -> int:

@@ -14,7 +14,7 @@ tag lists aligned with ``X`` (taggers)    :func:`check_tagged` (fit, score, repo
 token labels (``y`` of TokenEmbedder)     :func:`token_labels`
 class labels (``y`` of texts and pairs)   :func:`class_labels`
 per-token class codes (``fit_mix``)       :func:`check_codes`
-document ids (one per sentence)           :func:`check_doc_ids` (no estimator takes them yet)
+document ids (``doc_ids``, per sentence)  :func:`check_doc_ids`, a :class:`DocIds`
 ========================================  ========================================================
 
 Checked token lists are a :class:`TokenLists`. An estimator that hands them on (a tagger fitting
@@ -349,35 +349,70 @@ def _is_missing(label) -> bool:
 # -- document ids -------------------------------------------------------------------------------
 
 
-def check_doc_ids(doc_ids, n_sentences: int) -> Optional[list]:
+class DocIds(list):
+    """Document ids that passed :func:`check_doc_ids`: one per sentence, each document's consecutive.
+
+    Like :class:`TokenLists`, an estimator hands them on as they are (a tagger to its embedders), and
+    :func:`check_doc_ids` returns them without checking them again.
+    """
+
+    __slots__ = ()
+
+    def subset(self, rows) -> "DocIds":
+        """The ids at ``rows`` (in order: the documents stay consecutive)."""
+        return DocIds(self[i] for i in rows)
+
+
+def check_doc_ids(doc_ids, n_sentences: int) -> Optional[DocIds]:
     """One document id per sentence (like scikit-learn's ``groups``), or ``None`` when not given.
 
-    The place for the rule of a future ``doc_ids=`` argument (sentences of one document scored or
-    split together); no estimator takes it yet, and nothing here gives sentences document context.
+    Any hashable value but a bool names a document (a str, an int, a tuple); the sentences of one document must
+    be consecutive in ``X``, in their order in the document (context is taken from the sentences
+    before and after). ``None`` (not given): ``X``'s order is one document.
 
     Raises
     ------
     TypeError
-        ``doc_ids`` is a single string or not iterable, or an id is not a str or an int.
+        ``doc_ids`` is a single string or not iterable, or an id is a bool or unhashable (a list,
+        a dict); the message names its index.
     ValueError
-        ``doc_ids`` does not hold one id per sentence, or an id is missing (``None``, NaN).
+        ``doc_ids`` does not hold one id per sentence, an id is missing (``None``, NaN), or a
+        document is split apart (its id comes back after another document's); the message names the
+        index.
     """
     if doc_ids is None:
         return None
+    if isinstance(doc_ids, DocIds) and len(doc_ids) == n_sentences:
+        return doc_ids
     if isinstance(doc_ids, (str, bytes)):
         raise TypeError("doc_ids must hold one document id per sentence of X, got a single string")
-    ids = list(check_iterable(one_column(doc_ids, "doc_ids", "document ids"), "doc_ids",
-                              "one document id (str or int) per sentence of X"))
+    ids = DocIds(check_iterable(one_column(doc_ids, "doc_ids", "document ids"), "doc_ids",
+                                "one document id (e.g. a str or int) per sentence of X"))
     if len(ids) != n_sentences:
         raise ValueError(f"doc_ids has {len(ids)} ids but X has {n_sentences} sentences; pass one document id per "
                          "sentence (sentences of one document share it)")
+    last_of: dict = {}  # the last sentence of every document that ended
     for i, value in enumerate(ids):
-        if _is_missing(value):
-            raise ValueError(f"doc_ids[{i}] is {value!r}, a missing document id; give every sentence its document's id")
-        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (str, numbers.Integral)):
-            raise TypeError(f"doc_ids[{i}] is {type(value).__name__} ({str(value)[:40]!r}); expected a document id "
-                            "(str or int)")
+        _check_doc_id(value, i)
+        if i and value != ids[i - 1]:
+            last_of[ids[i - 1]] = i - 1
+            if value in last_of:
+                raise ValueError(f"doc_ids[{i}] is {value!r}, a document that already ended at sentence "
+                                 f"{last_of[value]}: the sentences of one document must be consecutive in X (keep each "
+                                 "document's sentences together, in their order)")
     return ids
+
+
+def _check_doc_id(value, i: int) -> None:
+    if _is_missing(value):
+        raise ValueError(f"doc_ids[{i}] is {value!r}, a missing document id; give every sentence its document's id")
+    if isinstance(value, (bool, np.bool_)):  # a mask passed by mistake; and True would be the document 1
+        raise TypeError(f"doc_ids[{i}] is bool ({value!r}); expected a document id such as a str, an int or a tuple")
+    try:
+        hash(value)
+    except TypeError:
+        raise TypeError(f"doc_ids[{i}] is {type(value).__name__} ({str(value)[:40]!r}), which is not hashable; a "
+                        "document id is a value such as a str, an int or a tuple") from None
 
 
 # -- containers ---------------------------------------------------------------------------------
@@ -427,7 +462,7 @@ def reject_sparse(X) -> None:
 
 
 __all__ = [
-    "PAIRS_EXPECTED", "TAGS_EXPECTED", "TEXTS_EXPECTED", "TOKENS_EXPECTED", "TokenLists", "check_codes",
+    "PAIRS_EXPECTED", "TAGS_EXPECTED", "TEXTS_EXPECTED", "TOKENS_EXPECTED", "DocIds", "TokenLists", "check_codes",
     "check_doc_ids", "check_iterable", "check_nonempty", "check_pairs", "check_tag_lists", "check_tagged",
     "check_texts", "check_token_lists", "class_labels", "is_dataframe", "one_column", "reject_sparse", "token_labels",
 ]

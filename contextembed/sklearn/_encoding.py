@@ -10,7 +10,8 @@ encoder once per distinct sentence.
 - :data:`MEMORY_CACHE` is an LRU cache bounded by bytes (``CONTEXTEMBED_CACHE_BYTES``, default
   1 GiB, read and checked at the cache's first use by :func:`contextembed.settings.byte_size`:
   ``0``, ``536870912``, ``512MB``, ``1GiB``; change it with :func:`set_cache_size`), keyed by a
-  hash of the encoder's identity and the token list.
+  hash of the encoder's identity and the token list (with document context, also the context
+  size and the neighbours' words: :func:`context_key`).
 - ``cache=`` a directory or a :class:`joblib.Memory` adds an on-disk cache shared across processes
   and sessions.
 - ``n_jobs`` splits the sentences that still need encoding into fixed blocks run by joblib workers
@@ -36,6 +37,7 @@ from typing import Literal, Optional, Union
 
 import numpy as np
 
+from ..documents import InContext
 from ..encoders.base import Encoder, PairPieces, PieceEncoding
 from ..encoders.identity import ModelIdentity, fingerprint, identify, locate
 from ..encoders.loading import load_encoder
@@ -353,8 +355,20 @@ def sentence_key(encoder_key: str, tokens: Sequence[str]) -> str:
 
 def pair_key(encoder_key: str, pair: tuple[Sequence[str], Sequence[str]]) -> str:
     """Hash of the encoder identity and a sentence pair (never equal to a sentence's key)."""
-    digest = hashlib.blake2b(encoder_key.encode() + b"\x1epair", digest_size=20)
-    for side in pair:
+    return _token_lists_key(encoder_key, b"pair", pair)
+
+
+def context_key(encoder_key: str, item: InContext) -> str:
+    """Hash of the encoder identity, the context size and a sentence with its neighbours' words
+    (:class:`~contextembed.documents.InContext`): the same sentence among other neighbours, or with
+    another ``context``, is another encoding (never equal to a sentence's or a pair's key)."""
+    return _token_lists_key(encoder_key, b"context" + item.size.to_bytes(4, "little"),
+                            (item.left, item.words, item.right))
+
+
+def _token_lists_key(encoder_key: str, kind: bytes, token_lists: Sequence[Sequence[str]]) -> str:
+    digest = hashlib.blake2b(encoder_key.encode() + b"\x1e" + kind, digest_size=20)
+    for side in token_lists:
         digest.update(len(side).to_bytes(4, "little"))
         _hash_tokens(digest, side)
     return digest.hexdigest()
@@ -376,6 +390,10 @@ def _encode_sentences(encoder: Encoder, sentences: list) -> Iterator[PieceEncodi
     return encoder.iter_encode_pieces(sentences, layers="all")
 
 
+def _encode_in_context(encoder: Encoder, items: list) -> Iterator[PieceEncoding]:
+    return encoder.iter_encode_pieces_in_context(items, layers="all")
+
+
 def _encode_pairs(encoder: Encoder, pairs: list) -> Iterator[PairPieces]:
     return encoder.iter_encode_pair_pieces(pairs, layers="all")
 
@@ -387,10 +405,10 @@ def _encode_piece_means(encoder: Encoder, sentences: list) -> Iterator[np.ndarra
 #: what can be encoded and cached: how to key one item, and how to encode a block of them (one
 #: result per item, in order)
 KINDS = {"sentence": (sentence_key, _encode_sentences), "pair": (pair_key, _encode_pairs),
-         "piece_mean": (piece_mean_key, _encode_piece_means)}
-Kind = Literal["sentence", "pair", "piece_mean"]
+         "piece_mean": (piece_mean_key, _encode_piece_means), "in_context": (context_key, _encode_in_context)}
+Kind = Literal["sentence", "pair", "piece_mean", "in_context"]
 #: what a progress bar counts for each kind
-UNITS = {"sentence": "sent", "pair": "pair", "piece_mean": "text"}
+UNITS = {"sentence": "sent", "pair": "pair", "piece_mean": "text", "in_context": "sent"}
 
 
 def _encode_block(ref: EncoderRef, items: list, kind: Kind = "sentence", threads: Optional[int] = None,

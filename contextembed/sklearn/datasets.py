@@ -43,6 +43,15 @@ def read_conll(
     return sentences, tags
 
 
+def read_conll_doc_ids(path: Union[str, os.PathLike], limit: Optional[int] = None) -> list[int]:
+    """The document of each sentence :func:`read_conll` reads (numbered from 0; documents start at
+    ``-DOCSTART-`` lines): the ``doc_ids`` of :class:`~contextembed.sklearn.TokenEmbedder` with
+    ``context``."""
+    from ..io import read_documents
+
+    return [document for document, _ in islice(read_documents(os.fspath(path), "conll"), limit)]
+
+
 def read_labelled_text(path: Union[str, os.PathLike], limit: Optional[int] = None) -> tuple[list[str], list[int]]:
     """Read ``label<TAB>text`` lines (SST-2 style); a header line whose label is not an int is skipped.
 

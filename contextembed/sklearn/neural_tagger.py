@@ -24,7 +24,7 @@ from ..heads.bilstm_crf import BiLSTMCRF, TaggerBatch, TaggerSettings, TaggerSha
 from ..heads.crf import allowed_transitions
 from ..plotting import LayerWeights, estimator_name, layer_labels
 from ._base import check_show_progress
-from ._checks import TokenLists, check_tagged, check_token_lists
+from ._checks import DocIds, TokenLists, check_doc_ids, check_tagged, check_token_lists
 from ._progress import bar
 from .tagger_features import SHAPE_NAMES, shape_features, word_shape
 from .scoring import EntityScoresMixin, detect_scheme, entity_f1
@@ -140,16 +140,21 @@ class BiLSTMCRFTagger(EntityScoresMixin, BaseEstimator):
 
     # -- fitting --------------------------------------------------------------------------------
 
-    def fit(self, X, y):
-        """Train on tokenized sentences ``X`` and one tag list per sentence ``y``."""
-        sentences, codes = self._training_data(X, y)
-        self.embedders_ = [with_progress(e, self.show_progress).fit(sentences) for e in self._embedders()]
+    def fit(self, X, y, doc_ids=None):
+        """Train on tokenized sentences ``X`` and one tag list per sentence ``y``.
+
+        ``doc_ids``: one document id per sentence, handed to every embedder (it matters with their
+        ``context``: :class:`TokenEmbedder`); without it ``X``'s order is one document.
+        """
+        sentences, codes, documents = self._training_data(X, y, doc_ids)
+        self.embedders_ = [with_progress(e, self.show_progress).fit(sentences, doc_ids=documents)
+                           for e in self._embedders()]
         self.uses_shape_ = any(_resolve_shape(self.shape_features, e.encoder_) for e in self.embedders_)
         self.shape_vocab_ = _vocabulary(word_shape(w) for s in sentences for w in s) if self.uses_shape_ else {}
         self.char_vocab_ = _vocabulary(c for s in sentences for w in s for c in w[:MAX_CHARS]) if self.char_dim else {}
         self.device_ = str(resolve_device(self.device))
         logger.info("BiLSTMCRFTagger trains on %s%s", self.device_, " (auto)" if self.device == "auto" else "")
-        data = self._inputs(sentences)
+        data = self._inputs(sentences, documents)
         train, valid = _split(len(sentences), self.validation_fraction, self.random_state)
         torch.manual_seed(self.random_state)
         model = self._build().to(self.device_)
@@ -159,8 +164,9 @@ class BiLSTMCRFTagger(EntityScoresMixin, BaseEstimator):
         self._set_mix_attributes()
         return self
 
-    def _training_data(self, X, y) -> tuple[TokenLists, list[np.ndarray]]:
+    def _training_data(self, X, y, doc_ids) -> tuple[TokenLists, list[np.ndarray], Optional[DocIds]]:
         sentences, y, tags = check_tagged(X, y, "BiLSTMCRFTagger")
+        documents = check_doc_ids(doc_ids, len(sentences))
         self._check_params()
         self.classes_ = np.unique(tags)
         if len(self.classes_) < 2:
@@ -170,9 +176,10 @@ class BiLSTMCRFTagger(EntityScoresMixin, BaseEstimator):
         self.allowed_ = allowed_transitions(list(self.classes_), self.tag_scheme_).numpy()
         codes = [np.array([index[t] for t in tags_i], dtype=np.int64) for tags_i in y]
         _check_valid_paths(codes, self.allowed_, self.classes_, self.tag_scheme_)
-        # an empty sentence has no rows to learn from (and the LSTM and CRF need one token per row)
+        # an empty sentence has no rows to learn from (and the LSTM and CRF need one token per row); it
+        # gives its neighbours no context either, so leaving it out changes nothing else
         kept = [i for i, sentence in enumerate(sentences) if len(sentence)]
-        return sentences.subset(kept), [codes[i] for i in kept]
+        return sentences.subset(kept), [codes[i] for i in kept], _subset(documents, kept)
 
     def _embedders(self) -> list[TokenEmbedder]:
         if self.embedder is None:
@@ -282,14 +289,16 @@ class BiLSTMCRFTagger(EntityScoresMixin, BaseEstimator):
 
     # -- predicting -----------------------------------------------------------------------------
 
-    def predict(self, X) -> list[list[str]]:
-        """Tags for every token: one list per sentence, ``len`` equal to the sentence's."""
+    def predict(self, X, doc_ids=None) -> list[list[str]]:
+        """Tags for every token: one list per sentence, ``len`` equal to the sentence's (``doc_ids``:
+        one document id per sentence, as in :meth:`fit`)."""
         check_is_fitted(self)
         sentences = check_token_lists(X)
+        documents = check_doc_ids(doc_ids, len(sentences))
         non_empty = np.array([i for i, s in enumerate(sentences) if len(s)], dtype=np.int64)
         out: list[list[str]] = [[] for _ in sentences]
         if len(non_empty):
-            data = self._inputs(sentences.subset(non_empty))
+            data = self._inputs(sentences.subset(non_empty), _subset(documents, non_empty))
             paths = self._decode(self._module(), data, np.arange(len(non_empty)))
             for i, path in zip(non_empty, paths):
                 out[i] = path
@@ -314,8 +323,8 @@ class BiLSTMCRFTagger(EntityScoresMixin, BaseEstimator):
             self._model = model.to(self.device_).eval()
         return self._model
 
-    def _inputs(self, sentences: TokenLists) -> "_Inputs":
-        layers = [torch.from_numpy(e.transform_layers(sentences)) for e in self.embedders_]
+    def _inputs(self, sentences: TokenLists, documents: Optional[DocIds]) -> "_Inputs":
+        layers = [torch.from_numpy(e.transform_layers(sentences, doc_ids=documents)) for e in self.embedders_]
         lengths = np.array([len(s) for s in sentences], dtype=np.int64)
         extra = torch.from_numpy(shape_features(sentences)) if self.uses_shape_ else None
         shapes = chars = None
@@ -396,6 +405,10 @@ def _length_batches(rows: np.ndarray, lengths: np.ndarray, batch_size: int, rng:
         chunk = chunk[np.argsort(lengths[chunk], kind="stable")]
         batches.extend(chunk[i : i + batch_size] for i in range(0, len(chunk), batch_size))
     return [batches[i] for i in rng.permutation(len(batches))]
+
+
+def _subset(documents: Optional[DocIds], rows) -> Optional[DocIds]:
+    return None if documents is None else documents.subset(rows)
 
 
 def _vocabulary(items, limit: int = 1000) -> dict[str, int]:

@@ -13,7 +13,7 @@ from typing import Literal
 import numpy as np
 from sklearn.metrics import make_scorer
 
-from ._checks import check_tagged
+from ._checks import check_doc_ids, check_tagged
 
 TagScheme = Literal["IOB1", "IOB2", "IOBES", "BILOU"]
 
@@ -125,14 +125,14 @@ def _aligned(y_true, y_pred) -> tuple[list[list[str]], list[list[str]]]:
 
 
 class EntityScoresMixin:
-    """``score`` and ``report`` of a tagger, from its ``predict``; the sentences of ``X`` are scored
-    each on its own (no document context)."""
+    """``score`` and ``report`` of a tagger, from its ``predict`` (given ``doc_ids``, the document
+    of each sentence, as ``predict`` is)."""
 
-    def score(self, X, y) -> float:
+    def score(self, X, y, doc_ids=None) -> float:
         """Entity-level micro F1 (seqeval) of the predictions against ``y``."""
-        return entity_f1(*self._gold_and_predicted(X, y))
+        return entity_f1(*self._gold_and_predicted(X, y, doc_ids))
 
-    def report(self, X, y) -> dict:
+    def report(self, X, y, doc_ids=None) -> dict:
         """Per-entity precision, recall, F1 and support of the predictions against ``y``, with
         micro, macro and weighted averages (:func:`entity_report`; ``score`` is its micro F1).
 
@@ -142,6 +142,8 @@ class EntityScoresMixin:
             Tokenized sentences.
         y : list of list of str
             Their gold tags, one list per sentence.
+        doc_ids : sequence, optional
+            One document id per sentence, for an embedder with ``context`` (see ``predict``).
 
         Returns
         -------
@@ -150,12 +152,12 @@ class EntityScoresMixin:
             "micro avg": {...}, "macro avg": {...}, "weighted avg": {...}}`` (plain floats and
             ints); :func:`format_report` prints it as a table.
         """
-        return entity_report(*self._gold_and_predicted(X, y))
+        return entity_report(*self._gold_and_predicted(X, y, doc_ids))
 
-    def _gold_and_predicted(self, X, y) -> tuple[list, list]:
+    def _gold_and_predicted(self, X, y, doc_ids) -> tuple[list, list]:
         """``y`` checked against ``X`` (one str tag per token), and the predictions for ``X``."""
         sentences, y, _ = check_tagged(X, y, type(self).__name__, fit=False)
-        return y, self.predict(sentences)
+        return y, self.predict(sentences, doc_ids=check_doc_ids(doc_ids, len(sentences)))
 
 
 def format_report(report: dict, digits: int = 3) -> str:

@@ -12,7 +12,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ..encoders.base import Encoder, is_cased
 from ._base import check_show_progress
-from ._checks import TokenLists, check_tagged, check_token_lists
+from ._checks import DocIds, TokenLists, check_doc_ids, check_tagged, check_token_lists
 from .tagger_features import SHAPE_NAMES, context_window, shape_features, window_index
 from .scoring import EntityScoresMixin, detect_scheme
 from .token import TokenEmbedder
@@ -80,7 +80,7 @@ class SequenceTagger(EntityScoresMixin, BaseEstimator):
         self.shape_features = shape_features
         self.show_progress = show_progress
 
-    def fit(self, X, y):
+    def fit(self, X, y, doc_ids=None):
         """Fit on tokenized sentences and their tags.
 
         Parameters
@@ -89,38 +89,45 @@ class SequenceTagger(EntityScoresMixin, BaseEstimator):
             Tokenized sentences.
         y : list of list of str
             One tag per token (IOB1, IOB2/BIO, IOBES or BILOU).
+        doc_ids : sequence, optional
+            One document id per sentence, handed to the embedder (it matters with its ``context``:
+            :class:`TokenEmbedder`); without it ``X``'s order is one document.
         """
         sentences, y, tags = check_tagged(X, y, "SequenceTagger")
+        documents = check_doc_ids(doc_ids, len(sentences))
         self._check_params()
         self.tag_scheme_ = detect_scheme([[str(t) for t in tags_i] for tags_i in y])
         self.classes_, codes = np.unique(tags, return_inverse=True)
         self.embedder_ = with_progress(self.embedder if self.embedder is not None else TokenEmbedder(),
-                                       self.show_progress).fit(sentences)
+                                       self.show_progress).fit(sentences, doc_ids=documents)
         self.uses_shape_ = _resolve_shape(self.shape_features, self.embedder_.encoder_)
         lengths = [len(s) for s in sentences]
         extra = shape_features(sentences) if self.uses_shape_ else None
         # the mix is learned with the window and shape features the classifier will see
-        self.embedder_.fit_mix(sentences, codes, window=window_index(lengths, self.window), extra=extra)
+        self.embedder_.fit_mix(sentences, codes, window=window_index(lengths, self.window), extra=extra,
+                               doc_ids=documents)
         for name in ("mix_weights_", "gamma_"):
             if hasattr(self.embedder_, name):
                 setattr(self, name, getattr(self.embedder_, name))
             else:
                 self.__dict__.pop(name, None)  # from an earlier fit with another combine
-        features = self._features(sentences, extra)
+        features = self._features(sentences, extra, documents)
         self.classifier_ = clone(self.classifier if self.classifier is not None else _default_classifier())
         logger.info("SequenceTagger: fitting %s on %d tokens x %d features", type(self.classifier_).__name__,
                     *features.shape)
         self.classifier_.fit(features, tags)
         return self
 
-    def predict(self, X) -> list[list[str]]:
-        """Tags for every token: one list per sentence, ``len`` equal to the sentence's."""
+    def predict(self, X, doc_ids=None) -> list[list[str]]:
+        """Tags for every token: one list per sentence, ``len`` equal to the sentence's (``doc_ids``:
+        one document id per sentence, as in :meth:`fit`)."""
         check_is_fitted(self)
         sentences = check_token_lists(X)
+        documents = check_doc_ids(doc_ids, len(sentences))
         if sum(len(s) for s in sentences) == 0:
             return [[] for _ in sentences]
         extra = shape_features(sentences) if self.uses_shape_ else None
-        predicted = np.asarray(self.classifier_.predict(self._features(sentences, extra)))
+        predicted = np.asarray(self.classifier_.predict(self._features(sentences, extra, documents)))
         bounds = np.cumsum([len(s) for s in sentences])[:-1]
         return [list(map(str, part)) for part in np.split(predicted, bounds)]
 
@@ -130,12 +137,13 @@ class SequenceTagger(EntityScoresMixin, BaseEstimator):
         check_is_fitted(self)
         return self.embedder_.learned_layer_weights()
 
-    def transform_features(self, X) -> np.ndarray:
+    def transform_features(self, X, doc_ids=None) -> np.ndarray:
         """The classifier's input rows: ``(total_tokens, n_features)`` float32."""
         check_is_fitted(self)
         sentences = check_token_lists(X)
+        documents = check_doc_ids(doc_ids, len(sentences))
         extra = shape_features(sentences) if self.uses_shape_ else None
-        return self._features(sentences, extra)
+        return self._features(sentences, extra, documents)
 
     def feature_names(self) -> list[str]:
         """Names of the classifier's input columns (window position and feature)."""
@@ -146,9 +154,9 @@ class SequenceTagger(EntityScoresMixin, BaseEstimator):
         names += [f"shape_{n}" for n in SHAPE_NAMES] if self.uses_shape_ else []
         return window_names(names, self.window)
 
-    def _features(self, sentences: TokenLists, extra: Optional[np.ndarray]) -> np.ndarray:
+    def _features(self, sentences: TokenLists, extra: Optional[np.ndarray], documents: Optional[DocIds]) -> np.ndarray:
         # (tokens, width)
-        vectors = self.embedder_.transform(sentences)
+        vectors = self.embedder_.transform(sentences, doc_ids=documents)
         if extra is not None:
             vectors = np.hstack([vectors, extra])
         return context_window(vectors, [len(s) for s in sentences], self.window)

@@ -152,10 +152,11 @@ def test_doc_ids_hold_one_id_per_sentence():
     for bad, error, message in [
         (["a", "b"], ValueError, "doc_ids has 2 ids but X has 3 sentences; pass one document id per sentence"),
         ("abc", TypeError, "doc_ids must hold one document id per sentence of X, got a single string"),
-        (3, TypeError, r"doc_ids is int \('3'\); expected one document id \(str or int\) per sentence of X"),
+        (3, TypeError, r"doc_ids is int \('3'\); expected one document id \(e.g. a str or int\) per sentence of X"),
         (["a", None, "b"], ValueError, r"doc_ids\[1\] is None, a missing document id"),
         (["a", float("nan"), "b"], ValueError, r"doc_ids\[1\] is nan, a missing document id"),
-        (["a", 1.5, "b"], TypeError, r"doc_ids\[1\] is float \('1.5'\); expected a document id \(str or int\)"),
+        (["a", ["x"], "b"], TypeError, r"doc_ids\[1\] is list \(\"\['x'\]\"\), which is not hashable"),
+        (["a", "b", "a"], ValueError, r"doc_ids\[2\] is 'a', a document that already ended at sentence 0"),
         (["a", True, "b"], TypeError, r"doc_ids\[1\] is bool"),
     ]:
         with pytest.raises(error, match=message):

@@ -23,7 +23,7 @@ CLASSES = [TextEmbedder, TokenEmbedder, TextPairEmbedder]
 
 #: every parameter's default as it was before the shared definition (a change here is an API change)
 DEFAULTS = {
-    TokenEmbedder: {"subword_pooling": "first"},
+    TokenEmbedder: {"subword_pooling": "first", "context": 0},
     TextEmbedder: {"subword_pooling": "mean", "text_pooling": "piece_mean", "normalize": True, "tokenizer": "auto"},
     TextPairEmbedder: {"subword_pooling": "first", "pair_features": "interactions", "text_pooling": "mean",
                        "tokenizer": "auto"},

@@ -86,6 +86,8 @@ class ElmoEncoder(Encoder):
     """
 
     family = "elmo"
+    no_context = ("ELMo reads words, not pieces, and document context is not implemented for it; encode each "
+                  "sentence alone, or use a transformer")
     #: ELMo's usual pooling (Peters et al. 2018): a trainable scalar mix of every layer
     default_layers: LayerSpec = "all"
     default_combine = "scalar_mix"
