@@ -31,6 +31,7 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
 from common import conll_sentences, synthetic_sentences  # noqa: E402
+from throughput import raw_transformers  # noqa: E402
 
 LAYERS = [-4, -3, -2, -1]
 PRECISIONS = ["fp32", "fp16", "bf16", "auto"]
@@ -56,32 +57,6 @@ def model_directory(args) -> str:
     AutoModel.from_config(AutoConfig.from_pretrained(source, local_files_only=True)).save_pretrained(out)
     AutoTokenizer.from_pretrained(source, local_files_only=True).save_pretrained(out)
     return out
-
-
-def raw_word_path(directory: str, batch_size: int = 64):
-    import torch
-    from transformers import AutoModel, AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(directory, local_files_only=True)
-    model = AutoModel.from_pretrained(directory, local_files_only=True).eval().to(DEVICE)
-
-    def run(sentences):
-        order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
-        outputs = [None] * len(sentences)
-        with torch.inference_mode():
-            for begin in range(0, len(order), batch_size):
-                index = order[begin : begin + batch_size]
-                batch = tokenizer([sentences[i] for i in index], is_split_into_words=True, padding=True,
-                                  truncation=True, return_tensors="pt")
-                hidden = model(**batch.to(DEVICE), output_hidden_states=True).hidden_states
-                last_four = torch.cat(hidden[-4:], dim=-1).cpu()
-                for row, i in enumerate(index):
-                    word_ids = batch.word_ids(row)
-                    first = [word_ids.index(w) for w in range(len(sentences[i]))]
-                    outputs[i] = last_four[row, first].numpy()
-        return outputs
-
-    return run
 
 
 def contextembed_word_path(directory: str, precision: str):
@@ -164,7 +139,7 @@ def main() -> None:
     report = {"gpu": torch.cuda.get_device_name() if DEVICE == "cuda" else DEVICE, "torch": torch.__version__,
               "model": args.model, "random_weights": args.random_weights, "sentences": len(sentences), "words": n_words}
 
-    paths, encoders = {"raw": raw_word_path(directory)}, {}
+    paths, encoders = {"raw": raw_transformers(directory=directory, device=DEVICE)}, {}
     for precision in PRECISIONS:
         paths[precision], encoders[precision] = contextembed_word_path(directory, precision)
     best, results = race(paths, sentences, args.rounds)

