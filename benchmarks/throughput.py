@@ -215,9 +215,11 @@ def text_worker(args) -> None:
         texts = text_inputs(args.sentences)[0]
         run = sentence_transformers_path() if args.worker == "st" else text_embedder_path(args.worker[len("text-"):])
     run(texts[:64])  # warm-up
-    start = time.perf_counter()
-    features = run(texts)
-    elapsed = time.perf_counter() - start
+    elapsed = float("inf")
+    for _ in range(2):  # best of two passes, as the word paths (the first pays each new shape once)
+        start = time.perf_counter()
+        features = run(texts)
+        elapsed = min(elapsed, time.perf_counter() - start)
     assert len(features) == len(texts), "one row per text"
     if args.out != os.devnull:
         np.save(args.out, np.asarray(features, dtype=np.float32))
@@ -332,10 +334,12 @@ def worker(args) -> None:
 
 
 def fast_path_time(run, inputs) -> tuple[float, float, int, object]:
-    """Seconds of the best and of the first ``run(inputs)``, how many runs, and the result; a path done in well
-    under a second (static vectors) is timed again until two seconds have passed, best run kept,
-    since one short run measures page faults and timer noise more than the path (the first run
-    also pays what a path caches: a distilled table's piece lookups of unseen words)."""
+    """Seconds of the best and of the first ``run(inputs)``, how many runs, and the result. Every path
+    runs at least twice, best run kept: the first pass pays what a path does once per shape or word
+    (OpenVINO's kernels for each new input shape, a distilled table's piece lookups of unseen
+    words), which a long job pays once. A path done in well under a second (static vectors) is
+    timed again until two seconds have passed, since one short run measures page faults and timer
+    noise more than the path."""
     best, first, total, runs = float("inf"), None, 0.0, 0
     while total < 2.0:
         start = time.perf_counter()
@@ -343,7 +347,7 @@ def fast_path_time(run, inputs) -> tuple[float, float, int, object]:
         elapsed = time.perf_counter() - start
         first = elapsed if first is None else first
         best, total, runs = min(best, elapsed), total + elapsed, runs + 1
-        if elapsed > 0.5:
+        if elapsed > 0.5 and runs >= 2:
             break
     return best, first, runs, result
 
