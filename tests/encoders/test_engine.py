@@ -383,3 +383,17 @@ def test_export_and_quantization_open_no_socket(tiny_bert_dir, tmp_path):
     assert done.stdout.strip() == "2"
     assert socket_guard.read_log(log) == ""
     assert not any(home.rglob("*")), sorted(map(str, home.rglob("*")))
+
+
+def test_document_context_runs_on_the_engine(tiny_bert_dir):
+    """Sentences in their documents' text (issue 28's context) take the engine's forward like any batch."""
+    from contextembed.extraction import FeatureExtractor
+
+    reference, encoder = _pair(tiny_bert_dir)
+    doc_ids = [i // 3 for i in range(len(SENTENCES))]
+    want = list(FeatureExtractor(reference, layers="all", context=8).iter_words(SENTENCES, doc_ids=doc_ids))
+    got = list(FeatureExtractor(encoder, layers="all", context=8).iter_words(SENTENCES, doc_ids=doc_ids))
+    alone = FeatureExtractor(reference, layers="all").words(SENTENCES)
+    assert [g.shape for g in got] == [w.shape for w in want] == [a.shape for a in alone]
+    assert _largest_difference(want, got) < FP32_TOLERANCE
+    assert _largest_difference(want, alone) > 1e-3  # the context changed the rows
