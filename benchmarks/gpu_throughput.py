@@ -18,7 +18,9 @@ depend on the weights' values; cosines then describe the random model, not MiniL
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
+import shutil
 import sys
 import tempfile
 import time
@@ -53,6 +55,7 @@ def model_directory(args) -> str:
     from transformers import AutoConfig, AutoModel, AutoTokenizer
 
     out = tempfile.mkdtemp(prefix="random-weights-")
+    atexit.register(shutil.rmtree, out, ignore_errors=True)  # a model's worth of files: not left in /tmp
     torch.manual_seed(0)
     AutoModel.from_config(AutoConfig.from_pretrained(source, local_files_only=True)).save_pretrained(out)
     AutoTokenizer.from_pretrained(source, local_files_only=True).save_pretrained(out)
