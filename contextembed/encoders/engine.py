@@ -53,6 +53,7 @@ import torch
 
 from .. import provenance, settings
 from .._files import atomic_directory
+from .._signal_stack import signal_stack_kept
 from ..errors import EngineError, ProvenanceError, SettingError, missing_extra
 
 logger = logging.getLogger(__name__)
@@ -119,7 +120,8 @@ def require_openvino():
 def cpu_has_bf16() -> bool:
     """Whether OpenVINO computes bf16 natively on this CPU (its ``OPTIMIZATION_CAPABILITIES``)."""
     ov = require_openvino()
-    return "BF16" in ov.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
+    with signal_stack_kept():  # the CPU plugin loads here (see _compile)
+        return "BF16" in ov.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
 
 
 def check_engine_precision(precision: str, device: torch.device) -> str:
@@ -249,7 +251,10 @@ class OpenVinoForward:
             "INFERENCE_NUM_THREADS": str(self._streams * self._threads),
         }
         core = self.ov.Core()
-        return core.compile_model(core.read_model(os.path.join(folder, _XML)), "CPU", config)
+        # compiling installs OpenVINO's own alternate signal stack on this thread, freed with the
+        # compiled model, maybe from another thread: this thread keeps its own (_signal_stack)
+        with signal_stack_kept():
+            return core.compile_model(core.read_model(os.path.join(folder, _XML)), "CPU", config)
 
     # -- the cache --------------------------------------------------------------------------------
 
@@ -286,7 +291,7 @@ class OpenVinoForward:
         example["attention_mask"][1, 4:] = 0
         if "token_type_ids" in example:
             example["token_type_ids"].zero_()
-        with _no_telemetry(), _quiet_export():
+        with _no_telemetry(), _quiet_export(), signal_stack_kept():  # NNCF compiles to calibrate
             try:
                 converted = self.ov.convert_model(_HiddenStates(self.model, top).eval(), example_input=example)
             except Exception as error:  # the converter raises its own error types

@@ -61,12 +61,21 @@ def conll_blocks(path: Path, n_sentences: int = 0) -> str:
     return "\n\n".join(kept) + "\n"
 
 
-def convert(source: Path, target: Path, n_sentences: int = 0, sentences_per_doc: int = 10) -> int:
-    """Convert CoNLL-2003 (IOB1) to a ``.spacy`` DocBin with spaCy's own converter; return #docs."""
+def convert(source: Path, target: Path, n_sentences: int = 0, documents: bool = True) -> int:
+    """Convert CoNLL-2003 (IOB1) to a ``.spacy`` DocBin with spaCy's own converter; return #docs.
+
+    ``documents``: one Doc per document of the file (its ``-DOCSTART-`` lines; the listener then
+    sees each sentence in the text around it, up to the encoder's windows), else one Doc per
+    sentence (no context beyond the sentence).
+    """
     from spacy.tokens import DocBin
     from spacy.training.converters import conll_ner_to_docs
 
-    docs = list(conll_ner_to_docs(conll_blocks(source, n_sentences), n_sents=sentences_per_doc, no_print=True))
+    text = conll_blocks(source, n_sentences)
+    if not documents:
+        text = "\n\n".join(b for b in text.split("\n\n") if not b.startswith("-DOCSTART-")) + "\n"
+    # with -DOCSTART- lines the converter makes one Doc per document; without, n_sents per Doc
+    docs = list(conll_ner_to_docs(text, n_sents=1, no_print=True))
     target.parent.mkdir(parents=True, exist_ok=True)
     DocBin(docs=docs, store_user_data=False).to_disk(target)
     return len(docs)
@@ -97,7 +106,7 @@ def convert_data(out: Path, settings: RunSettings, conll: Path = CONLL) -> Path:
     data = out / "data"
     n_train = convert(conll / "train.txt", data / "train.spacy", settings.train_sentences)
     n_dev = convert(conll / "dev.txt", data / "dev.spacy", settings.dev_sentences)
-    print(f"converted {n_train} train / {n_dev} dev docs (up to 10 sentences each) to {data}")
+    print(f"converted {n_train} train / {n_dev} dev docs (one per document) to {data}")
     return data
 
 

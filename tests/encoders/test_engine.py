@@ -397,3 +397,59 @@ def test_document_context_runs_on_the_engine(tiny_bert_dir):
     assert [g.shape for g in got] == [w.shape for w in want] == [a.shape for a in alone]
     assert _largest_difference(want, got) < FP32_TOLERANCE
     assert _largest_difference(want, alone) > 1e-3  # the context changed the rows
+
+
+SIGNAL_AFTER_THE_ENGINE_SCRIPT = """
+import gc, os, signal, sys, threading
+from contextembed import load_encoder
+from contextembed._signal_stack import current_signal_stack
+holder = {{"encoder": load_encoder({path!r}, device="cpu", precision="fp32", backend="openvino")}}
+holder["encoder"].encode([["the", "quick", "fox"]] * 40)  # compiles, on this thread or a stream's
+before = current_signal_stack()
+thread = threading.Thread(target=lambda: (holder.clear(), gc.collect()))  # freed on another thread
+thread.start()
+thread.join()
+address, flags, size = current_signal_stack()
+mapped = any(int(a, 16) <= address < int(b, 16) for a, b in (line.split()[0].split("-") for line in open("/proc/self/maps")))
+print("stack", "disabled" if flags & 2 else "mapped" if mapped else "freed", flush=True)
+try:
+    os.kill(os.getpid(), signal.SIGINT)
+    for _ in range(1000):
+        pass
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="sigaltstack and /proc/self/maps")
+def test_a_signal_after_the_engine_is_freed_on_another_thread_is_handled(tiny_bert_dir, tmp_path):
+    """OpenVINO installs its own alternate signal stack on the thread that compiles and frees it
+    with the compiled model, on whatever thread drops it: a signal handled on the first thread
+    afterwards crashed the process (SIGSEGV) instead of raising KeyboardInterrupt. Run in a
+    subprocess: the failure is the interpreter's death."""
+    env = {**os.environ, engine.ENGINE_CACHE_ENV: str(tmp_path / "cache"), "CONTEXTEMBED_CPU_STREAMS": "1"}
+    done = subprocess.run([sys.executable, "-c", SIGNAL_AFTER_THE_ENGINE_SCRIPT.format(path=str(tiny_bert_dir))],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, f"status {done.returncode}\n{done.stdout}\n{done.stderr[-3000:]}"
+    assert done.stdout.split("\n")[:2] in (["stack disabled", "interrupted"], ["stack mapped", "interrupted"])
+
+
+def test_signal_stack_kept_restores_the_threads_alternate_stack():
+    from contextembed._signal_stack import current_signal_stack, signal_stack_kept
+
+    if current_signal_stack() is None:
+        pytest.skip("sigaltstack is read on Linux only")
+    before = current_signal_stack()
+    with signal_stack_kept():
+        compiled = openvino.Core().compile_model(_relu_model(), "CPU")
+        installed = current_signal_stack()
+    assert current_signal_stack() == before
+    del compiled
+    assert installed != before, "OpenVINO no longer installs a signal stack: _signal_stack may go"
+
+
+def _relu_model():
+    import openvino.opset13 as ops
+
+    parameter = ops.parameter([1, 4], np.float32)
+    return openvino.Model([ops.relu(parameter)], [parameter])

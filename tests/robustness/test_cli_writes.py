@@ -112,18 +112,20 @@ def _interrupt(tmp_path, args, signum: int, phase: str, delay: float):
         time.sleep(delay)
         if process.poll() is None:
             process.send_signal(signum)
-        _, err = process.communicate(timeout=60)
+        summary, err = process.communicate(timeout=60)
     finally:
         if process.poll() is None:
             process.kill()
             process.wait()
     check_no_sockets(process)
-    return process.returncode, err, out
+    return process.returncode, summary, err, out
 
 
-def _check(status: int, err: str, out: Path, signum: int, reference, *, outside_possible: bool = False) -> None:
+def _check(status: int, summary: str, err: str, out: Path, signum: int, reference, *,
+           outside_possible: bool = False) -> None:
     names = sorted(os.listdir(out.parent))
-    finished = status == 0 or (status == -signum and '"sentences":' in err)  # the summary was printed
+    # the summary (stdout) was printed: the signal came after main returned, while Python exited
+    finished = status == 0 or (status == -signum and '"sentences":' in summary)
     expected = ["out.npy", "out.npy.provenance.json"] if finished else ["out.npy"]  # the record comes with it
     assert names == expected, f"status {status}: left {names}\n{err}"
     if finished:
@@ -148,10 +150,10 @@ def _check(status: int, err: str, out: Path, signum: int, reference, *, outside_
 def test_static_run_interrupted(static_run, tmp_path, name, phase, delay):
     vectors, source, reference = static_run
     signum = signal.Signals[name]
-    status, err, out = _interrupt(tmp_path, [vectors, source], signum, phase, delay)
+    status, summary, err, out = _interrupt(tmp_path, [vectors, source], signum, phase, delay)
     if phase == "handlers":  # right after the handlers are set, well before the run can end
         assert status == 128 + signum, err
-    _check(status, err, out, signum, lambda: reference, outside_possible=phase == "start")
+    _check(status, summary, err, out, signum, lambda: reference, outside_possible=phase == "start")
 
 
 @pytest.mark.parametrize("name, phase", [("SIGTERM", "handlers"), ("SIGINT", "writing")])
@@ -164,7 +166,7 @@ def test_transformer_run_interrupted(tiny_bert_dir, bert_input, tmp_path, name, 
     # fp32 in both processes: "auto" measures the CPU in each, and where bf16 and int8 run close the
     # two measurements can choose differently
     args = [tiny_bert_dir, source, "--layers=-1", "--precision", "fp32"]
-    status, err, out = _interrupt(tmp_path, args, signum, phase, delay)
+    status, summary, err, out = _interrupt(tmp_path, args, signum, phase, delay)
 
     def reference():
         from contextembed import load_encoder
@@ -173,12 +175,12 @@ def test_transformer_run_interrupted(tiny_bert_dir, bert_input, tmp_path, name, 
         encoder = load_encoder(str(tiny_bert_dir), device="cpu", precision="fp32")
         return np.concatenate(FeatureExtractor(encoder, -1).words(sentences))
 
-    _check(status, err, out, signum, reference)
+    _check(status, summary, err, out, signum, reference)
 
 
 def test_sigkill_can_leave_only_a_hidden_partial_file(static_run, tmp_path):
     vectors, source, _ = static_run
-    status, err, out = _interrupt(tmp_path, [vectors, source], signal.SIGKILL, "writing", 0.2)
+    status, _, _, out = _interrupt(tmp_path, [vectors, source], signal.SIGKILL, "writing", 0.2)
     assert status == -signal.SIGKILL
     assert out.read_bytes() == OLD
     others = sorted(set(os.listdir(out.parent)) - {"out.npy", "out.npy.provenance.json"})  # killed between renames

@@ -36,16 +36,20 @@ def iob1_entities(block_text: str) -> int:
     return count
 
 
-def test_convert_keeps_every_sentence_and_entity(example, conll_dev, tmp_path):
+@pytest.mark.parametrize("documents", [True, False])
+def test_convert_keeps_every_sentence_and_entity(example, conll_dev, tmp_path, documents):
     import spacy
     from spacy.tokens import DocBin
 
     text = example.conll_blocks(conll_dev, 45)
     n_sentences = sum(1 for b in text.split("\n\n") if b.strip() and not b.startswith("-DOCSTART-"))
     assert n_sentences == 45
-    n_docs = example.convert(conll_dev, tmp_path / "dev.spacy", 45)
+    n_docs = example.convert(conll_dev, tmp_path / "dev.spacy", 45, documents=documents)
     docs = list(DocBin().from_disk(tmp_path / "dev.spacy").get_docs(spacy.blank("en").vocab))
     assert len(docs) == n_docs
+    n_documents = sum(1 for b in text.split("\n\n") if b.startswith("-DOCSTART-"))
+    assert n_docs == (n_documents if documents else n_sentences)
+    assert 1 < n_documents < n_sentences
     n_tokens = sum(1 for line in text.splitlines() if line.split() and not line.startswith("-DOCSTART-"))
     assert sum(len(doc) for doc in docs) == n_tokens
     assert sum(len(doc.ents) for doc in docs) == iob1_entities(text)
