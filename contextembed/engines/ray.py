@@ -34,6 +34,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import socket
 import sys
 import threading
@@ -281,9 +282,32 @@ def connected(address: Optional[str] = None, connect_timeout: float = CONNECT_TI
     with ExitStack() as stack:
         if not show:
             stack.enter_context(ray_lines_aside())
-        ray.init(address=address, **options)
+        with signal_handlers_kept():
+            ray.init(address=address, **options)
         stack.callback(ray.shutdown)
         yield ray
+
+
+@contextmanager
+def signal_handlers_kept() -> Iterator[None]:
+    """SIGINT's and SIGTERM's Python handlers are the same after the block as before it.
+
+    ``ray.init`` sets SIGTERM to ``sys.exit(15)`` in the main thread and never puts the previous
+    handler back: a command that turns SIGTERM into a clean interrupt (the CLI's
+    :func:`~contextembed.cli.signals_interrupt`: temporaries removed, status 143, one line saying
+    what was kept) would exit with status 15 instead, and the handler would outlive the instance.
+    Handlers set outside Python (``getsignal`` gives ``None``) are left as they are.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for signum, handler in before.items():
+            if handler is not None and signal.getsignal(signum) is not handler:
+                signal.signal(signum, handler)
 
 
 #: the environment variable that lets Ray's own lines through to the terminal: ``show`` or ``hide``

@@ -69,6 +69,36 @@ def test_connected_keeps_rays_lines_aside_unless_asked(monkeypatch, setting, asi
     assert fake.calls == [("init", {"address": None, **(ray_engine.QUIET_INIT if aside else {})}), ("shutdown",)]
 
 
+def test_connected_keeps_the_callers_signal_handlers(monkeypatch):
+    """ray.init sets SIGTERM to sys.exit(15) and leaves it so: the CLI's clean interrupt (status 143,
+    temporaries removed) must stay in place while Ray runs and after."""
+    import signal
+
+    fake = _FakeRay()
+
+    def init(**options):  # what ray.init does in the main thread
+        fake.calls.append(("init", options))
+        signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(signum))
+
+    fake.init = init
+
+    def ours(signum, frame):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ray_engine, "_ready_to_init", lambda address, timeout, options: fake)
+    monkeypatch.delitem(sys.modules, "ray", raising=False)
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    signal.signal(signal.SIGTERM, ours)
+    try:
+        with ray_engine.connected(None):
+            assert signal.getsignal(signal.SIGTERM) is ours
+            assert signal.getsignal(signal.SIGINT) is previous[signal.SIGINT]
+        assert signal.getsignal(signal.SIGTERM) is ours
+    finally:
+        signal.signal(signal.SIGTERM, previous[signal.SIGTERM])
+    assert [call[0] for call in fake.calls] == ["init", "shutdown"]
+
+
 def test_ray_lines_aside_silences_this_process_stderr_but_contextembeds_own_lines(capfd, monkeypatch):
     """Ray's core writes to descriptor 2, its threads print to ``sys.stderr``, its loggers have
     console handlers; contextembed writes to ``terminal.stderr()``. Both where ``sys.stderr`` is a
