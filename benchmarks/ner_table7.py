@@ -177,7 +177,7 @@ def spacy_rows(args, size: int, documents: bool = True, suffix: str = ""):
     import run as spacy_ner  # noqa: E402
 
     settings = spacy_ner.RunSettings(train_sentences=size, max_epochs=args.spacy_epochs, max_steps=0,
-                                     eval_frequency=args.spacy_eval_frequency)
+                                     eval_frequency=args.spacy_eval_frequency, seed=args.seed)
     with tempfile.TemporaryDirectory(prefix="ner_curve_") as folder:
         data = Path(folder) / "data"
         spacy_ner.convert(DATA / "train.txt", data / "train.spacy", size, documents=documents)
@@ -233,8 +233,8 @@ def main(argv=None) -> int:
                         choices=[*TABLE7_ROWS, "all"], help="the Table 7 rows measured with --context")
     parser.add_argument("--spacy-context", action="store_true", help="the --spacy-configs trained on whole "
                         "documents and on one sentence per Doc (--train-limit sentences, default 4,000)")
-    parser.add_argument("--seed", type=int, default=0, help="the BiLSTM-CRF's random_state (rows of other seeds "
-                        "are measured again)")
+    parser.add_argument("--seed", type=int, default=0, help="the BiLSTM-CRF's random_state and spaCy's "
+                        "system.seed (rows of other seeds are measured again)")
     args = parser.parse_args(argv)
     if not (DATA / "train.txt").exists():
         print(f"skipped: {DATA} is not present")

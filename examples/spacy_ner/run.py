@@ -43,6 +43,7 @@ class RunSettings:
     encoder: str = "minilm-l6"
     cache_mb: int = 4000
     use_gpu: int = -1
+    seed: int = 0  # spaCy's system.seed
 
 
 SMALL = RunSettings(train_sentences=500, dev_sentences=300, max_steps=300, eval_frequency=100)
@@ -92,6 +93,7 @@ def train_and_evaluate(config: str, out: Path, data: Path, settings: RunSettings
         "training.max_steps": settings.max_steps,
         "training.max_epochs": settings.max_epochs,
         "training.eval_frequency": settings.eval_frequency,
+        "system.seed": settings.seed,
     }
     if config.startswith("contextual"):
         overrides.update({"paths.encoder": settings.encoder, "paths.cache_mb": settings.cache_mb})
@@ -139,6 +141,7 @@ def parse_args(argv=None) -> tuple[argparse.Namespace, RunSettings]:
     parser.add_argument("--encoder", help="name or path for contextembed.load_encoder")
     parser.add_argument("--cache-mb", type=int)
     parser.add_argument("--use-gpu", type=int, help="GPU id, -1 for CPU")
+    parser.add_argument("--seed", type=int, help="spaCy's system.seed")
     parser.add_argument("--configs", nargs="+", choices=CONFIGS, default=list(CONFIGS))
     args = parser.parse_args(argv)
     settings = RunSettings(**(SMALL.__dict__ if args.small else {}))
