@@ -29,6 +29,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 CONLL = HERE.parents[2] / "shared" / "data" / "conll2003"
 CONFIGS = ("contextual_concat", "contextual_scalar_mix", "hashembed_cnn")
+#: the document line spaCy's CoNLL NER converter splits at
+DOCUMENT_LINE = "-DOCSTART- -X- O O"
 
 
 @dataclass
@@ -72,11 +74,13 @@ def convert(source: Path, target: Path, n_sentences: int = 0, documents: bool = 
     from spacy.tokens import DocBin
     from spacy.training.converters import conll_ner_to_docs
 
-    text = conll_blocks(source, n_sentences)
-    if not documents:
-        text = "\n\n".join(b for b in text.split("\n\n") if not b.startswith("-DOCSTART-")) + "\n"
-    # with -DOCSTART- lines the converter makes one Doc per document; without, n_sents per Doc
-    docs = list(conll_ner_to_docs(text, n_sents=1, no_print=True))
+    blocks = conll_blocks(source, n_sentences).split("\n\n")
+    if documents and not any(b.startswith("-DOCSTART-") for b in blocks):
+        raise ValueError(f"{source}: no -DOCSTART- lines to take documents from; pass documents=False")
+    # the converter splits documents at this exact line only (and otherwise puts n_sents per Doc)
+    blocks = [DOCUMENT_LINE if b.startswith("-DOCSTART-") else b for b in blocks if documents or
+              not b.startswith("-DOCSTART-")]
+    docs = list(conll_ner_to_docs("\n\n".join(blocks).strip("\n") + "\n", n_sents=1, no_print=True))
     target.parent.mkdir(parents=True, exist_ok=True)
     DocBin(docs=docs, store_user_data=False).to_disk(target)
     return len(docs)

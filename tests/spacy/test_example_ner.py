@@ -100,3 +100,14 @@ def test_small_run_contextual_beats_hashembed(example, minilm, conll_dev, tmp_pa
 def test_missing_data_is_an_error_naming_the_flag(example, tmp_path, capsys):
     assert example.main(["--data", str(tmp_path), "--out", str(tmp_path / "out")]) == 2
     assert "pass --data DIR" in capsys.readouterr().err
+
+
+def test_convert_takes_either_docstart_line_and_refuses_a_file_without(example, tmp_path):
+    source = tmp_path / "in.txt"
+    source.write_text("-DOCSTART- -X- -X- O\n\nEU NNP B-NP B-ORG\nrejects VBZ B-VP O\n\nPeter NNP B-NP B-PER\n\n"
+                      "-DOCSTART- -X- O O\n\nHi UH O O\n", encoding="utf-8")
+    assert example.convert(source, tmp_path / "docs.spacy") == 2
+    assert example.convert(source, tmp_path / "sentences.spacy", documents=False) == 3
+    source.write_text("EU NNP B-NP B-ORG\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="in.txt: no -DOCSTART- lines"):
+        example.convert(source, tmp_path / "none.spacy")
