@@ -20,13 +20,15 @@ spaCy's own HashEmbedCNN), all scored on the same dev set.
     python benchmarks/ner_table7.py --curve --sizes 400 4000   # the training-size curve
     python benchmarks/ner_table7.py --context 0 32 64 128       # document context (issue 28)
     python benchmarks/ner_table7.py --context 0 128 --context-rows all --taggers lr --train-limit 4000
+    python benchmarks/ner_table7.py --context 64 --context-rows "scalar mix all layers" --stack glove-6b-50d
     python benchmarks/ner_table7.py --spacy-context --spacy-configs contextual_scalar_mix
 
 ``--context N [N ...]`` instead measures MiniLM concat-last-four with shape features, each sentence
 encoded with up to N pieces of its document's text on each side (documents from the ``-DOCSTART-``
 lines of train.txt and dev.txt, passed as ``doc_ids`` to fit and score), for each tagger of
 ``--taggers``; ``--context-rows all`` does so for every Table 7 row (their order, rechecked with
-context). ``--spacy-context`` trains the ``--spacy-configs`` on whole documents and on one sentence
+context); ``--stack glove-6b-50d`` stacks static vectors after MiniLM and ``--char-dim N`` gives the
+BiLSTM-CRF a character CNN, each named in the row. ``--spacy-context`` trains the ``--spacy-configs`` on whole documents and on one sentence
 per Doc (``--train-limit`` sentences, default 4,000), the same dev set scored each way.
 """
 
@@ -143,17 +145,25 @@ def run_context(args, train, dev) -> None:
             for tagger_name in args.taggers:
                 # the first rows measured were named "concat last four, context N": kept
                 short = "concat last four" if row_name == "concat last four hidden" else row_name
-                name = f"{short}, context {context}"
-                if not wanted(args, name, ("minilm-l6", name, tagger_name, n_train)):
+                name = f"{short}, context {context}{_extras_suffix(args)}"
+                encoder = f"minilm+{Path(args.stack).name}" if args.stack else "minilm-l6"
+                if not wanted(args, name, (encoder, name, tagger_name, n_train)):
                     continue
                 start = time.perf_counter()
                 embedder = TokenEmbedder("minilm-l6", layers=row["layers"], combine=row["combine"], context=context)
-                tagger = (BiLSTMCRFTagger(embedder, **_options(args, tagger_name)) if tagger_name == "bilstm_crf"
-                          else SequenceTagger(embedder))
+                # a static table sees no context: stacked after MiniLM as flair's StackedEmbeddings
+                embedders = [embedder, TokenEmbedder(args.stack)] if args.stack else embedder
+                tagger = (BiLSTMCRFTagger(embedders, char_dim=args.char_dim, **_options(args, tagger_name))
+                          if tagger_name == "bilstm_crf" else SequenceTagger(embedders))
                 tagger.fit(*train, doc_ids=train_docs)
                 f1 = tagger.score(*dev, doc_ids=dev_docs)
-                report(args, [Row("minilm-l6", name, tagger_name, 0 if tagger_name == "bilstm_crf" else 1, "auto", f1,
+                report(args, [Row(encoder, name, tagger_name, 0 if tagger_name == "bilstm_crf" else 1, "auto", f1,
                                   time.perf_counter() - start)], n_train)
+
+
+def _extras_suffix(args) -> str:
+    """The end of a context row's name: what ``--stack`` and ``--char-dim`` added."""
+    return (" + vectors" if args.stack else "") + (f", char CNN {args.char_dim}" if args.char_dim else "")
 
 
 def run_curve(args, dev) -> None:
@@ -231,11 +241,17 @@ def main(argv=None) -> int:
                         help="measure document context of N pieces each (concat last four + shape) instead of the table")
     parser.add_argument("--context-rows", nargs="+", default=["concat last four hidden"],
                         choices=[*TABLE7_ROWS, "all"], help="the Table 7 rows measured with --context")
+    parser.add_argument("--stack", default=None, metavar="VECTORS",
+                        help="with --context: static vectors (a name or a saved table) stacked after MiniLM")
+    parser.add_argument("--char-dim", type=int, default=0,
+                        help="with --context: the BiLSTM-CRF's character CNN width (0: none)")
     parser.add_argument("--spacy-context", action="store_true", help="the --spacy-configs trained on whole "
                         "documents and on one sentence per Doc (--train-limit sentences, default 4,000)")
     parser.add_argument("--seed", type=int, default=0, help="the BiLSTM-CRF's random_state and spaCy's "
                         "system.seed (rows of other seeds are measured again)")
     args = parser.parse_args(argv)
+    if (args.stack or args.char_dim) and (args.context is None or "lr" in args.taggers):
+        parser.error("--stack and --char-dim apply to --context runs of the bilstm_crf tagger only")
     if not (DATA / "train.txt").exists():
         print(f"skipped: {DATA} is not present")
         return 0
