@@ -28,8 +28,9 @@ encoded with up to N pieces of its document's text on each side (documents from 
 lines of train.txt and dev.txt, passed as ``doc_ids`` to fit and score), for each tagger of
 ``--taggers``; ``--context-rows all`` does so for every Table 7 row (their order, rechecked with
 context); ``--stack glove-6b-50d`` stacks static vectors after MiniLM and ``--char-dim N`` gives the
-BiLSTM-CRF a character CNN, each named in the row. ``--spacy-context`` trains the ``--spacy-configs`` on whole documents and on one sentence
-per Doc (``--train-limit`` sentences, default 4,000), the same dev set scored each way.
+BiLSTM-CRF a character CNN, each named in the row. ``--spacy-context`` trains the
+``--spacy-configs`` on whole documents and on one sentence per Doc (``--train-limit`` sentences,
+default 4,000), the same dev set scored each way.
 """
 
 from __future__ import annotations
@@ -146,7 +147,7 @@ def run_context(args, train, dev) -> None:
                 # the first rows measured were named "concat last four, context N": kept
                 short = "concat last four" if row_name == "concat last four hidden" else row_name
                 name = f"{short}, context {context}{_extras_suffix(args)}"
-                encoder = f"minilm+{Path(args.stack).name}" if args.stack else "minilm-l6"
+                encoder = f"minilm+{args.stack}" if args.stack else "minilm-l6"
                 if not wanted(args, name, (encoder, name, tagger_name, n_train)):
                     continue
                 start = time.perf_counter()
@@ -255,6 +256,13 @@ def main(argv=None) -> int:
     if not (DATA / "train.txt").exists():
         print(f"skipped: {DATA} is not present")
         return 0
+    if args.stack:
+        from contextembed import load_encoder
+
+        family = load_encoder(args.stack).family
+        if family != "static":
+            parser.error(f"--stack {args.stack} is a {family} encoder: it takes static vectors (rows named "
+                         "'+ vectors', encoded without context)")
     set_cache_size(int(args.cache_gb * (1 << 30)))
     dev = read_conll(DATA / "dev.txt", limit=args.dev_limit)
     if args.curve:
