@@ -108,6 +108,20 @@ def test_sklearn_embedders_match_the_cpu(tiny_bert_dir, gpu):
         _assert_close(cpu, on_gpu)
 
 
+def test_document_context_matches_the_cpu(tiny_bert_dir, gpu):
+    # neighbours' pieces around each sentence, two documents, a sentence longer than the model (windows)
+    doc_ids = ["a", "a", "a", "b", "b"]
+    outputs = []
+    for device in ("cpu", gpu):
+        embedder = TokenEmbedder(str(tiny_bert_dir), layers="all", combine="mean", context=8, device=device,
+                                 precision="fp32")
+        outputs.append(embedder.fit(SENTENCES, doc_ids=doc_ids).transform(SENTENCES, doc_ids=doc_ids))
+    _assert_close(*outputs)
+    alone = TokenEmbedder(str(tiny_bert_dir), layers="all", combine="mean", device=gpu, precision="fp32")
+    alone = alone.fit(SENTENCES).transform(SENTENCES)
+    assert np.abs(np.asarray(alone[0]) - np.asarray(outputs[1][0])).max() > 1e-3  # the context was seen
+
+
 def test_taggers_train_on_the_gpu(tiny_bert_dir, gpu):
     embedder = TokenEmbedder(str(tiny_bert_dir), layers="all", combine="scalar_mix", device=gpu, precision="fp32")
     tagger = BiLSTMCRFTagger(embedder, device=gpu, hidden_size=32, max_epochs=60, patience=60, learning_rate=1e-2,
