@@ -147,11 +147,14 @@ def run_context(args, train, dev) -> None:
                 # the first rows measured were named "concat last four, context N": kept
                 short = "concat last four" if row_name == "concat last four hidden" else row_name
                 name = f"{short}, context {context}{_extras_suffix(args)}"
-                encoder = f"minilm+{args.stack}" if args.stack else "minilm-l6"
+                # the default's rows keep the names they were first reported under
+                base = "minilm" if args.stack and args.transformer == "minilm-l6" else args.transformer
+                encoder = f"{base}+{args.stack}" if args.stack else base
                 if not wanted(args, name, (encoder, name, tagger_name, n_train)):
                     continue
                 start = time.perf_counter()
-                embedder = TokenEmbedder("minilm-l6", layers=row["layers"], combine=row["combine"], context=context)
+                embedder = TokenEmbedder(args.transformer, layers=row["layers"], combine=row["combine"],
+                                         context=context)
                 # a static table sees no context: stacked after MiniLM as flair's StackedEmbeddings
                 embedders = [embedder, TokenEmbedder(args.stack)] if args.stack else embedder
                 tagger = (BiLSTMCRFTagger(embedders, char_dim=args.char_dim, **_options(args, tagger_name))
@@ -244,6 +247,9 @@ def main(argv=None) -> int:
                         choices=[*TABLE7_ROWS, "all"], help="the Table 7 rows measured with --context")
     parser.add_argument("--stack", default=None, metavar="VECTORS",
                         help="with --context: static vectors (a name or a saved table) stacked after MiniLM")
+    parser.add_argument("--transformer", default="minilm-l6", metavar="SPEC",
+                        help="with --context: the transformer encoded in context (default: minilm-l6; a local "
+                             "directory, such as one `contextembed pretrain mlm --init` adapted)")
     parser.add_argument("--char-dim", type=int, default=0,
                         help="with --context: the BiLSTM-CRF's character CNN width (0: none)")
     parser.add_argument("--spacy-context", action="store_true", help="the --spacy-configs trained on whole "
@@ -253,6 +259,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if (args.stack or args.char_dim) and (args.context is None or "lr" in args.taggers):
         parser.error("--stack and --char-dim apply to --context runs of the bilstm_crf tagger only")
+    if args.transformer != "minilm-l6" and args.context is None:
+        parser.error("--transformer applies to --context runs only")
     if not (DATA / "train.txt").exists():
         print(f"skipped: {DATA} is not present")
         return 0
