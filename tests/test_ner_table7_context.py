@@ -35,6 +35,9 @@ def table7(tmp_path, monkeypatch):
     for name in ("train.txt", "dev.txt"):
         (tmp_path / name).write_text(TRAIN, encoding="utf-8")
     monkeypatch.setattr(module, "DATA", tmp_path)
+    # the process-wide encoding cache is the other tests' too: its bound is recorded, not set
+    module.cache_bounds = []
+    monkeypatch.setattr(module, "set_cache_size", module.cache_bounds.append)
     return module
 
 
@@ -46,6 +49,7 @@ def test_context_rows_of_another_transformer(table7, tiny_bert_dir, tmp_path):
     assert [row["name"] for row in rows] == ["last hidden, context 0", "last hidden, context 4"]
     assert {row["encoder"] for row in rows} == {str(tiny_bert_dir)}  # the whole spec: not taken for MiniLM's rows
     assert all(0.0 <= row["f1"] <= 1.0 and row["train_sentences"] == 3 for row in rows)
+    assert table7.cache_bounds == [int(0.01 * (1 << 30))]
 
 
 @pytest.mark.parametrize("argv, message", [
