@@ -28,7 +28,9 @@ encoded with up to N pieces of its document's text on each side (documents from 
 lines of train.txt and dev.txt, passed as ``doc_ids`` to fit and score), for each tagger of
 ``--taggers``; ``--context-rows all`` does so for every Table 7 row (their order, rechecked with
 context); ``--stack glove-6b-50d`` stacks static vectors after MiniLM and ``--char-dim N`` gives the
-BiLSTM-CRF a character CNN, each named in the row. ``--spacy-context`` trains the
+BiLSTM-CRF a character CNN, each named in the row; ``--transformer DIR`` encodes another transformer
+in context instead of MiniLM (such as one ``contextembed pretrain mlm --init`` adapted), the row
+naming it by its spec. ``--spacy-context`` trains the
 ``--spacy-configs`` on whole documents and on one sentence per Doc (``--train-limit`` sentences,
 default 4,000), the same dev set scored each way.
 """
@@ -264,13 +266,14 @@ def main(argv=None) -> int:
     if not (DATA / "train.txt").exists():
         print(f"skipped: {DATA} is not present")
         return 0
-    if args.stack:
-        from contextembed import load_encoder
+    from contextembed import load_encoder
 
-        family = load_encoder(args.stack).family
-        if family != "static":
-            parser.error(f"--stack {args.stack} is a {family} encoder: it takes static vectors (rows named "
-                         "'+ vectors', encoded without context)")
+    if args.stack and (family := load_encoder(args.stack).family) != "static":
+        parser.error(f"--stack {args.stack} is not static vectors (family: {family}): it takes static vectors "
+                     "(rows named '+ vectors', encoded without context)")
+    if args.transformer != "minilm-l6" and (family := load_encoder(args.transformer).family) != "transformer":
+        parser.error(f"--transformer {args.transformer} is not a transformer (family: {family}): only a "
+                     "transformer takes context")
     set_cache_size(int(args.cache_gb * (1 << 30)))
     dev = read_conll(DATA / "dev.txt", limit=args.dev_limit)
     if args.curve:

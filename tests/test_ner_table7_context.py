@@ -52,6 +52,14 @@ def test_context_rows_of_another_transformer(table7, tiny_bert_dir, tmp_path):
     assert table7.cache_bounds == [int(0.01 * (1 << 30))]
 
 
+def test_transformer_must_be_a_transformer(table7, tiny_elmo_dir, capsys):
+    with pytest.raises(SystemExit) as stopped:
+        table7.main(["--context", "4", "--taggers", "lr", "--transformer", str(tiny_elmo_dir)])
+    assert stopped.value.code == 2
+    assert (f"--transformer {tiny_elmo_dir} is not a transformer (family: elmo): only a transformer takes context"
+            in capsys.readouterr().err)
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--transformer", "somewhere"], "--transformer applies to --context runs only"),
     (["--stack", "glove-6b-50d", "--taggers", "bilstm_crf"], "--stack and --char-dim apply to --context runs"),

@@ -35,6 +35,9 @@ logger = logging.getLogger(__name__)
 
 #: characters of a word the character CNN reads
 MAX_CHARS = 20
+#: the widest layer a parameter may ask for (hidden_size, shape_dim, char_dim, projection): beyond it a tagger's
+#: weights would not fit in memory, and torch's own error would not name the parameter
+MAX_WIDTH = 1 << 16
 _PAD, _UNKNOWN = 0, 1
 
 
@@ -201,6 +204,15 @@ class BiLSTMCRFTagger(EntityScoresMixin, BaseEstimator):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
                 raise ValueError(f"{name} must be an int >= 0, got {value!r}")
+        for name in ("hidden_size", "shape_dim", "char_dim"):
+            if getattr(self, name) > MAX_WIDTH:
+                raise ValueError(f"{name}={getattr(self, name)} is wider than a tagger layer may be (at most "
+                                 f"{MAX_WIDTH:,})")
+        projection = self.projection
+        if projection is not None and (isinstance(projection, bool) or not isinstance(projection, (int, np.integer))
+                                       or not 1 <= projection <= MAX_WIDTH):
+            raise ValueError(f"projection must be None (no projection) or an int from 1 to {MAX_WIDTH:,}, "
+                             f"got {projection!r}")
         for name in ("dropout", "word_dropout", "validation_fraction"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ValueError(f"{name} must be in [0, 1), got {getattr(self, name)!r}")

@@ -103,7 +103,11 @@ def test_bad_training_data(bert, X, y, error, message):
 def test_bad_parameters(bert, sentences, tags):
     for options, message in [({"hidden_size": 0}, "hidden_size must be a positive int"),
                              ({"dropout": 1.0}, r"dropout must be in \[0, 1\)"),
-                             ({"char_dim": -1}, "char_dim must be an int >= 0")]:
+                             ({"char_dim": -1}, "char_dim must be an int >= 0"),
+                             ({"char_dim": 10**9}, "char_dim=1000000000 is wider than a tagger layer may be"),
+                             ({"hidden_size": 1 << 17}, "hidden_size=131072 is wider than a tagger layer"),
+                             *[({"projection": bad}, "projection must be None .no projection. or an int from 1 to "
+                                "65,536, got " + repr(bad)) for bad in (0, -1, 2.5, 1 << 17, True)]]:
         with pytest.raises(ValueError, match=message):
             _tagger(bert, **options).fit(sentences, tags)
     with pytest.raises(TypeError, match="embedder must be a TokenEmbedder or a list of them"):
