@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Optional
 
+from . import tuning
 from .errors import ClusterConnectionError, MissingDependencyError, ModelNotFoundError
 from .pooling import COMBINES, SUBWORD_POOLINGS, TEXT_POOLINGS
 
@@ -410,8 +411,38 @@ def _pretrain_parser(subparsers) -> None:
     add_pretrain_parser(subparsers)
 
 
+def add_tune_parser(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "tune",
+        help="measure once what precision='auto' and backend='auto' choose for a model on this machine, and remember it",
+        description=(
+            "Measures what 'auto' compares (fp32, bf16 and int8 on this CPU; torch against the OpenVINO engine "
+            "for transformers, when the openvino extra is installed), exports and compiles the engine, and "
+            "writes tuning records (CONTEXTEMBED_TUNING_DIR, default ~/.cache/contextembed/tuning) that every "
+            "later process on this machine reuses: the same choice in every process, no measurement at start-up. "
+            "Run it once when a container image or a cluster's workers are built. Prints what was chosen, with "
+            "the measured speeds, as JSON."
+        ),
+    )
+    add_encoder_arguments(parser)
+    parser.set_defaults(backend="auto")
+    parser.add_argument("--refresh", action="store_true",
+                        help="measure again and rewrite the records (they are otherwise reused when they match "
+                        "this machine, the libraries' versions and the model)")
+    parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    parser.set_defaults(handler=_run_tune)
+
+
+def _run_tune(args: argparse.Namespace) -> int:
+    from .tuning import tune
+
+    print(json.dumps(tune(args.spec, device=args.device, precision=args.precision, backend=args.backend,
+                          refresh=args.refresh), indent=2))
+    return 0
+
+
 #: sub-command builders, in the order ``--help`` lists them
-COMMANDS = [add_info_parser, add_embed_parser, add_distill_parser, _pretrain_parser]
+COMMANDS = [add_info_parser, add_embed_parser, add_distill_parser, add_tune_parser, _pretrain_parser]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -444,7 +475,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     output_file = args.output_file(args) if hasattr(args, "output_file") else None
     output = _OutputState(output_file) if output_file is not None else None
     try:
-        with signals_interrupt(done=output.replaced if output else None) as deferred:
+        with signals_interrupt(done=output.replaced if output else None) as deferred, \
+                tuning.announcing(not getattr(args, "quiet", False)):
             status = args.handler(args)
             sys.stdout.flush()  # a reader gone shows here, not in the interpreter's last flush
     except BrokenPipeError:

@@ -160,6 +160,11 @@ def embed_corpus(
     for job in jobs:
         if job not in existing:
             os.makedirs(os.path.dirname(os.path.abspath(job.output)), exist_ok=True)
+    adopted = adopt_recorded(jobs, existing, options)
+    if adopted and show_progress:
+        print(f"contextembed: resuming with {', '.join(f'{k}={v!r}' for k, v in adopted.items() if k != 'from')} "
+              f"as recorded in {adopted['from']} (in place of 'auto')", file=terminal.stderr(), flush=True)
+    options = {**options, **{k: v for k, v in adopted.items() if k != "from"}}
     engine_options = {"address": address, "connect_timeout": connect_timeout, "concurrency": concurrency,
                       "num_gpus": num_gpus}
     ran: dict[str, set] = {"backend": set(), "precision": set()}
@@ -175,7 +180,46 @@ def embed_corpus(
     # what the embedded files ran on (after "auto"; none when every output was kept)
     shown = {name: sorted(values)[0] if len(values) == 1 else sorted(values) or None for name, values in ran.items()}
     return {"files": len(jobs), "embedded": len(jobs) - skipped, "skipped": skipped, **shown,
-            "outputs": [job.output for job in jobs]}
+            **({"adopted": adopted} if adopted else {}), "outputs": [job.output for job in jobs]}
+
+
+#: the options whose ``"auto"`` a resumed run replaces by what its existing outputs recorded
+ADOPTED = {"backend": "torch", "precision": "auto"}
+
+
+def adopt_recorded(jobs: list[Job], existing: set, options: dict) -> dict:
+    """What a run resumed with ``backend="auto"`` or ``precision="auto"`` takes from the outputs it
+    continues: the backend and precision the first readable existing output recorded, where they can
+    run here (``{}`` if none applies), and ``from``: that output. So the remaining files are made
+    as the existing ones were, whatever ``auto`` would choose in this process."""
+    from .backends import BACKEND_NAMES
+    from .devices import PRECISION_NAMES
+    from .encoders import engine
+    from .errors import ProvenanceError
+    from .io import read_output_record
+
+    asked = [name for name, default in ADOPTED.items() if options.get(name, default) == "auto"]
+    for job in (job for job in jobs if job in existing) if asked else ():
+        try:
+            found = read_output_record(job.output)
+        except (ProvenanceError, OSError):
+            continue  # check_complete names what is wrong with it
+        if not found:
+            continue
+        adopted = {name: found.get(name) for name in asked
+                   if found.get(name) in (BACKEND_NAMES if name == "backend" else PRECISION_NAMES)
+                   and found.get(name) != "auto"}
+        if adopted.get("backend") == "openvino" and not engine.available(_device(options)):
+            adopted.pop("backend")  # runs here only where the engine does: check_complete names the difference
+            adopted.pop("precision", None)
+        return {**adopted, "from": job.output} if adopted else {}
+    return {}
+
+
+def _device(options: dict):
+    from .devices import resolve_device
+
+    return resolve_device(options.get("device", "auto"))
 
 
 def _check_output_dir(pattern: str, output_dir: str) -> None:

@@ -7,6 +7,7 @@ import functools
 import logging
 import re
 import time
+import warnings
 from typing import Callable, Literal, Optional, Union, get_args
 
 import torch
@@ -84,6 +85,44 @@ def _type_index(device: str) -> tuple[str, Optional[int]]:
     """``"cuda:3"`` -> ``("cuda", 3)``, ``"cpu"`` -> ``("cpu", None)`` (a name :func:`check_device` passed)."""
     match = _CUDA_INDEX.fullmatch(device)
     return ("cuda", int(match[1])) if match else (device, None)
+
+
+#: CPU flags of integer dot-product units (x86 VNNI, AMX; Arm's dot-product and int8 matrix extensions)
+INT8_DOT_FLAGS = frozenset({"avx512_vnni", "avx_vnni", "amx_int8", "asimddp", "i8mm"})
+
+
+def cpu_has_int8_dot() -> bool:
+    """Whether this CPU has integer dot-product units (:data:`INT8_DOT_FLAGS`); without them int8
+    products are emulated (int8 ran 20x to 30x slower than fp32 on an AVX2-only AMD EPYC). ``True``
+    where the flags cannot be read (nothing is ruled out unseen)."""
+    from .tuning import cpu_flags
+
+    flags = cpu_flags()
+    return not flags or bool(flags & INT8_DOT_FLAGS)
+
+
+class SlowPrecisionWarning(UserWarning):
+    """A precision asked for by name runs slower than fp32 on this CPU."""
+
+
+_WARNED_INT8 = False
+
+
+def warn_slow_int8() -> None:
+    """Warn once per process that ``precision="int8"`` (asked for by name) runs torch's int8 layers
+    on a CPU without integer dot-product units, with the slowdown measured here where it is known
+    (:func:`remembered_speedups`)."""
+    global _WARNED_INT8
+    if _WARNED_INT8 or cpu_has_int8_dot():
+        return
+    _WARNED_INT8 = True
+    known = _SPEEDUPS.get("int8")
+    slowdown = f"measured here at {1 / known:.0f}x slower than fp32" if known else "expect 20x to 30x slower than fp32"
+    warnings.warn(
+        f"precision='int8' on a CPU without integer dot-product units (none of {', '.join(sorted(INT8_DOT_FLAGS))}): "
+        f"torch's int8 products are emulated, {slowdown}; precision='auto' or 'fp32' is faster here (so is "
+        "backend='openvino', whose int8 runs at about fp32's speed on such a CPU)",
+        SlowPrecisionWarning, stacklevel=4)
 
 
 def cpu_has_fast_bf16() -> bool:
@@ -167,8 +206,26 @@ def _measure_speedups(names: tuple[str, ...]) -> dict[str, float]:
     # timed with the threads each batch of a forward pass gets (contextembed.streams): int8 gains
     # more on one thread than on two (2.85x fp32 against 2.6x on the EPYC, bf16 2.0x on both)
     with intra_op_threads(cpu_streams()[1]):
-        times = best_times({name: functools.partial(stack, x) for name, (stack, x) in stacks.items()})
-    return {name: times["fp32"] / times[name] for name in names}
+        hopeless = _hopeless(stacks)
+        runs = {name: functools.partial(stack, x) for name, (stack, x) in stacks.items() if name not in hopeless}
+        times = best_times(runs)
+    return {name: hopeless[name] if name in hopeless else times["fp32"] / times[name] for name in names}
+
+
+#: a precision whose first calls run slower than fp32 by this factor is not timed further: it cannot
+#: win (int8 without integer dot-product units ran 0.02x fp32 on an AVX2-only AMD EPYC, and timing it
+#: in full took 20 s)
+_HOPELESS = 0.5
+#: tokens of the screening calls (an eighth of the measurement's: cheap even where a precision is slow)
+_SCREEN_TOKENS = 32
+
+
+def _hopeless(stacks: dict) -> dict[str, float]:
+    """The precisions of ``stacks`` (``{name: (blocks, tokens)}``, fp32 among them) that run below
+    :data:`_HOPELESS` times fp32's speed on :data:`_SCREEN_TOKENS` tokens, with that speedup."""
+    screen = {name: functools.partial(stack, x[:_SCREEN_TOKENS]) for name, (stack, x) in stacks.items()}
+    times = best_times(screen, rounds=2, warmup=1)
+    return {name: times["fp32"] / t for name, t in times.items() if name != "fp32" and times["fp32"] / t < _HOPELESS}
 
 
 def best_times(runs: dict[str, Callable[[], object]], rounds: int = _ROUNDS, warmup: int = _WARMUP) -> dict[str, float]:
@@ -199,8 +256,9 @@ def adopt_speedups(speedups: dict[str, float]) -> None:
 
 def cpu_speedups(int8_allowed: bool = True) -> dict[str, float]:
     """What ``precision="auto"`` compares on this CPU: fp32 time over bf16 time (where the CPU has
-    native bf16 units) and over int8 time (with ``int8_allowed``), measured once per process in one
-    alternating run (about 0.6 s; :func:`_measure_speedups`) or adopted (:func:`adopt_speedups`).
+    native bf16 units) and over int8 time (with ``int8_allowed``), measured in one alternating run
+    (:func:`_measure_speedups`) once per machine and remembered (:func:`remembered_speedups`), or
+    adopted from the process that dispatched this one's work (:func:`adopt_speedups`).
 
     Measured on a 2-core AMD EPYC (Zen 4): bf16 about 2.1x, int8 about 2.6x (1.25x to 1.4x its
     bf16). On a 2-core Intel Xeon without AMX, bare products (the measurement before) ran bf16 at
@@ -210,13 +268,36 @@ def cpu_speedups(int8_allowed: bool = True) -> dict[str, float]:
 
 
 def _measured(names: tuple[str, ...]) -> dict[str, float]:
-    """The speedups ``names``, those not yet known measured now in one run."""
+    """The speedups ``names``: adopted, else from this machine's tuning record
+    (:func:`remembered_speedups`), else measured now."""
+    if any(name not in _SPEEDUPS for name in names):
+        adopt_speedups(remembered_speedups())
     missing = tuple(name for name in names if name not in _SPEEDUPS)
-    if missing:
+    if missing:  # bf16 on a CPU without bf16 units (emulated): asked for by name, never recorded
         adopt_speedups(_measure_speedups(missing))
-        logger.info("precision='auto' measured this CPU: %s", ", ".join(f"{name} {_SPEEDUPS[name]:.2f}x as fast as fp32"
-                                                                        for name in missing))
     return {name: _SPEEDUPS[name] for name in names}
+
+
+#: version of the measurement :func:`_measure_speedups` makes (a record of another is measured again)
+SPEEDUP_METHOD = 2
+
+
+def remembered_speedups() -> dict[str, float]:
+    """What ``precision="auto"`` compares on this CPU (bf16 where it has native bf16 units, and
+    int8), measured once per machine and remembered (:func:`contextembed.tuning.remembered`)."""
+    from . import tuning
+
+    names = (("bf16",) if cpu_has_fast_bf16() else ()) + ("int8",)
+
+    def check(result: dict) -> None:
+        if sorted(result) != sorted(names):
+            raise ValueError(f"recorded speedups of {sorted(result)}, expected {sorted(names)}")
+        for name, value in result.items():
+            tuning.check_speedup(value, name)
+
+    what = f"precision='auto' is measuring {' and '.join(names)} against fp32 on this CPU"
+    return tuning.remembered("cpu precision", {"method": SPEEDUP_METHOD, "candidates": list(names)},
+                             lambda: _measure_speedups(names), check, what=what)
 
 
 def cpu_bf16_speedup() -> float:
@@ -231,6 +312,13 @@ def cpu_int8_speedup() -> float:
     return cpu_speedups(int8_allowed=True)["int8"]
 
 
+def forced_cpu_precision(int8_allowed: bool = False) -> Optional[str]:
+    """The precision ``CONTEXTEMBED_AUTO_CPU_PRECISION`` fixes for ``precision="auto"`` on a CPU
+    (``int8`` only where ``int8_allowed``); ``None`` where it fixes none."""
+    forced = settings.choice(AUTO_CPU_PRECISION_ENV, ("bf16", "fp32", "int8"))
+    return forced if forced and (forced != "int8" or int8_allowed) else None
+
+
 def auto_cpu_precision(int8_allowed: bool = False) -> str:
     """What ``precision="auto"`` runs on the CPU (:func:`cpu_speedups` measures): bf16 where the
     CPU has native bf16 units and bf16 beats fp32 by :data:`BF16_MIN_SPEEDUP`, else fp32; with
@@ -238,8 +326,8 @@ def auto_cpu_precision(int8_allowed: bool = False) -> str:
     beats the better of those by :data:`INT8_MIN_SPEEDUP`.
     ``CONTEXTEMBED_AUTO_CPU_PRECISION=bf16|fp32|int8`` fixes the choice (e.g. the same on every
     worker of a cluster); ``int8`` applies only where ``int8_allowed``, the rule above elsewhere."""
-    forced = settings.choice(AUTO_CPU_PRECISION_ENV, ("bf16", "fp32", "int8"))
-    if forced and (forced != "int8" or int8_allowed):
+    forced = forced_cpu_precision(int8_allowed)
+    if forced:
         return forced
     speedups = cpu_speedups(int8_allowed)
     bf16 = speedups.get("bf16", 0.0) >= BF16_MIN_SPEEDUP
@@ -290,6 +378,8 @@ def resolve_precision(precision: str, device: torch.device, int8_allowed: bool =
     check_precision(precision)
     if precision == "int8" and device.type != "cpu":
         raise ValueError(f"precision='int8' runs on the CPU only, got device={str(device)!r}; use 'bf16' on GPUs")
+    if precision == "int8":
+        warn_slow_int8()
     return precision
 
 

@@ -638,9 +638,11 @@ _ENCODER_OPTIONS = ("window", "stride", "pad_multiple")
 _HINTS = {
     "input": "the input's text changed since",
     "model": "another model, or the model's files changed",
-    "precision": "precision='auto' is chosen by measuring on each run: name a precision to keep one",
-    "backend": "backend='auto' is chosen by measuring on each run: name a backend to keep one (an output written "
-               "before backends existed records none: it ran on torch)",
+    "precision": "precision='auto' is measured once per machine (contextembed tune) and a resumed run adopts what its "
+                 "outputs recorded, so this output was made on another machine or with another precision named",
+    "backend": "backend='auto' is measured once per machine (contextembed tune) and a resumed run adopts what its "
+               "outputs recorded, so this output was made on another machine or with another backend named (an "
+               "output written before backends existed records none: it ran on torch)",
     "device": "the features of another device type differ in rounding",
     "normalize": "a text-level output written before text vectors could be normalised records none (and was "
                  "not normalised; the default text vector is)",

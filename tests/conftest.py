@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib.util
+import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -23,8 +25,11 @@ CORPUS = [
 
 
 def pytest_configure(config):
-    """Refuse network sockets for the whole session (see ``tests/socket_guard.py``)."""
+    """Refuse network sockets for the whole session (see ``tests/socket_guard.py``), and keep the
+    session's tuning records (:mod:`contextembed.tuning`) in a directory of its own, shared with the
+    processes its tests start: a user's records neither steer nor receive the suite's."""
     socket_guard.install()
+    os.environ["CONTEXTEMBED_TUNING_DIR"] = tempfile.mkdtemp(prefix="contextembed-tuning-")
     config.addinivalue_line("markers", "loopback: may connect to this machine's loopback (local clusters)")
 
 
@@ -144,3 +149,16 @@ def conll_dev() -> Path:
     if not path.exists():
         pytest.skip("../shared/data/conll2003 is not present")
     return path
+
+
+@pytest.fixture
+def untuned(monkeypatch):
+    """No tuning record is read or written (``CONTEXTEMBED_TUNING=off``) and nothing measured before
+    is remembered: for tests that count or replace measurements."""
+    from contextembed import devices, tuning
+
+    monkeypatch.setenv(tuning.TUNING_ENV, "off")
+    monkeypatch.setattr(devices, "_SPEEDUPS", {})
+    tuning.forget()
+    yield
+    tuning.forget()

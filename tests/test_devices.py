@@ -47,7 +47,7 @@ def test_cuda_matches_cpu(tiny_bert_dir):
     (True, 3.0, 3.5, "int8"),
     (True, 0.7, 1.1, "fp32"),  # and fp32 by as much
 ])
-def test_auto_cpu_precision_follows_the_measured_speed(monkeypatch, native, bf16, int8, expected):
+def test_auto_cpu_precision_follows_the_measured_speed(untuned, monkeypatch, native, bf16, int8, expected):
     monkeypatch.delenv(devices.AUTO_CPU_PRECISION_ENV, raising=False)
     monkeypatch.setattr(devices, "cpu_has_fast_bf16", lambda: native)
     monkeypatch.setattr(devices, "_SPEEDUPS", {})
@@ -67,7 +67,7 @@ def test_auto_cpu_precision_follows_the_measured_speed(monkeypatch, native, bf16
     assert len(runs) == 1
 
 
-def test_auto_cpu_precision_can_be_fixed(monkeypatch):
+def test_auto_cpu_precision_can_be_fixed(untuned, monkeypatch):
     monkeypatch.setattr(devices, "_SPEEDUPS", {})
     monkeypatch.setattr(devices, "_measure_speedups", lambda names: pytest.fail("measured despite the override"))
     for value in ("bf16", "fp32", "int8"):
@@ -78,7 +78,7 @@ def test_auto_cpu_precision_can_be_fixed(monkeypatch):
         resolve_precision("auto", torch.device("cpu"))
 
 
-def test_auto_keeps_int8_only_where_it_keeps_the_features(monkeypatch, tiny_bert_dir):
+def test_auto_keeps_int8_only_where_it_keeps_the_features(untuned, monkeypatch, tiny_bert_dir):
     from contextembed import quantization
 
     monkeypatch.setenv(devices.AUTO_CPU_PRECISION_ENV, "int8")
@@ -112,7 +112,7 @@ def test_int8_fidelity_is_the_lowest_layer_cosine(tiny_bert_dir):
     assert int8_fidelity(model, broken, tokenizer, 32) < 0.9
 
 
-def test_speedups_are_measured_once_per_process(monkeypatch):
+def test_speedups_are_measured_once_per_process(untuned, monkeypatch):
     monkeypatch.setattr(devices, "_SPEEDUPS", {})
     state = torch.random.get_rng_state()
     first = devices.cpu_speedups(int8_allowed=True)
@@ -144,7 +144,7 @@ def test_the_measured_blocks_compute_what_each_precision_computes():
         assert torch.nn.functional.cosine_similarity(halved, expected).min() > 0.99
 
 
-def test_workers_adopt_the_dispatching_process_measurements(monkeypatch):
+def test_workers_adopt_the_dispatching_process_measurements(untuned, monkeypatch):
     monkeypatch.setattr(devices, "_SPEEDUPS", {"bf16": 0.6})
     monkeypatch.setattr(devices, "_measure_speedups", lambda names: pytest.fail("measured despite the adopted value"))
     devices.adopt_speedups({"bf16": 3.0, "int8": 1.6})

@@ -55,6 +55,7 @@ from .. import provenance, settings
 from .._files import atomic_directory
 from .._signal_stack import signal_stack_kept
 from ..errors import EngineError, ProvenanceError, SettingError, missing_extra
+from ..tuning import announce
 
 logger = logging.getLogger(__name__)
 
@@ -199,12 +200,15 @@ class OpenVinoForward:
         Names the calibration text in the cache key.
     streams, threads : int
         Batches the caller runs at once and the threads each gets (:func:`contextembed.streams.cpu_streams`).
+    fingerprint : str, optional
+        :func:`model_fingerprint` of ``model``, where the caller has it.
     """
 
     backend = "openvino"
 
     def __init__(self, model, *, precision: str, n_layers: int, input_names: tuple[str, ...],
-                 calibration_batches=None, calibration_hash: str = "", streams: int = 1, threads: int = 1) -> None:
+                 calibration_batches=None, calibration_hash: str = "", streams: int = 1, threads: int = 1,
+                 fingerprint: Optional[str] = None) -> None:
         self.ov = require_openvino()
         self.model = model
         self.precision = precision
@@ -213,7 +217,7 @@ class OpenVinoForward:
         self._calibration_batches = calibration_batches
         self._calibration_hash = calibration_hash if precision == "int8" else ""
         self._streams, self._threads = streams, threads
-        self._fingerprint = model_fingerprint(model)
+        self._fingerprint = fingerprint or model_fingerprint(model)
         self._compiled: dict[int, object] = {}
         self._lock = threading.Lock()
         self._local = threading.local()
@@ -225,23 +229,33 @@ class OpenVinoForward:
         ``(batch, seq, width)`` float32."""
         top = max(wanted)
         compiled = self.compiled(top)
+        # token types absent: the model's default, all zeros (single sentences)
+        feed = {name: inputs[name] if name in inputs else np.zeros_like(inputs["input_ids"]) for name in self.input_names}
         requests = getattr(self._local, "requests", None)
         if requests is None:
             requests = self._local.requests = {}
         request = requests.get(top)
         if request is None:
-            request = requests[top] = compiled.create_infer_request()
-        # token types absent: the model's default, all zeros (single sentences)
-        feed = {name: inputs[name] if name in inputs else np.zeros_like(inputs["input_ids"]) for name in self.input_names}
-        outputs = request.infer(feed)
+            # A thread's first call into a compiled model runs alone. Two stream threads making their
+            # first call at once hung (issue 37): one waited on a C++ static-initialisation guard while
+            # holding the GIL, the other held the guard and waited for the GIL in pybind11's one-time
+            # numpy set-up. Here the other thread waits on this lock, which releases the GIL.
+            with self._lock:
+                request = requests[top] = compiled.create_infer_request()
+                outputs = request.infer(feed)
+        else:
+            outputs = request.infer(feed)
         return [np.asarray(outputs[compiled.output(i)]) for i in wanted]
 
     def compiled(self, top: int):
-        """The compiled export returning hidden states ``0 .. top`` (exported on first use)."""
+        """The compiled export returning hidden states ``0 .. top`` (exported on first use), warmed by
+        one inference on the compiling thread before any stream calls it."""
         with self._lock:
             compiled = self._compiled.get(top)
             if compiled is None:
-                compiled = self._compiled[top] = self._compile(self.exported(top))
+                compiled = self._compile(self.exported(top))
+                _warm(compiled, self.input_names)
+                self._compiled[top] = compiled
             return compiled
 
     def _compile(self, folder: str):
@@ -251,9 +265,12 @@ class OpenVinoForward:
             "INFERENCE_NUM_THREADS": str(self._streams * self._threads),
         }
         core = self.ov.Core()
+        blobs = compiled_cache(folder)
+        if blobs is not None:  # OpenVINO's own cache of compiled blobs: later loads skip compiling
+            config["CACHE_DIR"] = blobs
         # compiling installs OpenVINO's own alternate signal stack on this thread, freed with the
         # compiled model, maybe from another thread: this thread keeps its own (_signal_stack)
-        with signal_stack_kept():
+        with signal_stack_kept(), announce(f"compiling the OpenVINO model ({self.precision})", remembered_in=blobs or ""):
             return core.compile_model(core.read_model(os.path.join(folder, _XML)), "CPU", config)
 
     # -- the cache --------------------------------------------------------------------------------
@@ -279,8 +296,8 @@ class OpenVinoForward:
                 return folder
             except ProvenanceError as error:
                 warnings.warn(f"{error}; exporting it again", EngineCacheWarning, stacklevel=4)
-        logger.info("exporting the model to OpenVINO (layers 0..%d, %s) into %s", top, expected["precision"], folder)
-        with atomic_directory(folder, overwrite=True, what="engine export") as temporary:
+        with announce(f"exporting the model to OpenVINO (layers 0..{top}, {expected['precision']})", remembered_in=folder), \
+                atomic_directory(folder, overwrite=True, what="engine export") as temporary:
             self._export(top, temporary)
             provenance.write(os.path.join(temporary, provenance.PROVENANCE_FILE),
                              {**expected, "files": _files_hash(temporary)})
@@ -380,41 +397,130 @@ def sentences_hash(sentences: Sequence[Sequence[str]]) -> str:
     return digest.hexdigest()
 
 
-def auto_precision(make, probe: dict[str, np.ndarray], n_layers: int) -> "OpenVinoForward":
+#: version of the measurement :func:`auto_precision` makes (a record of another is measured again)
+PRECISION_METHOD = 1
+
+
+def record_key(fingerprint: str, n_layers: int, input_names: Sequence[str], calibration_hash: str) -> dict:
+    """What a measurement of the engine on one model depends on besides the machine
+    (:func:`contextembed.tuning.remembered`): the model, its inputs, the calibration text, and the
+    versions of the engine, its quantizer and its converter's inputs."""
+    ov = require_openvino()
+    return {"model": fingerprint, "layers": n_layers, "inputs": list(input_names), "calibration": calibration_hash,
+            "engine": ov.__version__, "quantizer": _version("nncf"), "transformers": _version("transformers")}
+
+
+def auto_precision(make, probe: dict[str, np.ndarray], n_layers: int, key: dict) -> "OpenVinoForward":
     """``precision="auto"`` on the engine: the fastest of fp32, bf16 (on CPUs with bf16 units) and int8
     (when it keeps :data:`ENGINE_INT8_MIN_COSINE` on every hidden state of ``probe``), timed on
     ``probe`` in one alternating run with the thresholds of the torch path
-    (:data:`~contextembed.devices.BF16_MIN_SPEEDUP`, :data:`~contextembed.devices.INT8_MIN_SPEEDUP`).
-    ``CONTEXTEMBED_AUTO_CPU_PRECISION`` fixes the choice as it does for torch.
+    (:data:`~contextembed.devices.BF16_MIN_SPEEDUP`, :data:`~contextembed.devices.INT8_MIN_SPEEDUP`),
+    once per machine and model: the choice is remembered (:mod:`contextembed.tuning`, ``key``:
+    :func:`record_key`). ``CONTEXTEMBED_AUTO_CPU_PRECISION`` fixes the choice as it does for torch.
 
     ``make(name)`` builds the engine in precision ``name``.
     """
-    from ..devices import AUTO_CPU_PRECISION_ENV, BF16_MIN_SPEEDUP, INT8_MIN_SPEEDUP
+    from .. import tuning
+    from ..devices import forced_cpu_precision
 
-    forced = settings.choice(AUTO_CPU_PRECISION_ENV, ("bf16", "fp32", "int8"))
+    forced = forced_cpu_precision(int8_allowed=True)
     if forced:
-        return make(forced)
+        return make(check_forced_precision(forced))
+    built: dict[str, OpenVinoForward] = {}
+
+    def build(name: str) -> OpenVinoForward:
+        if name not in built:
+            built[name] = make(name)
+        return built[name]
+
+    def check(result: dict) -> None:
+        tuning.check_choice(result.get("precision"), _auto_candidates(), "precision")
+        for name, value in result.get("speedups", {}).items():
+            tuning.check_speedup(value, name)
+
+    result = tuning.remembered(
+        "engine precision", {**key, "method": PRECISION_METHOD, "candidates": list(_auto_candidates())},
+        lambda: _measure_precisions(build, probe, n_layers), check,
+        what=f"backend='openvino' precision='auto' is exporting and timing {', '.join(_auto_candidates())}")
+    return build(result["precision"])
+
+
+def _auto_candidates() -> tuple[str, ...]:
+    """What ``precision="auto"`` times on the engine: fp32, bf16 where the CPU has bf16 units, int8
+    where it has integer dot-product units (without them the engine's int8 ran at 1.05x fp32 on an
+    AVX2-only AMD EPYC, below :data:`~contextembed.devices.INT8_MIN_SPEEDUP`, after a calibration
+    of about a minute)."""
+    from ..devices import cpu_has_int8_dot
+
+    return ("fp32",) + (("bf16",) if cpu_has_bf16() else ()) + (("int8",) if cpu_has_int8_dot() else ())
+
+
+def check_forced_precision(forced: str) -> str:
+    """``CONTEXTEMBED_AUTO_CPU_PRECISION``'s precision if the engine runs it here: bf16 on a CPU
+    without bf16 units is a :class:`~contextembed.errors.SettingError` naming the variable (the
+    engine would compute in f32 under a bf16 label, the case ``precision="bf16"`` refuses)."""
+    from ..devices import AUTO_CPU_PRECISION_ENV
+
+    if forced == "bf16" and not cpu_has_bf16():
+        raise SettingError(
+            f"{AUTO_CPU_PRECISION_ENV}='bf16' with backend='openvino': this CPU has no bf16 units (OpenVINO would "
+            "compute in f32 under a bf16 label); set it to 'fp32' or 'int8', or unset it")
+    return forced
+
+
+def _measure_precisions(build, probe: dict[str, np.ndarray], n_layers: int) -> dict:
+    """Time the engine's precisions on ``probe``: ``{"precision": chosen, "speedups": {name: fp32
+    time over its time}, "int8_cosine": lowest mean cosine of int8 to fp32 over the hidden states}``."""
+    from ..devices import BF16_MIN_SPEEDUP, INT8_MIN_SPEEDUP
+
     wanted = tuple(range(n_layers))
-    candidates = {"fp32": make("fp32")}
-    if cpu_has_bf16():
-        candidates["bf16"] = make("bf16")
-    int8 = make("int8")
-    reference = candidates["fp32"](probe, wanted)
-    cosines = layer_cosines(reference, int8(probe, wanted), probe["attention_mask"])
-    if min(cosines) >= ENGINE_INT8_MIN_COSINE:
+    candidates = {name: build(name) for name in _auto_candidates() if name != "int8"}
+    cosine = None
+    if "int8" in _auto_candidates():
+        int8 = build("int8")
+        reference = candidates["fp32"](probe, wanted)
+        cosine = min(layer_cosines(reference, int8(probe, wanted), probe["attention_mask"]))
+    if cosine is not None and cosine >= ENGINE_INT8_MIN_COSINE:
         candidates["int8"] = int8
-    else:
+    elif cosine is not None:
         logger.info("openvino int8 left out of precision='auto': mean cosine %.4f to fp32 on a hidden state "
-                    "(at least %.3f needed)", min(cosines), ENGINE_INT8_MIN_COSINE)
+                    "(at least %.3f needed)", cosine, ENGINE_INT8_MIN_COSINE)
     times = best_times({name: (lambda forward=forward: forward(probe, wanted)) for name, forward in candidates.items()})
+    speedups = {name: times["fp32"] / t for name, t in times.items() if name != "fp32"}
     chosen, best = "fp32", 1.0
-    if "bf16" in times and times["fp32"] / times["bf16"] >= BF16_MIN_SPEEDUP:
-        chosen, best = "bf16", times["fp32"] / times["bf16"]
-    if "int8" in times and times["fp32"] / times["int8"] >= INT8_MIN_SPEEDUP * best:
+    if speedups.get("bf16", 0.0) >= BF16_MIN_SPEEDUP:
+        chosen, best = "bf16", speedups["bf16"]
+    if speedups.get("int8", 0.0) >= INT8_MIN_SPEEDUP * best:
         chosen = "int8"
     logger.info("openvino precision='auto' chose %s (%s)", chosen,
-                ", ".join(f"{name} {times['fp32'] / t:.2f}x fp32" for name, t in times.items() if name != "fp32"))
-    return candidates[chosen]
+                ", ".join(f"{name} {value:.2f}x fp32" for name, value in speedups.items()))
+    return {"precision": chosen, "speedups": speedups, "int8_cosine": cosine}
+
+
+#: the folder inside an export where OpenVINO keeps its compiled blobs (outside the export's hash)
+COMPILED_FOLDER = "compiled"
+
+
+def compiled_cache(export_folder: str) -> Optional[str]:
+    """The directory of OpenVINO's compiled blobs of one export (its ``CACHE_DIR``, which names each
+    blob by a hash of the model, the device and the compile settings, and compiles again where a
+    blob does not load); ``None`` where it cannot be made (then each load compiles)."""
+    folder = os.path.join(export_folder, COMPILED_FOLDER)
+    if os.path.islink(folder):  # blobs are written only inside the export
+        return None
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError:
+        return None
+    return folder
+
+
+def _warm(compiled, input_names: Sequence[str]) -> None:
+    """One inference of a one-row batch on this thread: OpenVINO's and pybind11's one-time set-up
+    of a compiled model's first call happens here, not in two stream threads at once."""
+    feed = {name: np.zeros((1, 4), dtype=np.int64) for name in input_names}
+    feed["attention_mask"] = np.ones((1, 4), dtype=np.int64)
+    compiled.create_infer_request().infer(feed)
 
 
 def check_export(folder: str, expected: dict) -> None:
@@ -430,7 +536,10 @@ def check_export(folder: str, expected: dict) -> None:
 
 
 def _files_hash(folder: str) -> str:
-    return provenance.tree_hash(folder, skip=lambda relative: relative == provenance.PROVENANCE_FILE)
+    """The hash of an export's files: its record and OpenVINO's compiled blobs (made after it, and
+    checked by OpenVINO itself) left out."""
+    return provenance.tree_hash(folder, skip=lambda relative: relative == provenance.PROVENANCE_FILE
+                                or relative.split("/")[0] == COMPILED_FOLDER)
 
 
 def _first_line(error: Exception) -> str:

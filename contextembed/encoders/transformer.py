@@ -75,6 +75,8 @@ _OFFSET_POSITION_TYPES = {
 _DIRECT = {"first": ("starts",), "last": ("ends",), "first_last": ("starts", "ends")}
 #: default padded pieces per forward pass: big passes feed a GPU; on a CPU they run slower per piece
 GPU_BATCH_TOKENS = 8192
+#: version of the measurement ``backend="auto"`` makes (a record of another is measured again)
+BACKEND_METHOD = 1
 CPU_BATCH_TOKENS = 1024
 
 
@@ -211,6 +213,7 @@ class TransformerEncoder(Encoder):
         self._max_length = _max_positions(model, tokenizer)
         self._n_layers, self._width = self._probe_shape(model)
         self._engine: Optional[engine.OpenVinoForward] = None
+        self._model_fingerprint: Optional[str] = None
         self._calibration = calibration
         self._pad_multiple_asked = pad_multiple
         if backend == "auto" and not engine.available(self.device):
@@ -282,46 +285,84 @@ class TransformerEncoder(Encoder):
 
     def _engine_forward(self, model, precision: str) -> "engine.OpenVinoForward":
         """The engine for ``model`` in ``precision`` (``"auto"``: :func:`engine.auto_precision`)."""
-        names = ("input_ids", "attention_mask") + (("token_type_ids",) if self._takes_types else ())
+        names = self._input_names()
         if precision != "auto":
             engine.check_engine_precision(precision, self.device)
         # the calibration text is read only where int8 may run
         sentences = engine.calibration_sentences(self._calibration) if precision in ("int8", "auto") else []
         streams_, threads = streams.cpu_streams()
+        calibration_hash = engine.sentences_hash(sentences)
 
         def make(name: str) -> engine.OpenVinoForward:
             return engine.OpenVinoForward(
                 model, precision=name, n_layers=self._n_layers, input_names=names,
                 calibration_batches=lambda: self._calibration_batches(sentences),
-                calibration_hash=engine.sentences_hash(sentences), streams=streams_, threads=threads)
+                calibration_hash=calibration_hash, streams=streams_, threads=threads,
+                fingerprint=self._fingerprint(model))
 
         if precision != "auto":
             return make(precision)
-        return engine.auto_precision(make, self._probe_inputs(sentences, names), self._n_layers)
+        key = engine.record_key(self._fingerprint(model), self._n_layers, names, calibration_hash)
+        return engine.auto_precision(make, self._probe_inputs(sentences, names), self._n_layers, key)
+
+    def _input_names(self) -> tuple[str, ...]:
+        return ("input_ids", "attention_mask") + (("token_type_ids",) if self._takes_types else ())
+
+    def _fingerprint(self, model) -> str:
+        """:func:`engine.model_fingerprint` of the fp32 ``model``, computed once."""
+        if getattr(self, "_model_fingerprint", None) is None:
+            self._model_fingerprint = engine.model_fingerprint(model)
+        return self._model_fingerprint
 
     def _choose_backend(self, model, precision: str) -> None:
         """``backend="auto"``: the faster of torch and the engine on a probe batch, each in the precision
-        ``precision`` gives it (the engine only where it runs that precision)."""
-        torch_model = copy.deepcopy(model)
-        self._use_torch(torch_model, precision)
-        if self.precision not in engine.ENGINE_PRECISIONS and precision != "auto":
+        ``precision`` gives it (the engine only where it runs that precision), measured once per
+        machine and model and remembered (:mod:`contextembed.tuning`)."""
+        from .. import tuning
+
+        torch_precision = resolve_precision(precision, self.device, int8_allowed=True)
+        if torch_precision not in engine.ENGINE_PRECISIONS and precision != "auto":
+            self._use_torch(model, precision)
             logger.info("backend='auto' chose torch: the engine does not run precision=%r", self.precision)
             return
-        try:
-            forward, speedup = self._engine_speedup(model, precision)
-        except EngineError as error:  # a model the engine cannot export (or quantize): torch, which runs it
-            logger.warning("backend='auto' chose torch: %s", error)
-            return
-        if speedup >= engine.ENGINE_MIN_SPEEDUP:
-            self._use_engine(model, forward)
-        logger.info("backend='auto' chose %s (openvino %s ran %.2fx the speed of torch%s on a probe batch per stream)",
-                    self.backend, forward.precision, speedup, " in " + self.precision if self.backend == "torch"
-                    else "")
+        measured: dict = {}
+
+        def measure() -> dict:
+            self._use_torch(copy.deepcopy(model), precision)
+            measured["torch"] = True
+            try:
+                forward, speedup = self._engine_speedup(model, precision)
+            except EngineError as error:  # a model the engine cannot export (or quantize): torch, which runs it
+                logger.warning("backend='auto' chose torch: %s", error)
+                return {"backend": "torch", "speedup": None}
+            measured["forward"] = forward
+            return {"backend": "openvino" if speedup >= engine.ENGINE_MIN_SPEEDUP else "torch", "speedup": speedup,
+                    "engine_precision": forward.precision}
+
+        def check(result: dict) -> None:
+            tuning.check_choice(result.get("backend"), ("torch", "openvino"), "backend")
+            if result.get("speedup") is not None:
+                tuning.check_speedup(result["speedup"], "speedup")
+
+        names = self._input_names()
+        sentences = engine.calibration_sentences(self._calibration) if precision in ("int8", "auto") else []
+        key = {**engine.record_key(self._fingerprint(model), self._n_layers, names, engine.sentences_hash(sentences)),
+               "method": BACKEND_METHOD, "precision": precision, "torch_precision": torch_precision}
+        result = tuning.remembered("transformer backend", key, measure, check,
+                                   what="backend='auto' is exporting the model and timing torch against openvino")
+        if result["backend"] == "openvino":
+            self._use_engine(model, measured.get("forward") or self._engine_forward(model, precision))
+        elif not measured:  # the choice was read from its record
+            self._use_torch(model, precision)
+        speedup = result.get("speedup")
+        logger.info("backend='auto' chose %s%s", self.backend, "" if speedup is None else
+                    f" (openvino {result.get('engine_precision')} ran {speedup:.2f}x the speed of torch on a probe "
+                    "batch per stream)")
 
     def _engine_speedup(self, model, precision: str) -> tuple["engine.OpenVinoForward", float]:
         """The engine for ``model`` in ``precision`` and its speed over the torch path (``self``) on a
         probe batch; :class:`~contextembed.errors.EngineError` where the engine cannot run the model."""
-        names = ("input_ids", "attention_mask") + (("token_type_ids",) if self._takes_types else ())
+        names = self._input_names()
         forward = self._engine_forward(model, precision)
         probe = self._probe_inputs(engine.calibration_sentences(self._calibration), names)
         wanted = tuple(range(self._n_layers))
@@ -353,7 +394,7 @@ class TransformerEncoder(Encoder):
     def _calibration_batches(self, sentences: Sequence[Sequence[str]], names: Optional[Sequence[str]] = None,
                              batch_size: int = 1) -> Iterator[dict[str, np.ndarray]]:
         """Padded input batches of ``sentences`` (first window of each), named as the model's inputs."""
-        names = names or (("input_ids", "attention_mask") + (("token_type_ids",) if self._takes_types else ()))
+        names = names or self._input_names()
         rows = []
         for pieces in self.pieces(list(sentences)):
             window = next(iter(plan_windows(pieces.n_pieces, self._max_length - len(self.pieces.prefix)
@@ -384,10 +425,26 @@ class TransformerEncoder(Encoder):
         except ValueError:  # no linear layer to quantize
             quantized = None
         probe_length = min(64, _max_positions(model, tokenizer))
-        if quantized is not None and int8_fidelity(model, quantized, tokenizer, probe_length) >= INT8_MIN_COSINE:
+        if quantized is not None and self._int8_fidelity(model, quantized, probe_length) >= INT8_MIN_COSINE:
             return quantized
         self.precision = auto_cpu_precision(int8_allowed=False)
         return model
+
+    def _int8_fidelity(self, model, quantized, probe_length: int) -> float:
+        """:func:`~contextembed.quantization.int8_fidelity` of ``quantized`` to ``model``, measured once
+        per machine and model and remembered (:mod:`contextembed.tuning`)."""
+        from .. import tuning
+
+        def check(result: dict) -> None:
+            cosine = result.get("cosine")
+            if isinstance(cosine, bool) or not isinstance(cosine, (int, float)) or not -1.0 <= cosine <= 1.0 + 1e-6:
+                raise ValueError(f"recorded cosine={cosine!r} is not a cosine")
+
+        key = {"method": 1, "model": self._fingerprint(model), "probe_length": probe_length}
+        result = tuning.remembered(
+            "int8 fidelity", key, lambda: {"cosine": int8_fidelity(model, quantized, self.tokenizer, probe_length)},
+            check, what="precision='auto' is checking the int8 model's features against fp32")
+        return float(result["cosine"])
 
     def _write(self, folder: str) -> None:
         """A Hugging Face model directory: fp32 safetensors weights, config and tokenizer (an int8

@@ -14,6 +14,7 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Transfo
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
+from .. import tuning
 from ..encoders.base import Encoder
 from ..encoders.identity import locate
 from ..encoders.loading import NAMED_MODELS
@@ -53,7 +54,8 @@ class LayerFeaturesBase(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         disk_cache(self.cache)  # validates the option
         self.__dict__.pop("n_mix_epochs_", None)  # set again only if this fit learns the mix
         ref = EncoderRef.fitted(self.encoder, self.device, self.precision, self.batch_tokens, self.backend)
-        self.encoder_ref_ = resolved(ref)  # backend="auto" chosen once, here
+        with tuning.announcing(self._shows_progress()):  # an untuned machine's measurements are said
+            self.encoder_ref_ = resolved(ref)  # backend="auto" chosen once, here
         self.backend_ = self.encoder_ref_.backend
         encoder = get_encoder(self.encoder_ref_)
         self.n_layers_ = encoder.n_layers

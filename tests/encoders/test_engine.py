@@ -333,8 +333,9 @@ def test_an_engine_cache_that_is_a_file_is_a_setting_error(tiny_bert_dir, tmp_pa
 
 
 @pytest.mark.parametrize("where", ["/proc", "/proc/contextembed-engines", "file/below"])
-def test_an_unwritable_engine_cache_is_a_setting_error(tiny_bert_dir, tmp_path, monkeypatch, where):
-    """/proc refuses new entries even to the superuser (who passes every permission check)."""
+def test_an_unwritable_engine_cache_is_a_setting_error(untuned, tiny_bert_dir, tmp_path, monkeypatch, where):
+    """/proc refuses new entries even to the superuser (who passes every permission check). Untuned:
+    a machine whose record chose torch never reaches the engine's cache."""
     if where == "file/below":
         (tmp_path / "file").write_text("x")
         where = str(tmp_path / "file" / "below")

@@ -1,0 +1,433 @@
+"""Measure once per machine, remember it: what ``"auto"`` measured, recorded on disk with its provenance.
+
+``precision="auto"`` and ``backend="auto"`` choose by measuring (:mod:`contextembed.devices`,
+:mod:`contextembed.encoders.engine`). Measured in every process, that cost seconds at each start and
+could choose differently from one process to the next as the machine's load changed. Here, as
+FFTW's "wisdom" does for its plans, each measurement is written to a *tuning record* and every
+later process on the same machine reuses it: the same choice everywhere, measured once.
+
+Records
+    One JSON file per measurement in :func:`tuning_root` (``CONTEXTEMBED_TUNING_DIR``, default
+    ``$XDG_CACHE_HOME/contextembed/tuning``), named by a hash of what it depends on. Its provenance
+    (:mod:`contextembed.provenance`) holds the measurement's kind and inputs (a model's fingerprint,
+    the precision asked for), the machine (:func:`machine`: CPU model, flags, the cores and threads
+    in use) and the versions of contextembed, torch and the engine. A record is used only if all of
+    those match this process and its result passes the measurement's own check (a known choice, a
+    finite speed in range); a truncated, edited, forged or foreign one is measured again, with one
+    :class:`TuningWarning` naming the file, and replaced.
+
+Concurrency
+    Measuring holds a lock file beside the record, so two processes that start untuned at once
+    measure once: the second waits for the first's record (at most :data:`LOCK_WAIT` seconds, then
+    measures alone) and adopts it. Records are written under a temporary name and renamed.
+
+Settings
+    ``CONTEXTEMBED_TUNING``: ``on`` (default: read and write records), ``refresh`` (measure again
+    and rewrite, e.g. after a hardware change the provenance cannot see), ``off`` (measure in every
+    process, write nothing). A directory that cannot be written costs the measurement, never the
+    job: one warning naming ``CONTEXTEMBED_TUNING_DIR``, and the process measures for itself.
+
+``contextembed tune MODEL`` (:func:`tune`) does all of it ahead of time, so that a container image
+or a cluster's workers are prepared once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import errno
+import hashlib
+import logging
+import os
+import sys
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterator, Mapping
+from typing import Optional
+
+from . import provenance, settings
+from ._files import atomic_file
+from .errors import ProvenanceError
+
+logger = logging.getLogger(__name__)
+
+#: environment variable naming the directory of tuning records
+TUNING_DIR_ENV = "CONTEXTEMBED_TUNING_DIR"
+#: environment variable saying whether records are used: on, refresh or off
+TUNING_ENV = "CONTEXTEMBED_TUNING"
+#: the values :data:`TUNING_ENV` takes
+TUNING_MODES = ("on", "refresh", "off")
+#: what the provenance record of a tuning record calls it
+ARTIFACT = "tuning record"
+#: seconds a process waits for another one measuring the same thing before measuring alone
+LOCK_WAIT = 300.0
+#: a step that runs longer than this many seconds is announced on stderr (when announcing)
+ANNOUNCE_AFTER = 1.0
+#: the largest record read (a real one is well under 4 KiB)
+_MAX_RECORD_BYTES = 1 << 16
+
+#: results of this process, by record file (each measured or read once per process)
+_RESULTS: dict[str, dict] = {}
+_RESULTS_LOCK = threading.Lock()
+#: warnings already given (one per record, and one for an unwritable directory)
+_WARNED: set[str] = set()
+_ANNOUNCE = contextvars.ContextVar("contextembed_announce", default=False)
+_REFRESH = contextvars.ContextVar("contextembed_refresh", default=False)
+
+
+class TuningWarning(UserWarning):
+    """A tuning record was not used (damaged, stale, forged or from another machine), or records
+    cannot be written: the measurement is made again."""
+
+
+# -- where and whether --------------------------------------------------------------------------
+
+
+def tuning_root() -> str:
+    """Where records live: ``CONTEXTEMBED_TUNING_DIR``, else ``$XDG_CACHE_HOME/contextembed/tuning``
+    (``~/.cache/contextembed/tuning``)."""
+    configured = settings.raw(TUNING_DIR_ENV)
+    if configured is not None:
+        return os.path.abspath(os.path.expanduser(configured))
+    base = settings.raw("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "contextembed", "tuning")
+
+
+def mode() -> str:
+    """``CONTEXTEMBED_TUNING`` (:data:`TUNING_MODES`); ``"on"`` when unset; ``"refresh"`` inside
+    :func:`tune` with ``refresh=True``.
+
+    Raises
+    ------
+    SettingError
+        For any other value, naming the variable.
+    """
+    configured = settings.choice(TUNING_ENV, TUNING_MODES) or "on"
+    return "refresh" if _REFRESH.get() and configured == "on" else configured
+
+
+def tune(spec, *, device: str = "auto", precision: str = "auto", backend: str = "auto", refresh: bool = False) -> dict:
+    """Measure for ``spec`` what ``"auto"`` chooses on this machine and record it (what
+    ``contextembed tune`` runs): this CPU's precisions, and for a transformer with ``backend="auto"``
+    torch against the OpenVINO engine, whose export and compiled model are cached too. Later
+    processes on this machine read the records instead of measuring.
+
+    Parameters
+    ----------
+    spec : str
+        The model, as for :func:`contextembed.load_encoder`.
+    device, precision, backend : str
+        As for :func:`contextembed.load_encoder`; tuning measures where they say ``"auto"``.
+    refresh : bool
+        Measure again and rewrite the records even where they match.
+
+    Returns
+    -------
+    dict
+        ``model``; ``chosen``: the backend and precision of each load (``"backend=torch"`` and
+        ``"backend=<backend>"``); ``records``: each record's file name and result (the measured speedups over
+        fp32 or torch, the choices); ``seconds``; ``tuning_dir``.
+    """
+    from .encoders import load_encoder
+
+    start = time.perf_counter()
+    forget()
+    token = _REFRESH.set(bool(refresh))
+    try:
+        chosen = {}
+        for asked in ["torch"] + ([backend] if backend != "torch" else []):
+            encoder = load_encoder(spec, device=device, precision=precision, backend=asked)
+            chosen[f"backend={asked}"] = {"backend": encoder.backend, "precision": getattr(encoder, "precision", None)}
+            del encoder
+    finally:
+        _REFRESH.reset(token)
+    with _RESULTS_LOCK:
+        records = {os.path.basename(path): result for path, result in sorted(_RESULTS.items())}
+    return {"model": str(spec), "chosen": chosen, "records": records, "tuning_dir": tuning_root(),
+            "seconds": round(time.perf_counter() - start, 1)}
+
+
+# -- what a record depends on ---------------------------------------------------------------------
+
+
+def machine() -> dict:
+    """What a measurement on this machine depends on: the CPU's model and flags, torch's CPU
+    capability, the cores this process may use and torch's threads (a record made with other
+    threads or on another CPU is not this machine's)."""
+    import torch
+
+    from .streams import cpu_streams
+
+    model, flags = _cpu_description()
+    streams_, threads = cpu_streams()
+    return {
+        "cpu": model,
+        "cpu_flags": hashlib.blake2b(" ".join(sorted(flags)).encode(), digest_size=8).hexdigest(),
+        "capability": _capability(),
+        "cores": settings.usable_cores(),
+        "threads": torch.get_num_threads(),
+        "streams": [streams_, threads],
+        "cuda": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+        if torch.cuda.is_available() else [],
+        "torch": torch.__version__,
+    }
+
+
+def cpu_flags() -> frozenset[str]:
+    """The CPU's feature flags (``/proc/cpuinfo``; empty where it cannot be read)."""
+    return frozenset(_cpu_description()[1])
+
+
+def _cpu_description() -> tuple[str, tuple[str, ...]]:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
+            text = handle.read()
+    except OSError:
+        import platform
+
+        return platform.processor() or platform.machine(), ()
+    model, flags = "", ()
+    for line in text.splitlines():
+        name, _, value = line.partition(":")
+        name = name.strip()
+        if name == "model name" and not model:
+            model = value.strip()
+        elif name in ("flags", "Features") and not flags:
+            flags = tuple(value.split())
+    return model, flags
+
+
+def _capability() -> str:
+    import torch
+
+    try:
+        return torch.backends.cpu.get_cpu_capability()
+    except AttributeError:  # older torch
+        return ""
+
+
+# -- reading, measuring, writing ------------------------------------------------------------------
+
+
+def remembered(kind: str, key: Mapping, measure: Callable[[], dict], check: Callable[[dict], None], *,
+               what: str) -> dict:
+    """The result of the measurement ``kind`` for ``key`` on this machine: read from its record, or
+    measured now by ``measure()`` and recorded.
+
+    Parameters
+    ----------
+    kind : str
+        Names the measurement (``"cpu precision"``, ``"transformer backend"``).
+    key : mapping
+        Everything besides the machine that the result depends on (JSON values): a model's
+        fingerprint, the precision asked for, library versions.
+    measure : callable
+        Measures; returns the result, a JSON object.
+    check : callable
+        Raises ``ValueError`` if a result is not one ``measure`` could have returned (a choice it
+        does not make, a speed out of range): what protects a process from an edited record.
+    what : str
+        The measurement in words, for the line on stderr and the log.
+    """
+    expected = provenance.record(ARTIFACT, kind=kind, machine=machine(), **key)
+    path = os.path.join(tuning_root(), f"{_slug(kind)}-{_key_hash(expected)}.json")
+    with _RESULTS_LOCK:
+        known = _RESULTS.get(path)
+    if known is not None:
+        return known
+    current = mode()
+    result = _read(path, expected, check) if current == "on" else None
+    if result is None:
+        with _measuring_lock(path, current) as writable:
+            # another process may have measured while this one waited for the lock
+            result = _read(path, expected, check, quiet=True) if current == "on" and writable else None
+            if result is None:
+                result = _measure(measure, check, what, path if writable else "")
+                if writable:
+                    _write(path, expected, result)
+    with _RESULTS_LOCK:
+        return _RESULTS.setdefault(path, result)
+
+
+def forget() -> None:
+    """Drop what this process read or measured (the records on disk stay): the next use reads them again."""
+    with _RESULTS_LOCK:
+        _RESULTS.clear()
+    _WARNED.clear()
+
+
+def _read(path: str, expected: dict, check: Callable[[dict], None], quiet: bool = False) -> Optional[dict]:
+    """The result recorded at ``path`` if its record matches ``expected`` and passes ``check``;
+    ``None`` (with one :class:`TuningWarning`, unless ``quiet``) otherwise or if there is none."""
+    try:
+        if not os.path.lexists(path):
+            return None
+        if os.path.islink(path) or not os.path.isfile(path):
+            raise ProvenanceError(f"{path} is not a regular file", artifact=path, field=None)
+        with open(path, "rb") as handle:
+            data = handle.read(_MAX_RECORD_BYTES + 1)
+        if len(data) > _MAX_RECORD_BYTES:
+            raise ProvenanceError(f"{path} is larger than {_MAX_RECORD_BYTES} bytes", artifact=path, field=None)
+        found = provenance.loads(data, artifact=f"tuning record {path}")
+        result = found.pop("result", None)
+        provenance.check(found, expected, artifact=f"tuning record {path}", fix="it is measured again")
+        if not isinstance(result, dict):
+            raise ValueError(f"tuning record {path} holds no result object")
+        check(result)
+    except OSError as error:
+        _warn_once(path, f"tuning record {path} cannot be read ({error.strerror or error}); measuring again")
+        return None
+    except (ProvenanceError, ValueError, TypeError) as error:
+        if not quiet:
+            _warn_once(path, f"{error}" if "measured again" in str(error) else f"{error}; it is measured again")
+        return None
+    logger.debug("tuning record %s used: %s", path, result)
+    return result
+
+
+def _measure(measure: Callable[[], dict], check: Callable[[dict], None], what: str, path: str) -> dict:
+    with announce(what, remembered_in=path):
+        result = measure()
+    check(result)
+    return result
+
+
+def _write(path: str, expected: dict, result: dict) -> None:
+    """Record ``result`` at ``path`` (atomically); a failure is one warning, never the job's end."""
+    try:
+        with atomic_file(path, what="tuning record") as temporary, open(temporary, "wb") as handle:
+            handle.write(provenance.dumps({**expected, "result": result}) + b"\n")
+    except OSError as error:
+        _warn_unwritable(error)
+
+
+@contextlib.contextmanager
+def _measuring_lock(path: str, current: str) -> Iterator[bool]:
+    """Hold the lock file of ``path`` while measuring (waiting for another holder at most
+    :data:`LOCK_WAIT` seconds); yields whether the record can be written (the directory is usable
+    and tuning is not ``off``)."""
+    if current == "off":
+        yield False
+        return
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        handle = open(path + ".lock", "a+b")
+    except OSError as error:
+        _warn_unwritable(error)
+        yield False
+        return
+    try:
+        _lock(handle, path)
+        yield True
+    finally:
+        handle.close()  # releases the lock
+
+
+def _lock(handle, path: str) -> None:
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: measure without waiting for others
+        return
+    deadline = time.monotonic() + LOCK_WAIT
+    while True:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except OSError as error:
+            if error.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                return  # a file system without locks: measure alone
+        if time.monotonic() > deadline:
+            _warn_once(path + ".lock", f"another process has measured for {path} for over {LOCK_WAIT:.0f} s; "
+                                       "measuring in this one too")
+            return
+        time.sleep(0.1)
+
+
+def _warn_once(key: str, message: str) -> None:
+    if key not in _WARNED:
+        _WARNED.add(key)
+        warnings.warn(message, TuningWarning, stacklevel=4)
+
+
+def _warn_unwritable(error: OSError) -> None:
+    root = tuning_root()
+    where = (f"{TUNING_DIR_ENV}={settings.raw(TUNING_DIR_ENV)!r}" if settings.raw(TUNING_DIR_ENV) is not None
+             else f"the tuning directory {root} ({TUNING_DIR_ENV} unset)")
+    _warn_once("unwritable", f"{where}: cannot record measurements there ({error.strerror or error}), so each "
+                             f"process measures again; set {TUNING_DIR_ENV} to a directory you can write, or "
+                             f"{TUNING_ENV}=off to measure without recording")
+
+
+def _slug(kind: str) -> str:
+    return "".join(c if c.isascii() and c.isalnum() else "-" for c in kind)
+
+
+def _key_hash(expected: Mapping) -> str:
+    key = {k: v for k, v in expected.items() if k != "contextembed"}
+    return hashlib.blake2b(provenance.dumps(key), digest_size=12).hexdigest()
+
+
+# -- saying what costs time ----------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def announcing(enabled: bool = True) -> Iterator[None]:
+    """Within the block, steps that take over :data:`ANNOUNCE_AFTER` seconds (a measurement, an
+    engine export, a calibration) print a line on stderr when they start and when they end; the
+    CLI and estimators with ``show_progress=True`` announce."""
+    token = _ANNOUNCE.set(bool(enabled))
+    try:
+        yield
+    finally:
+        _ANNOUNCE.reset(token)
+
+
+@contextlib.contextmanager
+def announce(what: str, remembered_in: str = "") -> Iterator[None]:
+    """Log ``what`` (at INFO) and, when :func:`announcing` and the block outlasts
+    :data:`ANNOUNCE_AFTER` seconds, say on stderr that it runs and, at its end, how long it took."""
+    start = time.perf_counter()
+    where = f" (remembered in {remembered_in})" if remembered_in else ""
+    shown = threading.Event()
+
+    def show() -> None:
+        shown.set()
+        print(f"contextembed: {what}, once for this machine{where}...", file=sys.stderr, flush=True)
+
+    timer = threading.Timer(ANNOUNCE_AFTER, show) if _ANNOUNCE.get() else None
+    if timer is not None:
+        timer.daemon = True
+        timer.start()
+    logger.info("%s%s", what, where)
+    try:
+        yield
+    finally:
+        if timer is not None:
+            timer.cancel()
+        seconds = time.perf_counter() - start
+        if shown.is_set():
+            print(f"contextembed: {what}: done in {seconds:.1f} s", file=sys.stderr, flush=True)
+        logger.info("%s: done in %.1f s", what, seconds)
+
+
+# -- checks of recorded results -------------------------------------------------------------------
+
+
+def check_speedup(value, name: str) -> float:
+    """A recorded speedup: a finite number in (0, 1000]; else ``ValueError`` naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1000:
+        raise ValueError(f"recorded {name}={value!r} is not a speedup (a number in (0, 1000])")
+    return float(value)
+
+
+def check_choice(value, choices, name: str) -> str:
+    """A recorded choice: one of ``choices``; else ``ValueError`` naming ``name``."""
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"recorded {name}={value!r} is not one of {', '.join(map(repr, choices))}")
+    return value
+
+
+__all__ = ["ANNOUNCE_AFTER", "ARTIFACT", "LOCK_WAIT", "TUNING_DIR_ENV", "TUNING_ENV", "TUNING_MODES",
+           "TuningWarning", "announce", "announcing", "check_choice", "check_speedup", "cpu_flags", "forget",
+           "machine", "mode", "remembered", "tune", "tuning_root"]
