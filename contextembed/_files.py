@@ -9,6 +9,7 @@ removed and whatever was at the target before is left exactly as it was.
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import shutil
 from collections.abc import Iterator
@@ -39,8 +40,62 @@ def check_writable(target: PathLike, overwrite: bool, *, what: str = "output", f
 
 
 def _temporary_name(target: str) -> str:
+    """``.NAME.PID-RANDOM.partial`` beside ``target``: the process id says whose it is
+    (:func:`remove_stale_partials`)."""
     directory, name = os.path.split(os.path.abspath(target))
-    return os.path.join(directory, f".{name}.{secrets.token_hex(4)}{PARTIAL_SUFFIX}")
+    return os.path.join(directory, f".{name}.{os.getpid()}-{secrets.token_hex(4)}{PARTIAL_SUFFIX}")
+
+
+_OWNER = re.compile(r"\.([0-9]+)-[0-9a-f]{8}" + re.escape(PARTIAL_SUFFIX) + r"\Z")
+
+
+def remove_stale_partials(directory: PathLike) -> list[str]:
+    """Remove the temporaries (:func:`atomic_file`, :func:`atomic_directory`) in ``directory`` whose
+    process is gone (killed before it could clean up): their process id names no running process,
+    or one that started after the temporary was last written (the id was reused). A temporary of a
+    running writer, and anything not named as a temporary, is left alone. Returns what was removed."""
+    removed = []
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return removed
+    for name in names:
+        match = _OWNER.search(name)
+        path = os.path.join(os.fspath(directory), name)
+        if match is None or not name.startswith("."):
+            continue
+        try:
+            written = os.lstat(path).st_mtime
+        except OSError:
+            continue  # removed meanwhile
+        if _running_since(int(match[1]), written):
+            continue
+        try:
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path)
+            else:
+                os.remove(path)
+            removed.append(path)
+        except OSError:
+            continue  # another process removed it first
+    return removed
+
+
+def _running_since(pid: int, written: float) -> bool:
+    """Whether process ``pid`` runs and started before ``written`` (a time stamp)."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, OSError):
+        return pid < 2**31  # another user's process: assume it is the writer
+    try:  # the process's start: its /proc entry's time stamp (Linux); elsewhere assume it is the writer
+        started = os.stat(f"/proc/{pid}").st_ctime
+    except OSError:
+        return True
+    return started <= written + 1.0
 
 
 @contextmanager
@@ -135,4 +190,4 @@ def check_apart(output: PathLike, source: PathLike, *, output_what: str = "outpu
     )
 
 
-__all__ = ["PARTIAL_SUFFIX", "atomic_directory", "atomic_file", "check_apart", "check_writable"]
+__all__ = ["PARTIAL_SUFFIX", "atomic_directory", "atomic_file", "check_apart", "check_writable", "remove_stale_partials"]

@@ -12,7 +12,7 @@ from typing import Callable, Literal, Optional, Union, get_args
 
 import torch
 
-from . import settings
+from . import settings, tuning
 from .precisions import FAMILY_PRECISIONS, PRECISION_NAMES, Precision, StaticPrecision  # noqa: F401  (re-exported)
 from .quantization import Int8Linear
 from .streams import cpu_streams, intra_op_threads
@@ -157,6 +157,7 @@ _ROUNDS, _WARMUP = 12, 4
 
 #: speedups measured in this process (or adopted from the process that dispatched its work)
 _SPEEDUPS: dict[str, float] = {}
+tuning.on_forget(lambda: _SPEEDUPS.clear())  # contextembed tune reads (or measures) them again
 
 
 class _FeedForward(torch.nn.Module):

@@ -47,7 +47,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Optional
 
 from . import provenance, settings
-from ._files import atomic_file
+from ._files import atomic_file, remove_stale_partials
 from .errors import ProvenanceError
 
 logger = logging.getLogger(__name__)
@@ -74,6 +74,7 @@ _RESULTS_LOCK = threading.Lock()
 _WARNED: set[str] = set()
 _ANNOUNCE = contextvars.ContextVar("contextembed_announce", default=False)
 _REFRESH = contextvars.ContextVar("contextembed_refresh", default=False)
+_FORGET_HOOKS: list[Callable[[], None]] = []
 
 
 class TuningWarning(UserWarning):
@@ -251,10 +252,18 @@ def remembered(kind: str, key: Mapping, measure: Callable[[], dict], check: Call
 
 
 def forget() -> None:
-    """Drop what this process read or measured (the records on disk stay): the next use reads them again."""
+    """Drop what this process read or measured (the records on disk stay), here and in the modules
+    that keep their own copy (:func:`on_forget`): the next use reads the records again."""
     with _RESULTS_LOCK:
         _RESULTS.clear()
     _WARNED.clear()
+    for hook in _FORGET_HOOKS:
+        hook()
+
+
+def on_forget(hook: Callable[[], None]) -> None:
+    """Call ``hook`` whenever :func:`forget` runs (a module dropping its copies of results)."""
+    _FORGET_HOOKS.append(hook)
 
 
 def _read(path: str, expected: dict, check: Callable[[dict], None], quiet: bool = False) -> Optional[dict]:
@@ -280,7 +289,8 @@ def _read(path: str, expected: dict, check: Callable[[dict], None], quiet: bool 
         return None
     except (ProvenanceError, ValueError, TypeError) as error:
         if not quiet:
-            _warn_once(path, f"{error}" if "measured again" in str(error) else f"{error}; it is measured again")
+            text = str(error) if path in str(error) else f"tuning record {path}: {error}"
+            _warn_once(path, text if "measured again" in text else f"{text}; it is measured again")
         return None
     logger.debug("tuning record %s used: %s", path, result)
     return result
@@ -295,6 +305,7 @@ def _measure(measure: Callable[[], dict], check: Callable[[dict], None], what: s
 
 def _write(path: str, expected: dict, result: dict) -> None:
     """Record ``result`` at ``path`` (atomically); a failure is one warning, never the job's end."""
+    remove_stale_partials(os.path.dirname(path))  # records a killed process left half-written
     try:
         with atomic_file(path, what="tuning record") as temporary, open(temporary, "wb") as handle:
             handle.write(provenance.dumps({**expected, "result": result}) + b"\n")

@@ -52,7 +52,7 @@ import numpy as np
 import torch
 
 from .. import provenance, settings
-from .._files import atomic_directory
+from .._files import atomic_directory, remove_stale_partials
 from .._signal_stack import signal_stack_kept
 from ..errors import EngineError, ProvenanceError, SettingError, missing_extra
 from ..tuning import announce
@@ -288,7 +288,8 @@ class OpenVinoForward:
         """The directory of the cached export for ``top``, exported now if it is missing, stale or damaged."""
         expected = self.expected_record(top)
         key = {k: v for k, v in expected.items() if k != "contextembed"}
-        folder = os.path.join(checked_cache_root(), hashlib.blake2b(provenance.dumps(key), digest_size=12).hexdigest())
+        root = checked_cache_root()
+        folder = os.path.join(root, hashlib.blake2b(provenance.dumps(key), digest_size=12).hexdigest())
         if os.path.lexists(folder):
             try:
                 check_export(folder, expected)
@@ -296,6 +297,8 @@ class OpenVinoForward:
                 return folder
             except ProvenanceError as error:
                 warnings.warn(f"{error}; exporting it again", EngineCacheWarning, stacklevel=4)
+        for removed in remove_stale_partials(root):  # exports a killed process left half-written
+            logger.info("removed %s, the partial export of a process that is gone", removed)
         with announce(f"exporting the model to OpenVINO (layers 0..{top}, {expected['precision']})", remembered_in=folder), \
                 atomic_directory(folder, overwrite=True, what="engine export") as temporary:
             self._export(top, temporary)
