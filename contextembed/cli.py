@@ -180,7 +180,8 @@ def add_encoder_arguments(parser: argparse.ArgumentParser) -> None:
 
     parser.add_argument("--backend", default="torch", choices=BACKEND_NAMES,
                         help="what runs a transformer's forward pass: torch (exact), openvino (CPU, the openvino "
-                        "extra) or auto (the faster, measured at load); ELMo and static vectors take torch or auto")
+                        "extra) or auto (the faster, measured once per machine and remembered: contextembed "
+                        "tune); ELMo and static vectors take torch or auto")
 
 
 def running(encoder) -> dict:

@@ -202,7 +202,7 @@ def load_encoder(
     backend : {"torch", "openvino", "auto"}
         What runs a transformer's forward pass (:mod:`contextembed.backends`): its own PyTorch
         forward (default), OpenVINO's fused CPU kernels on a cached export (the ``openvino``
-        extra), or the faster of the two as measured at load. ELMo and static vectors have one
+        extra), or the faster of the two as measured once per machine and remembered. ELMo and static vectors have one
         path and take ``"torch"`` or ``"auto"``.
     **options
         Passed to the encoder class (e.g. ``window``, ``stride``, ``batch_tokens``, ``oov``).

@@ -138,7 +138,8 @@ class TransformerEncoder(Encoder):
     precision : {"auto", "fp32", "bf16", "fp16", "int8"}
         Compute precision; outputs are always float32. ``"int8"``: int8 linear layers with a
         scale per token (CPU only, :mod:`contextembed.quantization`). ``"auto"``: bf16 on CUDA; on
-        a CPU the fastest of fp32, bf16 and int8 as measured once per process (bf16 only on CPUs
+        a CPU the fastest of fp32, bf16 and int8 as measured once per machine and remembered
+        (:mod:`contextembed.tuning`; bf16 only on CPUs
         with native bf16 units and 1.25x faster than fp32, int8 only 1.15x faster than both:
         :func:`contextembed.devices.auto_cpu_precision`), int8 only if the quantized model keeps
         a mean cosine of at least 0.99 to fp32 on every hidden state of a few probe sentences.
@@ -167,7 +168,7 @@ class TransformerEncoder(Encoder):
         most 3.8e-6 (fp32) and 0 (int8) on MiniLM.
     backend : {"torch", "openvino", "auto"}
         What runs the forward pass (:mod:`contextembed.backends`); ``"auto"`` measures both on a probe
-        batch at load, and keeps torch (logged to ``contextembed``) where the engine is not installed,
+        batch once per machine and model (remembered: :mod:`contextembed.tuning`), and keeps torch (logged to ``contextembed``) where the engine is not installed,
         not on a CPU, or cannot export the model.
     calibration : list of list of str, optional
         Sentences that calibrate the engine's static int8 (default: a bundled sample). Only with

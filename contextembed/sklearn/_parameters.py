@@ -43,7 +43,8 @@ precision : {"auto", "fp32", "bf16", "fp16"}
 backend : {"torch", "openvino", "auto"}
     What runs a transformer's forward pass (:mod:`contextembed.backends`): its own PyTorch
     forward (the exact path), OpenVINO on a cached export (the ``openvino`` extra), or the faster
-    of the two as measured in ``fit``. ``"auto"`` is resolved once, in ``fit`` (``backend_``), and
+    of the two as measured once per machine and model (remembered: :mod:`contextembed.tuning`).
+    ``"auto"`` is resolved once, in ``fit`` (``backend_``), and
     every encoding after it (joblib workers included) runs that path; the encoding cache keeps
     each backend's features apart. ELMo and static vectors take ``"torch"`` or ``"auto"``.
 batch_tokens : int, optional
