@@ -352,13 +352,28 @@ class TransformerEncoder(Encoder):
         result = tuning.remembered("transformer backend", key, measure, check,
                                    what="backend='auto' is exporting the model and timing torch against openvino")
         if result["backend"] == "openvino":
-            self._use_engine(model, measured.get("forward") or self._engine_forward(model, precision))
+            forward = measured.get("forward") or self._recorded_engine(model, precision)
+            if forward is not None:
+                self._use_engine(model, forward)
+            else:
+                self._use_torch(model, precision)
         elif not measured:  # the choice was read from its record
             self._use_torch(model, precision)
         speedup = result.get("speedup")
         logger.info("backend='auto' chose %s%s", self.backend, "" if speedup is None else
                     f" (openvino {result.get('engine_precision')} ran {speedup:.2f}x the speed of torch on a probe "
                     "batch per stream)")
+
+    def _recorded_engine(self, model, precision: str) -> Optional["engine.OpenVinoForward"]:
+        """The engine a tuning record chose, exported (or read from the cache) and compiled now, as it
+        was when it was measured; ``None`` (torch, with a warning) where it cannot run here now."""
+        try:
+            forward = self._engine_forward(model, precision)
+            forward.compiled(self._n_layers - 1)
+        except EngineError as error:
+            logger.warning("backend='auto' chose torch: the engine its tuning record chose cannot run now (%s)", error)
+            return None
+        return forward
 
     def _engine_speedup(self, model, precision: str) -> tuple["engine.OpenVinoForward", float]:
         """The engine for ``model`` in ``precision`` and its speed over the torch path (``self``) on a
