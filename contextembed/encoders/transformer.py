@@ -359,7 +359,7 @@ class TransformerEncoder(Encoder):
                 self._use_torch(model, precision)
         elif not measured:  # the choice was read from its record
             self._use_torch(model, precision)
-        speedup = result.get("speedup")
+        speedup = result.get("speedup") if self.backend == result["backend"] else None
         logger.info("backend='auto' chose %s%s", self.backend, "" if speedup is None else
                     f" (openvino {result.get('engine_precision')} ran {speedup:.2f}x the speed of torch on a probe "
                     "batch per stream)")
@@ -371,7 +371,7 @@ class TransformerEncoder(Encoder):
             forward = self._engine_forward(model, precision)
             forward.compiled(self._n_layers - 1)
         except EngineError as error:
-            logger.warning("backend='auto' chose torch: the engine its tuning record chose cannot run now (%s)", error)
+            logger.warning("backend='auto' chose torch: %s (the engine its tuning record chose cannot run now)", error)
             return None
         return forward
 
