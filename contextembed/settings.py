@@ -18,7 +18,7 @@ variable                               accepted                                 
                                        :mod:`contextembed.sklearn`
 ``CONTEXTEMBED_AUTO_CPU_PRECISION``    ``bf16``, ``fp32`` or ``int8``: what         measured on this CPU
                                        ``precision="auto"`` runs on a CPU
-                                       (:func:`contextembed.devices.auto_cpu_precision`)
+                                       (:mod:`contextembed.devices`)
 ``CONTEXTEMBED_RAY_LOGS``              ``show`` or ``hide``: whether Ray's own log  ``hide``
                                        lines reach the terminal while contextembed
                                        runs Ray (:mod:`contextembed.engines.ray`)
