@@ -118,7 +118,7 @@ READERS_DATA = {
                  "corpus": ["an unexpected delight", "nothing works here", ""] * 4},
 }
 #: documents whose examples load the bundled models (installed with the models extra)
-NEEDS_MODELS = {"README.md", "usage.md", "sklearn.md", "spacy.md", "scale.md"}
+NEEDS_MODELS = {"README.md", "usage.md", "choosing.md", "sklearn.md", "spacy.md", "scale.md"}
 #: documents whose examples start local clusters (loopback traffic, and the extras)
 NEEDS_CLUSTERS = {"scale.md": ("ray", "dask.distributed", "dask_ml")}
 #: documents whose examples need an optional extra (CI installs it: .ci/run)

@@ -189,6 +189,20 @@ def test_every_listed_name_has_its_page_with_every_parameter(site):
     assert problems == []
 
 
+def test_every_precision_and_backend_parameter_points_to_the_guide():
+    unlinked = []
+    for qualified in listed_names():
+        obj = resolve(qualified)
+        if not (inspect.isclass(obj) or inspect.isfunction(obj)):
+            continue
+        doc = ClassDoc(obj, config={"show_class_members": False}) if inspect.isclass(obj) else FunctionDoc(obj)
+        for parameter in doc["Parameters"]:
+            names = {name.strip() for name in parameter.name.split(",")}
+            if names & {"precision", "backend"} and "docs/choosing.md" not in " ".join(parameter.desc):
+                unlinked.append(f"{qualified}: {parameter.name}")
+    assert unlinked == [], "these precision/backend parameters do not name docs/choosing.md"
+
+
 def test_every_command_and_option_is_on_the_cli_page(site):
     from contextembed.cli import build_parser
 

@@ -15,6 +15,8 @@ section.
 from __future__ import annotations
 
 import inspect
+import re
+from pathlib import Path
 
 from docutils import nodes
 from docutils.statemachine import StringList
@@ -143,7 +145,19 @@ class SpacyRegistry(_Generated):
         return out
 
 
+_DOCS_PAGE = re.compile(r"``docs/(?P<page>\w+)\.md``")
+
+
+def link_docs_pages(app, what, name, obj, options, lines: list[str]) -> None:
+    """Docstrings name a guide as ``docs/choosing.md`` (readable in the source and in ``help()``);
+    on the site that becomes a link to the page."""
+    pages = {path.stem for path in Path(app.srcdir).glob("*.md")}
+    for index, line in enumerate(lines):
+        lines[index] = _DOCS_PAGE.sub(lambda m: f":doc:`/{m['page']}`" if m["page"] in pages else m[0], line)
+
+
 def setup(app):
     app.add_directive("contextembed-spacy-factory", SpacyFactory)
     app.add_directive("contextembed-spacy-registry", SpacyRegistry)
+    app.connect("autodoc-process-docstring", link_docs_pages)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
