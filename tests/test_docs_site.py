@@ -225,6 +225,19 @@ def test_every_registered_spacy_function_has_its_config_block(site):
         assert f'@{registry} = "{name}"' in text, f"no config block of {name} on spacy_registry.html"
 
 
+#: entry points whose reference page must show an executed example from the guides
+WITH_EXAMPLES = ("contextembed.load_encoder", "contextembed.distill", "contextembed.extraction.FeatureExtractor",
+                 "contextembed.sklearn.TextEmbedder", "contextembed.sklearn.TokenEmbedder",
+                 "contextembed.sklearn.SequenceTagger", "contextembed.io.read_sentences")
+
+
+def test_entry_points_show_an_example_that_runs(site):
+    for qualified in WITH_EXAMPLES:
+        text = page_text(site / f"api/generated/{qualified}.html")
+        assert "where this block runs in the test suite" in text, f"{qualified}: no example on its page"
+        assert re.search(rf"(?<![\w.]){qualified.rpartition('.')[2]}\(", text.split("where this block runs")[1]), qualified
+
+
 def test_every_guide_is_a_page(site):
     for page in sorted(DOCS.glob("*.md")):
         assert (site / f"{page.stem}.html").is_file(), f"{page.name} is not on the site"

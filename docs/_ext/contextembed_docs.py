@@ -6,6 +6,10 @@
 ``contextembed-spacy-registry``
     one section per builder that contextembed registers with spaCy (``@misc``, ``@architectures``,
     ``@layers``): its config block, generated from the function's signature, then its docstring.
+``contextembed-examples NAME``
+    on each API page: the first code block of the guides (``docs/*.md``) that uses the name, and
+    the other guides that do. Those blocks run in the test suite (``tests/test_docs.py``), so the
+    example on a reference page is one that is known to run.
 
 Both read what spaCy's registry and the component hold at build time, so the page cannot drift
 from the code; tests/test_docs_site.py checks that every entry point of ``pyproject.toml`` has its
@@ -145,6 +149,42 @@ class SpacyRegistry(_Generated):
         return out
 
 
+#: a fenced code block of a Markdown page (the pattern tests/test_docs.py runs them by)
+_FENCE = re.compile(r"```(?P<language>\w*)\n(?P<body>(?:(?!```).)*)```", re.DOTALL)
+
+
+def guide_blocks(srcdir: str) -> list[tuple[str, str, str]]:
+    """``(page, language, code)`` of every python and bash block of the guides, in page order."""
+    blocks = []
+    for page in sorted(Path(srcdir).glob("*.md")):
+        text = page.read_text(encoding="utf-8")
+        blocks += [(page.stem, m["language"], m["body"]) for m in _FENCE.finditer(text) if m["language"] in ("python", "bash")]
+    return blocks
+
+
+class Examples(SphinxDirective):
+    """The first guide block that calls (or else names) the object, and the other guides using it."""
+
+    required_arguments = 1
+
+    def run(self) -> list[nodes.Node]:
+        short = self.arguments[0].rsplit(".", 1)[-1]
+        named = re.compile(rf"(?<![\w.]){re.escape(short)}(?!\w)")
+        called = re.compile(rf"(?<![\w.]){re.escape(short)}\(")
+        uses = [block for block in guide_blocks(self.env.srcdir) if named.search(block[2])]
+        if not uses:
+            return []
+        page, language, code = next((b for b in uses if called.search(b[2])), uses[0])
+        others = sorted({p for p, _, _ in uses} - {page})
+        lines = [".. rubric:: Example", "", f"From :doc:`/{page}`, where this block runs in the test suite:", "",
+                 f".. code-block:: {language}", "", *("   " + line if line else "" for line in code.splitlines()), ""]
+        if others:
+            lines += ["Also used in: " + ", ".join(f":doc:`/{p}`" for p in others) + ".", ""]
+        container = nodes.container()
+        nested_parse_with_titles(self.state, StringList(lines, source="<contextembed_docs>"), container)
+        return container.children
+
+
 _DOCS_PAGE = re.compile(r"``docs/(?P<page>\w+)\.md``")
 
 
@@ -159,5 +199,6 @@ def link_docs_pages(app, what, name, obj, options, lines: list[str]) -> None:
 def setup(app):
     app.add_directive("contextembed-spacy-factory", SpacyFactory)
     app.add_directive("contextembed-spacy-registry", SpacyRegistry)
+    app.add_directive("contextembed-examples", Examples)
     app.connect("autodoc-process-docstring", link_docs_pages)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
