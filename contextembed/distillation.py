@@ -115,6 +115,7 @@ def distill(
         What runs a teacher given as a spec (:func:`contextembed.load_encoder`; ``None``: torch). A
         loaded teacher runs on its own backend: passing one with it is an error.
         ``distillation.json`` records the backend and precision the teacher ran.
+        Which to choose for a task and a machine: ``docs/choosing.md``.
 
     Raises
     ------

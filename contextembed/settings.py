@@ -18,12 +18,13 @@ variable                               accepted                                 
                                        :mod:`contextembed.sklearn`
 ``CONTEXTEMBED_AUTO_CPU_PRECISION``    ``bf16``, ``fp32`` or ``int8``: what         measured on this CPU
                                        ``precision="auto"`` runs on a CPU
-                                       (:func:`contextembed.devices.auto_cpu_precision`)
+                                       (:mod:`contextembed.devices`)
 ``CONTEXTEMBED_TUNING``                ``on``, ``refresh`` or ``off``: whether      ``on``
                                        what ``auto`` measures is read from and
                                        written to tuning records
                                        (:mod:`contextembed.tuning`)
-``CONTEXTEMBED_TUNING_DIR``            a directory: where tuning records live       ``~/.cache/contextembed/tuning``
+``CONTEXTEMBED_TUNING_DIR``            a directory: where tuning records live       the user's cache:
+                                                                                    ``~/.cache/...``
 ``CONTEXTEMBED_RAY_LOGS``              ``show`` or ``hide``: whether Ray's own log  ``hide``
                                        lines reach the terminal while contextembed
                                        runs Ray (:mod:`contextembed.engines.ray`)

@@ -11,6 +11,7 @@ minute on a laptop CPU; ``--full`` uses all of CoNLL-2003 train -> dev. The data
 ``dev.txt`` in CoNLL-2003 format) is read from ``--data DIR`` (default ``../shared/data/conll2003``
 beside the repository); without it the script says so on stderr and falls back to a tiny built-in
 sample (8 sentences), whose scores mean nothing.
+Where to get CoNLL-2003 (never downloaded here): ``docs/data.md``.
 
     python examples/feature_based_ner.py [--data DIR] [--full] [--encoder minilm-l6] [--plot weights.png]
 """

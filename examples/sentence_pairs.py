@@ -12,6 +12,7 @@ logistic regression:
 The data is read from ``--data DIR`` (``train.txt`` and ``dev.txt``; default
 ``../shared/data/conll2003`` beside the repository); without it the script says so on stderr and
 falls back to a tiny built-in sample whose scores mean nothing.
+Where to get CoNLL-2003 (never downloaded here): ``docs/data.md``.
 
     python examples/sentence_pairs.py [--data DIR] [--train-pairs 2000] [--test-pairs 1000] [--encoder minilm-l6]
 """

@@ -8,6 +8,7 @@ well under a minute on a laptop CPU; ``--full`` trains on 3,000 sentences and te
 data (``label<TAB>sentence`` lines) is read from ``--data FILE`` (default
 ``../shared/data/sst2/train.tsv`` beside the repository); without it the script says so on stderr
 and falls back to a tiny built-in sample (16 sentences), whose scores mean nothing.
+Where to get SST-2 (never downloaded here): ``docs/data.md``.
 
     python examples/sklearn_text_classification.py [--data FILE] [--full] [--encoder minilm-l6]
 """

@@ -109,7 +109,7 @@ def _prepare_speed(folder: Path, models: dict) -> None:
     shutil.copy(ROOT / "examples" / "data" / "sample.txt", folder / "corpus.txt")
 
 
-PREPARE = {"README.md": _prepare_readme, "elmo.md": _prepare_elmo, "pretraining.md": _prepare_pretraining,
+PREPARE = {"README.md": _prepare_readme, "usage.md": _prepare_readme, "elmo.md": _prepare_elmo, "pretraining.md": _prepare_pretraining,
            "scale.md": _prepare_scale, "speed.md": _prepare_speed}
 #: the names a document treats as the reader's own data
 READERS_DATA = {
@@ -118,7 +118,7 @@ READERS_DATA = {
                  "corpus": ["an unexpected delight", "nothing works here", ""] * 4},
 }
 #: documents whose examples load the bundled models (installed with the models extra)
-NEEDS_MODELS = {"README.md", "sklearn.md", "spacy.md", "scale.md"}
+NEEDS_MODELS = {"README.md", "usage.md", "choosing.md", "sklearn.md", "spacy.md", "scale.md"}
 #: documents whose examples start local clusters (loopback traffic, and the extras)
 NEEDS_CLUSTERS = {"scale.md": ("ray", "dask.distributed", "dask_ml")}
 #: documents whose examples need an optional extra (CI installs it: .ci/run)

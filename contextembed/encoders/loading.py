@@ -199,11 +199,13 @@ def load_encoder(
         Compute precision of transformer and ELMo encoders; ``"auto"`` is bf16 on CUDA and on CPUs
         with native bf16 units, fp32 elsewhere. Static vectors (a float32 table) take ``"auto"`` or
         ``"fp32"`` only.
+        Which to choose for a task and a machine: ``docs/choosing.md``.
     backend : {"torch", "openvino", "auto"}
         What runs a transformer's forward pass (:mod:`contextembed.backends`): its own PyTorch
         forward (default), OpenVINO's fused CPU kernels on a cached export (the ``openvino``
         extra), or the faster of the two as measured once per machine and remembered. ELMo and static vectors have one
         path and take ``"torch"`` or ``"auto"``.
+        Which to choose for a task and a machine: ``docs/choosing.md``.
     **options
         Passed to the encoder class (e.g. ``window``, ``stride``, ``batch_tokens``, ``oov``).
 

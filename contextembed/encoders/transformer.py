@@ -143,6 +143,7 @@ class TransformerEncoder(Encoder):
         with native bf16 units and 1.25x faster than fp32, int8 only 1.15x faster than both:
         :func:`contextembed.devices.auto_cpu_precision`), int8 only if the quantized model keeps
         a mean cosine of at least 0.99 to fp32 on every hidden state of a few probe sentences.
+        Which to choose for a task and a machine: ``docs/choosing.md``.
     window, stride : int, optional
         Pieces per window and distance between window starts for long inputs; defaults: the
         model's maximum length without special tokens, and half of it.
@@ -170,6 +171,7 @@ class TransformerEncoder(Encoder):
         What runs the forward pass (:mod:`contextembed.backends`); ``"auto"`` measures both on a probe
         batch once per machine and model (remembered: :mod:`contextembed.tuning`), and keeps torch (logged to ``contextembed``) where the engine is not installed,
         not on a CPU, or cannot export the model.
+        Which to choose for a task and a machine: ``docs/choosing.md``.
     calibration : list of list of str, optional
         Sentences that calibrate the engine's static int8 (default: a bundled sample). Only with
         ``backend="openvino"`` or ``"auto"`` and ``precision="int8"`` or ``"auto"``

@@ -63,6 +63,7 @@ class BatchEmbedder:
         same features as the single-process path within 1e-5; see ``docs/reliability.md``).
         ``backend="auto"`` (and ``precision="auto"`` on the engine) is resolved here, on the
         driver, by loading the encoder once (:func:`pinned_backend`): every worker runs the same path.
+        Which to choose for a task and a machine: ``docs/choosing.md``.
     column : str, optional
         The input column (default: ``"tokens"`` if present, else ``"text"``).
     id_column : str, optional

@@ -40,6 +40,7 @@ device : str
     ``"auto"`` picks CUDA when present.
 precision : {"auto", "fp32", "bf16", "fp16"}
     Compute dtype of the encoder; features are float32 either way.
+    Which to choose for a task and a machine: ``docs/choosing.md``.
 backend : {"torch", "openvino", "auto"}
     What runs a transformer's forward pass (:mod:`contextembed.backends`): its own PyTorch
     forward (the exact path), OpenVINO on a cached export (the ``openvino`` extra), or the faster
@@ -47,6 +48,7 @@ backend : {"torch", "openvino", "auto"}
     ``"auto"`` is resolved once, in ``fit`` (``backend_``), and
     every encoding after it (joblib workers included) runs that path; the encoding cache keeps
     each backend's features apart. ELMo and static vectors take ``"torch"`` or ``"auto"``.
+    Which to choose for a task and a machine: ``docs/choosing.md``.
 batch_tokens : int, optional
     Padded pieces per forward pass (default: the encoder's).
 cache : "memory", None, path or joblib.Memory

@@ -13,7 +13,7 @@ from ..io import read_conll as read_columns
 def read_conll(
     path: Union[str, os.PathLike], column: int = -1, limit: Optional[int] = None
 ) -> tuple[list[list[str]], list[list[str]]]:
-    """Read a CoNLL-2003 style file: one ``word ... tag`` line per token, blank lines between sentences.
+    """Read a CoNLL-2003 style file: a line per token (the word, then tag columns), blank lines between.
 
     ``-DOCSTART-`` lines are skipped.
 

@@ -54,11 +54,13 @@ def encoder_v2(
     precision : {"auto", "fp32", "bf16", "fp16", "int8"}
         Compute precision of torch encoders (features are float32 either way); ``"auto"`` follows
         :func:`contextembed.load_encoder` (bf16 on CUDA and on CPUs with native bf16, else fp32).
+        Which to choose for a task and a machine: ``docs/choosing.md``.
     backend : {"torch", "openvino", "auto"}
         What runs a transformer's forward pass (:mod:`contextembed.backends`): its own PyTorch
         forward, OpenVINO on a cached export (CPU, the ``openvino`` extra), or the faster of the two
         as measured when the encoder loads. Like ``device`` and ``precision`` it may differ when a
         saved pipeline is loaded: the encoder is frozen and its features are computed again.
+        Which to choose for a task and a machine: ``docs/choosing.md``.
     window, stride : int, optional
         Pieces per window and between window starts for docs longer than the model takes;
         ``null``: the model's maximum and half of it.

@@ -8,6 +8,8 @@
    ``hashembed_cnn.cfg`` (spaCy's HashEmbedCNN, for comparison);
 3. evaluates ``model-best`` of each on the dev set and prints the entity F1 table.
 
+Where to get CoNLL-2003 (never downloaded here): ``docs/data.md``.
+
 Small mode (CI): ``python examples/spacy_ner/run.py --small``. Full benchmark:
 ``python examples/spacy_ner/run.py --out out/spacy_ner_full``. The same training runs from the
 shell once the data is converted (step 1 alone: ``--convert-only``; the installed package

@@ -77,6 +77,7 @@ class ElmoEncoder(Encoder):
         Compute precision; outputs are always float32. ``"auto"``: bf16 on CUDA and on CPUs with
         native bf16 units, else fp32. ``"int8"`` (CPU): int8 highway and projection
         layers of the character CNN, fp32 elsewhere.
+        Which to choose for a task and a machine: ``docs/choosing.md``.
     batch_words : int
         Budget of padded tokens (markers included) per forward pass; batches are length-sorted.
     max_batch_size : int

@@ -1,0 +1,204 @@
+"""Sphinx directives of the contextembed site that render reference pages from the code itself.
+
+``contextembed-spacy-factory``
+    the ``[components.contextembed]`` block with every default of the ``contextembed`` factory
+    (:data:`contextembed.spacy.component.DEFAULT_CONFIG`), then the factory's docstring.
+``contextembed-spacy-registry``
+    one section per builder that contextembed registers with spaCy (``@misc``, ``@architectures``,
+    ``@layers``): its config block, generated from the function's signature, then its docstring.
+``contextembed-examples NAME``
+    on each API page: the first code block of the guides (``docs/*.md``) that uses the name, and
+    the other guides that do. Those blocks run in the test suite (``tests/test_docs.py``), so the
+    example on a reference page is one that is known to run.
+
+Both read what spaCy's registry and the component hold at build time, so the page cannot drift
+from the code; tests/test_docs_site.py checks that every entry point of ``pyproject.toml`` has its
+section.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from pathlib import Path
+
+from docutils import nodes
+from docutils.statemachine import StringList
+from sphinx.util.docutils import SphinxDirective
+from sphinx.util.nodes import nested_parse_with_titles
+
+#: the registries contextembed uses, in the order the page lists them
+REGISTRIES = ("misc", "architectures", "layers")
+#: where each registry's block sits in a typical pipeline (``ner`` stands for any downstream component)
+SECTIONS = {
+    "misc": "components.contextembed.encoder",
+    "architectures": "components.ner.model.tok2vec",
+    "layers": "components.ner.model.tok2vec.pooling",
+}
+#: values shown for arguments that have no default
+REQUIRED_EXAMPLES = {"name": "minilm-l6"}
+#: the sub-layer shown for an argument that takes a thinc ``Model``
+MODEL_EXAMPLE = {"@layers": "contextembed.ScalarMix.v1", "layer_norm": False, "layer_dropout": 0.0}
+PREFIX = "contextembed."
+
+
+def cli_parser():
+    """:func:`contextembed.cli.build_parser`, its help texts escaped for reStructuredText.
+
+    sphinx-argparse reads help texts as reStructuredText, where the glob ``corpus/**/*.txt`` of a
+    help text would open emphasis; the command line shows them as plain text, and so does the site.
+    """
+    import argparse
+
+    from contextembed.cli import build_parser
+
+    def escape(parser: argparse.ArgumentParser) -> None:
+        for action in parser._actions:
+            if action.help:
+                action.help = action.help.replace("*", "\\*")
+            if isinstance(action, argparse._SubParsersAction):
+                for sub in action.choices.values():
+                    escape(sub)
+
+    parser = build_parser()
+    escape(parser)
+    return parser
+
+
+def registered() -> list[tuple[str, str, object]]:
+    """``(registry, name, function)`` of every builder contextembed registers, newest version first."""
+    import spacy
+
+    import contextembed.spacy  # noqa: F401  (registers the builders)
+
+    found = []
+    for registry in REGISTRIES:
+        table = getattr(spacy.registry, registry).get_all()
+        names = sorted((n for n in table if n.startswith(PREFIX)), key=lambda n: (n.rsplit(".", 1)[0], -_version(n)))
+        found.extend((registry, name, table[name]) for name in names)
+    return found
+
+
+def _version(name: str) -> int:
+    return int(name.rsplit(".v", 1)[1])
+
+
+def block_values(registry: str, name: str, function) -> dict:
+    """The config block of ``function``: its registry name, then each argument at its default."""
+    values: dict = {f"@{registry}": name}
+    for parameter in inspect.signature(function).parameters.values():
+        if "Model" in str(parameter.annotation):
+            values[parameter.name] = dict(MODEL_EXAMPLE)
+        elif parameter.default is inspect.Parameter.empty:
+            values[parameter.name] = REQUIRED_EXAMPLES[parameter.name]
+        else:
+            values[parameter.name] = parameter.default
+    return values
+
+
+def config_text(section: str, values: dict) -> str:
+    """``values`` as spaCy config text under ``[section]``, without the empty parent sections."""
+    from thinc.api import Config
+
+    nested: dict = values
+    for part in reversed(section.split(".")):
+        nested = {part: nested}
+    text = Config(nested).to_str()
+    blocks = [block for block in text.strip().split("\n\n") if "\n" in block.strip()]
+    return "\n\n".join(blocks)
+
+
+def _literal_block(text: str) -> list[str]:
+    return ["", ".. code-block:: ini", "", *("   " + line if line else "" for line in text.splitlines()), ""]
+
+
+class _Generated(SphinxDirective):
+    """A directive whose content is reStructuredText generated at build time."""
+
+    has_content = False
+
+    def lines(self) -> list[str]:
+        raise NotImplementedError
+
+    def run(self) -> list[nodes.Node]:
+        container = nodes.container()
+        nested_parse_with_titles(self.state, StringList(self.lines(), source="<contextembed_docs>"), container)
+        return container.children
+
+
+class SpacyFactory(_Generated):
+    def lines(self) -> list[str]:
+        from contextembed.spacy.component import DEFAULT_CONFIG
+
+        title = "The ``contextembed`` component"
+        text = config_text("components.contextembed", {"factory": "contextembed", **DEFAULT_CONFIG})
+        return [title, "-" * len(title), "", "Every setting at its default:", *_literal_block(text),
+                ".. autofunction:: contextembed.spacy.component.make_contextembed", "   :no-index:", ""]
+
+
+class SpacyRegistry(_Generated):
+    def lines(self) -> list[str]:
+        out: list[str] = []
+        for registry, name, function in registered():
+            title = f"``{name}``"
+            out += [title, "-" * len(title), "",
+                    f"Registered under ``@{registry}``; built by "
+                    f":func:`{function.__module__}.{function.__qualname__}`.",
+                    *_literal_block(config_text(SECTIONS[registry], block_values(registry, name, function))),
+                    f".. autofunction:: {function.__module__}.{function.__qualname__}", "   :no-index:", ""]
+        return out
+
+
+#: a fenced code block of a Markdown page (the pattern tests/test_docs.py runs them by)
+_FENCE = re.compile(r"```(?P<language>\w*)\n(?P<body>(?:(?!```).)*)```", re.DOTALL)
+
+
+def guide_blocks(srcdir: str) -> list[tuple[str, str, str]]:
+    """``(page, language, code)`` of every python and bash block of the guides, in page order."""
+    blocks = []
+    for page in sorted(Path(srcdir).glob("*.md")):
+        text = page.read_text(encoding="utf-8")
+        blocks += [(page.stem, m["language"], m["body"]) for m in _FENCE.finditer(text) if m["language"] in ("python", "bash")]
+    return blocks
+
+
+class Examples(SphinxDirective):
+    """The first guide block that calls (or else names) the object, and the other guides using it."""
+
+    required_arguments = 1
+
+    def run(self) -> list[nodes.Node]:
+        short = self.arguments[0].rsplit(".", 1)[-1]
+        named = re.compile(rf"(?<![\w.]){re.escape(short)}(?!\w)")
+        called = re.compile(rf"(?<![\w.]){re.escape(short)}\(")
+        uses = [block for block in guide_blocks(self.env.srcdir) if named.search(block[2])]
+        if not uses:
+            return []
+        page, language, code = next((b for b in uses if called.search(b[2])), uses[0])
+        others = sorted({p for p, _, _ in uses} - {page})
+        lines = [".. rubric:: Example", "", f"From :doc:`/{page}`, where this block runs in the test suite:", "",
+                 f".. code-block:: {language}", "", *("   " + line if line else "" for line in code.splitlines()), ""]
+        if others:
+            lines += ["Also used in: " + ", ".join(f":doc:`/{p}`" for p in others) + ".", ""]
+        container = nodes.container()
+        nested_parse_with_titles(self.state, StringList(lines, source="<contextembed_docs>"), container)
+        return container.children
+
+
+_DOCS_PAGE = re.compile(r"``docs/(?P<page>\w+)\.md``")
+
+
+def link_docs_pages(app, what, name, obj, options, lines: list[str]) -> None:
+    """Docstrings name a guide as ``docs/choosing.md`` (readable in the source and in ``help()``);
+    on the site that becomes a link to the page."""
+    pages = {path.stem for path in Path(app.srcdir).glob("*.md")}
+    for index, line in enumerate(lines):
+        lines[index] = _DOCS_PAGE.sub(lambda m: f":doc:`/{m['page']}`" if m["page"] in pages else m[0], line)
+
+
+def setup(app):
+    app.add_directive("contextembed-spacy-factory", SpacyFactory)
+    app.add_directive("contextembed-spacy-registry", SpacyRegistry)
+    app.add_directive("contextembed-examples", Examples)
+    app.connect("autodoc-process-docstring", link_docs_pages)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
