@@ -167,10 +167,13 @@ class TransformerEncoder(Encoder):
         What runs the forward pass (:mod:`contextembed.backends`); ``"auto"`` measures both on a probe
         batch at load, and keeps torch (logged to ``contextembed``) where the engine is not installed,
         not on a CPU, or cannot export the model.
-    calibration : list of list of str, optional
-        Sentences that calibrate the engine's static int8 (default: a bundled sample). Only with
-        ``backend="openvino"`` or ``"auto"`` and ``precision="int8"`` or ``"auto"``
-        (:func:`contextembed.backends.check_calibration`); elsewhere a ``ValueError``.
+    calibration : iterable of (list of str or str), optional
+        Sentences that calibrate the engine's static int8 (default: a bundled sample), read once
+        (a generator will do): token lists, or raw texts, which are split by the tokenizer the
+        estimators use for raw text (``tokenizer="auto"``); empty ones are left out, and at most
+        300 are used. Only with ``backend="openvino"`` or ``"auto"`` and ``precision="int8"`` or
+        ``"auto"`` (:func:`contextembed.backends.check_calibration`); elsewhere a ``ValueError``.
+        A token that is not a str is a ``TypeError`` naming the sentence and token index.
     """
 
     family = "transformer"
@@ -199,7 +202,7 @@ class TransformerEncoder(Encoder):
         self.device = resolve_device(device)
         backend = check_backend(backend, self.family)
         check_precision(precision, self.family)
-        check_calibration(calibration, backend, precision)
+        calibration = check_calibration(calibration, backend, precision)  # a generator is read here, once
         if getattr(model.config, "is_encoder_decoder", False):
             model = model.get_encoder()
         self.tokenizer = tokenizer
@@ -408,7 +411,9 @@ class TransformerEncoder(Encoder):
         """
         check_settings(kwargs.get("device", "auto"), kwargs.get("precision", "auto"), cls.family)  # before loading
         check_backend(kwargs.get("backend", "torch"), cls.family)
-        check_calibration(kwargs.get("calibration"), kwargs.get("backend", "torch"), kwargs.get("precision", "auto"))
+        if kwargs.get("calibration") is not None:  # read once, here: a generator is passed on as the list it held
+            kwargs["calibration"] = check_calibration(kwargs["calibration"], kwargs.get("backend", "torch"),
+                                                      kwargs.get("precision", "auto"))
         source = os.fspath(name_or_path)
         check_directory(source)
         with _quiet_transformers():
