@@ -87,7 +87,7 @@ class BiLSTMCRFTagger(EntityScoresMixin, BaseEstimator):
     embedders_ : list of TokenEmbedder
     classes_ : np.ndarray
         Tags seen in training; predictions are always among them.
-    tag_scheme_ : {"IOB1", "IOB2", "IOBES", "BILOU"}
+    tag_scheme_ : {"IO", "IOB1", "IOB2", "IOBES", "BILOU"}
     uses_shape_ : bool
     mix_weights_ : list of np.ndarray or None
         The learned mix of each embedder (``None`` where its combine is fixed); plot them with
@@ -174,7 +174,7 @@ class BiLSTMCRFTagger(EntityScoresMixin, BaseEstimator):
         self.classes_ = np.unique(tags)
         if len(self.classes_) < 2:
             raise ValueError(f"y holds a single tag {str(self.classes_[0])!r}; a tagger needs at least two")
-        self.tag_scheme_ = detect_scheme([list(t) for t in y])
+        self.tag_scheme_ = detect_scheme([list(t) for t in y], names=("y",))
         index = {tag: i for i, tag in enumerate(self.classes_)}
         self.allowed_ = allowed_transitions(list(self.classes_), self.tag_scheme_).numpy()
         codes = [np.array([index[t] for t in tags_i], dtype=np.int64) for tags_i in y]

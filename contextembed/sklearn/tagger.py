@@ -55,7 +55,7 @@ class SequenceTagger(EntityScoresMixin, BaseEstimator):
         The fitted classifier.
     classes_ : np.ndarray
         Tags seen in training; predictions are always among them.
-    tag_scheme_ : {"IOB1", "IOB2", "IOBES", "BILOU"}
+    tag_scheme_ : {"IO", "IOB1", "IOB2", "IOBES", "BILOU"}
         Detected from the training tags; used by :meth:`score`.
     uses_shape_ : bool
         Whether shape features were used.
@@ -88,7 +88,7 @@ class SequenceTagger(EntityScoresMixin, BaseEstimator):
         X : list of list of str
             Tokenized sentences.
         y : list of list of str
-            One tag per token (IOB1, IOB2/BIO, IOBES or BILOU).
+            One tag per token (IO, IOB1, IOB2/BIO, IOBES or BILOU; :func:`~contextembed.sklearn.detect_scheme`).
         doc_ids : sequence, optional
             One document id per sentence, handed to the embedder (it matters with its ``context``:
             :class:`TokenEmbedder`); without it ``X``'s order is one document.
@@ -96,7 +96,7 @@ class SequenceTagger(EntityScoresMixin, BaseEstimator):
         sentences, y, tags = check_tagged(X, y, "SequenceTagger")
         documents = check_doc_ids(doc_ids, len(sentences))
         self._check_params()
-        self.tag_scheme_ = detect_scheme([[str(t) for t in tags_i] for tags_i in y])
+        self.tag_scheme_ = detect_scheme([[str(t) for t in tags_i] for tags_i in y], names=("y",))
         self.classes_, codes = np.unique(tags, return_inverse=True)
         self.embedder_ = with_progress(self.embedder if self.embedder is not None else TokenEmbedder(),
                                        self.show_progress).fit(sentences, doc_ids=documents)

@@ -49,6 +49,23 @@ def test_iob1_b_after_o_is_a_chunk_start_it_can_learn(bert):
     assert [len(p) for p in tagger.predict(sentences)] == [4, 5] * 3
 
 
+def test_io_tags_train_a_crf_that_allows_every_move(bert, sentences, tags):
+    """Issue 38 item 3: bare types (PER, LOC, O) are the IO scheme: every CRF move is valid, and the
+    report names the types."""
+    io = [[t[2:] if t != "O" else t for t in ts] for ts in tags]
+    tagger = _tagger(bert).fit(sentences, io)
+    n = len(tagger.classes_)
+    assert tagger.tag_scheme_ == "IO"
+    assert tagger.allowed_[:n, :n].all() and tagger.allowed_[n, :n].all() and tagger.allowed_[:n, n + 1].all()
+    assert tagger.score(sentences, io) == 1.0
+    assert [name for name in tagger.report(sentences, io) if "avg" not in name] == ["LOC", "MISC", "ORG", "PER"]
+    mixed = [list(ts) for ts in io]
+    mixed[1][0] = "B-PER"
+    with pytest.raises(ValueError, match=r"tag 'ORG' \(y sentence 0, token 0\) has no scheme prefix, but tag "
+                                         r"'B-PER' \(y sentence 1, token 0\) has one"):
+        _tagger(bert).fit(sentences, mixed)
+
+
 def test_deterministic_with_random_state(bert, sentences, tags):
     first = _tagger(bert, max_epochs=5, validation_fraction=0.2).fit(sentences, tags)
     second = _tagger(bert, max_epochs=5, validation_fraction=0.2).fit(sentences, tags)

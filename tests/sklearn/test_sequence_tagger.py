@@ -58,6 +58,26 @@ def test_iob1_and_bilou_tags_are_accepted(bert, sentences, tags):
     assert _tagger(bert).fit(sentences, iob1).tag_scheme_ == "IOB1"
 
 
+def test_io_tags_are_detected_and_reported_by_type(static_path, sentences, tags):
+    """Issue 38 item 3: bare types (PER, LOC, O) train, score and report as the IO scheme."""
+    io = [[t[2:] if t != "O" else t for t in ts] for ts in tags]
+    classifier = LogisticRegression(C=100.0, max_iter=2000)
+    tagger = SequenceTagger(TokenEmbedder(static_path), classifier=classifier).fit(sentences, io)
+    assert tagger.tag_scheme_ == "IO"
+    assert set(tagger.classes_) == {"LOC", "MISC", "O", "ORG", "PER"}
+    report = tagger.report(sentences, io)
+    assert [name for name in report if "avg" not in name] == ["LOC", "MISC", "ORG", "PER"]
+    assert tagger.score(sentences, io) == report["micro avg"]["f1-score"] > 0.9
+
+
+def test_a_mix_of_prefixed_and_bare_tags_is_refused_naming_the_tags(static_path, sentences, tags):
+    mixed = [list(ts) for ts in tags]
+    mixed[3][1] = "ORG"  # sentence 3, token 1: B-ORG without its prefix
+    with pytest.raises(ValueError, match=r"tag 'ORG' \(y sentence 3, token 1\) has no scheme prefix, but tag "
+                                         r"'B-ORG' \(y sentence 0, token 0\) has one"):
+        SequenceTagger(TokenEmbedder(static_path)).fit(sentences, mixed)
+
+
 def test_scalar_mix_is_learned_and_exposed(bert, sentences, tags):
     tagger = SequenceTagger(TokenEmbedder(bert, max_epochs=4)).fit(sentences, tags)
     np.testing.assert_array_equal(tagger.mix_weights_, tagger.embedder_.mix_weights_)
