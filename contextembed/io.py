@@ -39,7 +39,10 @@ Document context (``context=N``, ``--context N``) reaches across the sentences o
 (:func:`read_documents`): CoNLL documents start at ``-DOCSTART-`` lines, CoNLL-U documents at
 ``# newdoc`` comments, JSONL documents where the optional ``"doc"`` field (a string or a whole
 number) changes (a document's lines must be consecutive: a ``"doc"`` that comes back is an error
-naming the line). A plain text file is one document: a blank line is an empty sentence, and ends a
+naming the line). A JSONL line without ``"doc"`` belongs to the unnamed document of the lines
+without one around it: each run of consecutive lines without ``"doc"`` is one document, wherever it
+stands (before, between or after named documents; a file without any ``"doc"`` is one document),
+and unlike a name it may come back (the next run is another document). A plain text file is one document: a blank line is an empty sentence, and ends a
 document only with ``doc_sep="blank"`` (``--doc-sep blank``).
 
 Output
@@ -164,7 +167,7 @@ def read_documents(path: str, input_format: Optional[str] = None, tokenizer: Tok
     documents of the file (numbered from 0, in order).
 
     Documents start at ``-DOCSTART-`` lines (CoNLL), ``# newdoc`` comments (CoNLL-U), a change of
-    the ``"doc"`` field (JSONL; a line without one belongs to the document ``null``) and, in plain
+    the ``"doc"`` field (JSONL; each run of consecutive lines without one is one document) and, in plain
     text with ``doc_sep="blank"``, after a blank line (which is still an empty sentence); otherwise a
     file is one document.
 
@@ -342,10 +345,12 @@ def _read_jsonl(path: str, tokenizer: Tokenizer) -> Iterator:
         if line.strip():
             tokens, document = _jsonl_tokens(line, tokenizer, path, number)
             if document != current:
-                ended.add(current)
-                if document in ended:
+                # a named document's lines are consecutive; lines without "doc" (None) are a new
+                # unnamed document at each run
+                if document is not None and document in ended:
                     raise FileFormatError(f'"doc" {document!r} comes back after another document: the lines of one '
                                           "document must be consecutive", path=path, line=number)
+                ended.add(current)
                 current = document
                 yield NEW_DOCUMENT
             yield tokens
