@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from contextembed.sklearn import format_report  # noqa: E402
-from contextembed.sklearn.datasets import read_conll  # noqa: E402
+from contextembed.sklearn.datasets import read_conll_documents  # noqa: E402
 from examples.table7 import format_row, run_rows, table7_configs  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "conll2003"
@@ -49,17 +49,19 @@ SAMPLE = [
 
 
 def load_data(full: bool, data: Path = DATA):
-    """(train, dev) as (sentences, tags) pairs; a small slice unless ``full``."""
+    """(train, dev) as (sentences, tags, doc_ids); a small slice unless ``full``. The taggers'
+    ``fit(*train)`` and ``score(*dev)`` take the document ids (from the -DOCSTART- lines) as ``doc_ids``."""
     if (data / "train.txt").exists():
         limits = (None, None) if full else (200, 150)
-        return read_conll(data / "train.txt", limit=limits[0]), read_conll(data / "dev.txt", limit=limits[1])
+        return (read_conll_documents(data / "train.txt", limit=limits[0]),
+                read_conll_documents(data / "dev.txt", limit=limits[1]))
     if full:
         raise SystemExit(f"--full needs CoNLL-2003 (train.txt, dev.txt) in {data}; pass --data DIR")
     print(f"WARNING: no CoNLL-2003 in {data} (pass --data DIR); using the tiny built-in sample of "
           f"{len(SAMPLE)} sentences: its scores mean nothing", file=sys.stderr)
     sentences = [text.split() for text, _ in SAMPLE]
     tags = [labels.split() for _, labels in SAMPLE]
-    return (sentences[:6], tags[:6]), (sentences[6:], tags[6:])
+    return (sentences[:6], tags[:6], [0] * 6), (sentences[6:], tags[6:], [1, 1])
 
 
 def require_matplotlib():

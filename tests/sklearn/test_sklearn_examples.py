@@ -94,10 +94,11 @@ def test_examples_say_loudly_when_they_fall_back_to_the_sample(tmp_path, capsys)
 
 
 def test_examples_read_data_from_data_dir(tmp_path, capsys):
-    (tmp_path / "train.txt").write_text("EU NNP B-NP B-ORG\nrejects VBZ B-VP O\n\nPeter NNP B-NP B-PER\n")
+    (tmp_path / "train.txt").write_text("EU NNP B-NP B-ORG\nrejects VBZ B-VP O\n\n-DOCSTART- -X- O O\n\n"
+                                        "Peter NNP B-NP B-PER\n")
     (tmp_path / "dev.txt").write_text("Blackburn NNP B-NP B-PER\n")
     train, dev = _load("feature_based_ner").load_data(False, tmp_path)
-    assert train == ([["EU", "rejects"], ["Peter"]], [["B-ORG", "O"], ["B-PER"]]) and dev[0] == [["Blackburn"]]
+    assert train == ([["EU", "rejects"], ["Peter"]], [["B-ORG", "O"], ["B-PER"]], [0, 1]) and dev[0] == [["Blackburn"]]
     assert capsys.readouterr().err == ""
     (tmp_path / "sst.tsv").write_text("1\tgood film\n0\tbad film\n" * 300)
     (train_x, _), (test_x, _) = _load("sklearn_text_classification").load_data(False, tmp_path / "sst.tsv")
