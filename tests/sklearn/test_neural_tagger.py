@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import re
 
 import numpy as np
 import pytest
@@ -188,3 +189,58 @@ def test_missing_or_dataframe_input_is_named(bert, sentences, tags):
             call(pd.DataFrame({"tokens": sentences, "tags": tags}))
     with pytest.raises(ValueError, match="requires y to be passed, but the target y is None; pass one tag list"):
         tagger.score(sentences, None)
+
+
+# -- n_threads (issue 38 item 9) ----------------------------------------------------------------
+
+
+def test_n_threads_sets_torch_threads_while_training_and_predicting_and_restores_them(bert, sentences, tags,
+                                                                                       monkeypatch):
+    import torch
+
+    before = torch.get_num_threads()
+    wanted = before + 1  # differs from the current count on any machine
+    seen = []
+    train_epoch, decode = BiLSTMCRFTagger._train_epoch, BiLSTMCRFTagger._decode
+    monkeypatch.setattr(BiLSTMCRFTagger, "_train_epoch",
+                        lambda self, *a: seen.append(("train", torch.get_num_threads())) or train_epoch(self, *a))
+    monkeypatch.setattr(BiLSTMCRFTagger, "_decode",
+                        lambda self, *a, **k: seen.append(("decode", torch.get_num_threads())) or decode(self, *a, **k))
+    tagger = _tagger(bert, max_epochs=2, n_threads=wanted).fit(sentences, tags)
+    assert torch.get_num_threads() == before
+    tagger.score(sentences, tags)
+    assert torch.get_num_threads() == before
+    assert {kind for kind, _ in seen} == {"train", "decode"} and {n for _, n in seen} == {wanted}
+    seen.clear()
+    _tagger(bert, max_epochs=1).fit(sentences, tags)  # None: left as it is
+    assert {n for _, n in seen} == {before}
+
+
+def test_n_threads_is_restored_after_an_error(bert, sentences, tags, monkeypatch):
+    import torch
+
+    before = torch.get_num_threads()
+
+    def fail(self, *args):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(BiLSTMCRFTagger, "_train_epoch", fail)
+    with pytest.raises(RuntimeError, match="boom"):
+        _tagger(bert, n_threads=before + 1).fit(sentences, tags)
+    assert torch.get_num_threads() == before
+
+
+@pytest.mark.parametrize("n_threads", [0, -1, True, False, 1.5, "2", 10**6, np.float64(2)])
+def test_a_bad_n_threads_is_a_value_error_naming_it_before_any_work(bert, sentences, tags, n_threads, monkeypatch):
+    monkeypatch.setattr(TokenEmbedder, "fit", lambda *a, **k: pytest.fail("encoded before the check"))
+    with pytest.raises(ValueError, match=r"n_threads must be None \(the current thread settings\) or an int from 1 "
+                                         rf"to 1,024, got {re.escape(repr(n_threads))}"):
+        _tagger(bert, n_threads=n_threads).fit(sentences, tags)
+
+
+def test_n_threads_is_a_parameter_clone_and_set_params_keep():
+    tagger = BiLSTMCRFTagger(n_threads=1)
+    assert tagger.get_params()["n_threads"] == 1
+    assert clone(tagger).n_threads == 1
+    assert tagger.set_params(n_threads=None).n_threads is None
+    assert BiLSTMCRFTagger().n_threads is None
