@@ -127,17 +127,24 @@ def read_conll_doc_ids(path: Union[str, os.PathLike], limit: Optional[int] = Non
 def read_labelled_text(path: Union[str, os.PathLike], limit: Optional[int] = None) -> tuple[list[str], list[int]]:
     """Read ``label<TAB>text`` lines (SST-2 style); a header line whose label is not an int is skipped.
 
+    GLUE's SST-2 ``train.tsv`` has its columns the other way round, and says so in its header
+    ``sentence<TAB>label``: after that header every line is read as ``text<TAB>label``.
     Blank lines are skipped. A later label that is not an int is a ``ValueError`` naming the line;
     text that is not UTF-8 a :class:`~contextembed.errors.FileFormatError` naming the line.
     """
     texts: list[str] = []
     labels: list[int] = []
+    text_first = False
     for number, line in _lines(os.fspath(path)):
         if not line.strip():
             continue
-        label, _, text = line.partition("\t")
+        if text_first:
+            text, _, label = line.rpartition("\t")
+        else:
+            label, _, text = line.partition("\t")
         if not (label.isascii() and label.lstrip("-").isdigit()):
             if number == 1:
+                text_first = [field.strip().lower() for field in line.split("\t")] == ["sentence", "label"]
                 continue
             raise ValueError(f"{path}, line {number}: label {label!r} is not an int")
         texts.append(text)

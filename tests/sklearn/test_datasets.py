@@ -101,3 +101,12 @@ def test_conll_documents_names_the_file_and_its_sentence(tmp_path):
         read_conll_documents()
     with pytest.raises(FileNotFoundError):
         read_conll_documents(tmp_path / "absent.txt")
+
+
+def test_labelled_text_reads_glue_s_sentence_then_label_order_from_its_header(tmp_path):
+    path = tmp_path / "train.tsv"
+    path.write_text("sentence\tlabel\nhide new secretions \t0\na\ttab inside\t1\n", encoding="utf-8")
+    assert read_labelled_text(path) == (["hide new secretions ", "a\ttab inside"], [0, 1])
+    path.write_text("sentence\tlabel\n1\tlabel first\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"line 2: label 'label first' is not an int"):
+        read_labelled_text(path)
