@@ -91,7 +91,7 @@ from typing import Literal, Optional, get_args
 
 import numpy as np
 
-from . import provenance
+from . import provenance, terminal
 from ._files import atomic_file, check_writable
 from .errors import FileFormatError, ProvenanceError
 from .options import check_choice
@@ -1036,29 +1036,28 @@ def _documents_and_lengths(read) -> tuple[np.ndarray, np.ndarray]:
 
 def _write_rows(writer: ArrayWriter, extractor, chunks, level: str, *, total: int, show_progress: bool,
                 documents: np.ndarray) -> None:
-    """Encode each chunk of sentences and append its rows: one per token, or one per sentence."""
-    from tqdm.auto import tqdm
-
-    with tqdm(total=total, unit="sent", disable=not show_progress) as progress:
+    """Encode each chunk of sentences and append its rows: one per token, or one per sentence. The
+    bar shows 0 of the sentences at once, and the encoder counts them on it as its forward passes
+    finish (:func:`contextembed.encoders.base.progress_bar`), so the first estimate comes early."""
+    with terminal.progress_bar(total, unit="sent", show=show_progress) as progress:
         if extractor.context:
             _write_rows_in_context(writer, extractor, chunks, documents, progress)
             return
         for chunk in chunks:
             if level == "word":
-                rows = list(extractor.iter_words(chunk))
+                rows = list(extractor.iter_words(chunk, show_progress=progress))
                 if rows:
                     writer.write(np.concatenate(rows))
             else:
-                writer.write(np.stack(list(extractor.iter_texts(chunk))))
-            progress.update(len(chunk))
+                writer.write(np.stack(list(extractor.iter_texts(chunk, show_progress=progress))))
 
 
 def _write_rows_in_context(writer: ArrayWriter, extractor, chunks, documents: np.ndarray, progress) -> None:
     """Word rows with document context: the chunks read as one stream of sentences, so that context
     reaches across them (the encoder holds its own chunk and the sentences waiting for context)."""
     sentences = (sentence for chunk in chunks for sentence in chunk)
-    for block in _chunks(extractor.iter_words(sentences, doc_ids=iter(documents.tolist())), 1024):
+    rows_of = extractor.iter_words(sentences, doc_ids=iter(documents.tolist()), show_progress=progress)
+    for block in _chunks(rows_of, 1024):
         rows = [row for row in block if len(row)]
         if rows:
             writer.write(np.concatenate(rows))
-        progress.update(len(block))

@@ -274,3 +274,31 @@ def test_bad_calibration_is_refused_before_the_model_loads(tiny_bert_dir, calibr
     "sequence item 0: expected str instance")."""
     with pytest.raises(error, match=message):
         load_encoder(str(tiny_bert_dir), device="cpu", precision="int8", backend="openvino", calibration=calibration)
+
+
+# -- progress: counted as the forward passes finish (issue 38 item 12) -------------------------------
+
+class _Counter:
+    """A bar the caller holds: records each update, and how many items were yielded by then."""
+
+    def __init__(self):
+        self.updates, self.yielded = [], 0
+
+    def update(self, n=1):
+        self.updates.append((n, self.yielded))
+
+
+@pytest.mark.parametrize("method", ["iter_encode_pieces", "iter_encode_pieces_in_context", "iter_encode_pair_pieces"])
+def test_a_caller_s_bar_moves_with_each_batch_before_the_chunk_is_done(tiny_bert_dir, method):
+    from contextembed.documents import in_context
+
+    encoder = load_encoder(str(tiny_bert_dir), device="cpu", precision="fp32", max_batch_size=2)
+    sentences = [["the", "quick", "fox"] * (1 + i % 3) for i in range(11)]
+    items = {"iter_encode_pieces": sentences, "iter_encode_pieces_in_context": list(in_context(sentences, None, 4)),
+             "iter_encode_pair_pieces": [(s, s[:2]) for s in sentences]}[method]
+    counter = _Counter()
+    for _ in getattr(encoder, method)(items, show_progress=counter):
+        counter.yielded += 1
+    assert sum(n for n, _ in counter.updates) == len(items)  # every item counted once
+    assert len(counter.updates) >= 4  # six batches of at most two: several steps, not one per chunk
+    assert all(yielded == 0 for _, yielded in counter.updates)  # all before the chunk's first result
