@@ -38,8 +38,8 @@ def detect_scheme(*tag_lists: Sequence[Sequence[str]], names: Sequence[str] = ()
     Raises
     ------
     ValueError
-        Some tags have a prefix (``B-PER``) and others none (``PER``); the message names one of each
-        with its sentence and token.
+        Some tags have a prefix (``B-PER``) and others none (``PER``), or a tag is empty; the message
+        names the tags with their sentence and token.
     """
     prefixes = set()
     iob1 = False
@@ -51,6 +51,9 @@ def detect_scheme(*tag_lists: Sequence[Sequence[str]], names: Sequence[str] = ()
                 if tag == "O":
                     previous = tag
                     continue
+                if not tag:
+                    raise ValueError(f"tag '' ({_where(names, len(tag_lists), k, i, j)}) is empty; every token needs a tag "
+                                     "(O outside entities)")
                 prefixed = bool(PREFIXED_TAG.match(tag))
                 if first[prefixed] is None:
                     first[prefixed] = (tag, _where(names, len(tag_lists), k, i, j))

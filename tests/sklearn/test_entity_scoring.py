@@ -37,6 +37,7 @@ def test_detect_scheme():
      r"tag 'LOC' \(y_pred sentence 0, token 1\) .* tag 'B-PER' \(y_true sentence 0, token 0\)"),
     ([[["I-PER", "ORG"]]], (), r"tag 'ORG' \(sentence 0, token 1\)"),
     ([[["I-PER"]], [["ORG"]]], (), r"tag 'ORG' \(tag list 1 sentence 0, token 0\)"),
+    ([[["PER", "O"], ["PER", ""]]], ("y",), r"tag '' \(y sentence 1, token 1\) is empty"),
 ])
 def test_a_mix_of_prefixed_and_bare_tags_is_an_error_naming_both(tag_lists, names, message):
     with pytest.raises(ValueError, match=message):
