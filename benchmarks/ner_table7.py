@@ -49,7 +49,7 @@ sys.path.insert(0, str(ROOT))
 from sklearn.linear_model import LogisticRegression  # noqa: E402
 
 from contextembed.sklearn import TokenEmbedder, set_cache_size  # noqa: E402
-from contextembed.sklearn.datasets import read_conll, read_conll_doc_ids  # noqa: E402
+from contextembed.sklearn.datasets import read_conll, read_conll_documents  # noqa: E402
 from examples.table7 import LAST_FOUR, TABLE7_ROWS, Row, format_row, run_rows  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "conll2003"
@@ -140,8 +140,8 @@ def run_context(args, train, dev) -> None:
     from contextembed.sklearn import BiLSTMCRFTagger, SequenceTagger
 
     n_train = len(train[0])
-    train_docs = read_conll_doc_ids(DATA / "train.txt", limit=args.train_limit)
-    dev_docs = read_conll_doc_ids(DATA / "dev.txt", limit=args.dev_limit)
+    train_docs = read_conll_documents(DATA / "train.txt", limit=args.train_limit).doc_ids
+    dev_docs = read_conll_documents(DATA / "dev.txt", limit=args.dev_limit).doc_ids
     rows = TABLE7_ROWS if "all" in args.context_rows else {name: TABLE7_ROWS[name] for name in args.context_rows}
     for row_name, row in rows.items():
         for context in args.context:

@@ -15,7 +15,10 @@ looked up, so they take ``"auto"`` and ``"torch"`` (their one path), and an engi
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from typing import Literal, Optional, get_args
+
+from .tokenizers import get_tokenizer, tokenize_item
 
 #: the precisions under which calibration text can be used: int8, or ``"auto"``, which measures int8
 CALIBRATED_PRECISIONS = ("int8", "auto")
@@ -48,18 +51,34 @@ def check_backend(backend: object, family: Optional[str] = None, name: str = "ba
     return backend
 
 
-def check_calibration(calibration: object, backend: str, precision: str) -> None:
-    """Refuse ``calibration=`` (text for int8 on the engine) where it can never take effect.
+def check_calibration(calibration: object, backend: str, precision: str) -> Optional[list[list[str]]]:
+    """The calibration sentences, read once and checked, or ``None`` (the bundled sample).
 
-    It applies to the engine's static int8 (``backend="openvino"``, or ``"auto"``, which may pick
-    the engine) with ``precision="int8"`` or ``"auto"``. With ``precision="auto"`` it is accepted
-    even when the measurement then picks fp32 or bf16: the int8 candidate that was measured was
-    calibrated on it (the choice is logged). ``backend="torch"`` quantizes per token without
-    calibration text, and fp32, bf16 and fp16 never quantize: there it is a ``ValueError``, never
-    silently ignored.
+    ``calibration=`` is text for the engine's static int8 (``backend="openvino"``, or ``"auto"``,
+    which may pick the engine) with ``precision="int8"`` or ``"auto"``. With ``precision="auto"`` it
+    is accepted even when the measurement then picks fp32 or bf16: the int8 candidate that was
+    measured was calibrated on it (the choice is logged). ``backend="torch"`` quantizes per token
+    without calibration text, and fp32, bf16 and fp16 never quantize: there it is a ``ValueError``,
+    never silently ignored.
+
+    ``calibration`` is an iterable (a list, or a generator: it is read exactly once, here) of
+    sentences, each a list of str tokens or a raw text str, which is split into words by the
+    tokenizer the estimators use for raw text (``tokenizer="auto"``,
+    :func:`contextembed.tokenizers.regex_tokenize`). Empty sentences carry nothing to calibrate on
+    and are left out.
+
+    Raises
+    ------
+    TypeError
+        ``calibration`` is a str (one text, or a file name? pass a list of sentences), bytes, a
+        mapping or not iterable, or a sentence or a token is not a str; the message names the
+        sentence and token index.
+    ValueError
+        ``calibration`` cannot take effect with ``backend`` and ``precision``, holds no non-empty
+        sentence, or holds a character UTF-8 cannot encode.
     """
     if calibration is None:
-        return
+        return None
     if backend == "torch":
         raise ValueError(
             "calibration applies to int8 on the engine (backend='openvino', or 'auto' where the engine is "
@@ -71,6 +90,25 @@ def check_calibration(calibration: object, backend: str, precision: str) -> None
             f"calibration applies to int8 on the engine (precision='int8', or 'auto', which measures int8); "
             f"precision={precision!r} never quantizes: leave calibration unset, or pass precision='int8'"
         )
+    return _calibration_sentences(calibration)
+
+
+def _calibration_sentences(calibration: object) -> list[list[str]]:
+    """``calibration`` read once as token lists (raw texts split by ``tokenizer="auto"``), empty
+    sentences left out; the errors of :func:`check_calibration`."""
+    if isinstance(calibration, (str, bytes, Mapping)) or not isinstance(calibration, Iterable):
+        raise TypeError(
+            f"calibration is {type(calibration).__name__} ({str(calibration)[:40]!r}); pass a list of sentences, "
+            "each a list of str tokens or a str text, e.g. calibration=[['the', 'cat', 'sat'], 'A raw text.'] "
+            "(a file: [line for line in open(path, encoding='utf-8') if line.strip()])"
+        )
+    split = get_tokenizer("auto")
+    sentences = [tokenize_item(sentence, split, f"calibration sentence {i}") for i, sentence in enumerate(calibration)]
+    sentences = [sentence for sentence in sentences if sentence]
+    if not sentences:
+        raise ValueError("calibration holds no non-empty sentence; pass token lists or texts, or None for the bundled "
+                         "sample")
+    return sentences
 
 
 def concrete_backend(encoder: object) -> str:

@@ -257,11 +257,9 @@ class CorpusProgress:
     """
 
     def __init__(self, files: int, show: bool, *, overwrite: bool = False) -> None:
-        from tqdm.auto import tqdm
-
         self.files, self.done, self.kept, self.sentences = files, 0, 0, 0
         self.overwrite = overwrite
-        self._bar = tqdm(total=files, unit="file", desc="files", disable=not show, file=terminal.LiveStderr())
+        self._bar = terminal.progress_bar(files, unit="file", desc="files", show=show)
 
     def file_done(self, summary: dict) -> None:
         """Count one file finished: ``summary`` is ``embed_file``'s, or ``{"skipped": True, ...}``."""

@@ -39,7 +39,10 @@ Document context (``context=N``, ``--context N``) reaches across the sentences o
 (:func:`read_documents`): CoNLL documents start at ``-DOCSTART-`` lines, CoNLL-U documents at
 ``# newdoc`` comments, JSONL documents where the optional ``"doc"`` field (a string or a whole
 number) changes (a document's lines must be consecutive: a ``"doc"`` that comes back is an error
-naming the line). A plain text file is one document: a blank line is an empty sentence, and ends a
+naming the line). A JSONL line without ``"doc"`` belongs to the unnamed document of the lines
+without one around it: each run of consecutive lines without ``"doc"`` is one document, wherever it
+stands (before, between or after named documents; a file without any ``"doc"`` is one document),
+and unlike a name it may come back (the next run is another document). A plain text file is one document: a blank line is an empty sentence, and ends a
 document only with ``doc_sep="blank"`` (``--doc-sep blank``).
 
 Output
@@ -88,7 +91,7 @@ from typing import Literal, Optional, get_args
 
 import numpy as np
 
-from . import provenance
+from . import provenance, terminal
 from ._files import atomic_file, check_writable
 from .errors import FileFormatError, ProvenanceError
 from .options import check_choice
@@ -164,7 +167,7 @@ def read_documents(path: str, input_format: Optional[str] = None, tokenizer: Tok
     documents of the file (numbered from 0, in order).
 
     Documents start at ``-DOCSTART-`` lines (CoNLL), ``# newdoc`` comments (CoNLL-U), a change of
-    the ``"doc"`` field (JSONL; a line without one belongs to the document ``null``) and, in plain
+    the ``"doc"`` field (JSONL; each run of consecutive lines without one is one document) and, in plain
     text with ``doc_sep="blank"``, after a blank line (which is still an empty sentence); otherwise a
     file is one document.
 
@@ -342,10 +345,12 @@ def _read_jsonl(path: str, tokenizer: Tokenizer) -> Iterator:
         if line.strip():
             tokens, document = _jsonl_tokens(line, tokenizer, path, number)
             if document != current:
-                ended.add(current)
-                if document in ended:
+                # a named document's lines are consecutive; lines without "doc" (None) are a new
+                # unnamed document at each run
+                if document is not None and document in ended:
                     raise FileFormatError(f'"doc" {document!r} comes back after another document: the lines of one '
                                           "document must be consecutive", path=path, line=number)
+                ended.add(current)
                 current = document
                 yield NEW_DOCUMENT
             yield tokens
@@ -1033,29 +1038,28 @@ def _documents_and_lengths(read) -> tuple[np.ndarray, np.ndarray]:
 
 def _write_rows(writer: ArrayWriter, extractor, chunks, level: str, *, total: int, show_progress: bool,
                 documents: np.ndarray) -> None:
-    """Encode each chunk of sentences and append its rows: one per token, or one per sentence."""
-    from tqdm.auto import tqdm
-
-    with tqdm(total=total, unit="sent", disable=not show_progress) as progress:
+    """Encode each chunk of sentences and append its rows: one per token, or one per sentence. The
+    bar shows 0 of the sentences at once, and the encoder counts them on it as its forward passes
+    finish (:func:`contextembed.encoders.base.progress_bar`), so the first estimate comes early."""
+    with terminal.progress_bar(total, unit="sent", show=show_progress) as progress:
         if extractor.context:
             _write_rows_in_context(writer, extractor, chunks, documents, progress)
             return
         for chunk in chunks:
             if level == "word":
-                rows = list(extractor.iter_words(chunk))
+                rows = list(extractor.iter_words(chunk, show_progress=progress))
                 if rows:
                     writer.write(np.concatenate(rows))
             else:
-                writer.write(np.stack(list(extractor.iter_texts(chunk))))
-            progress.update(len(chunk))
+                writer.write(np.stack(list(extractor.iter_texts(chunk, show_progress=progress))))
 
 
 def _write_rows_in_context(writer: ArrayWriter, extractor, chunks, documents: np.ndarray, progress) -> None:
     """Word rows with document context: the chunks read as one stream of sentences, so that context
     reaches across them (the encoder holds its own chunk and the sentences waiting for context)."""
     sentences = (sentence for chunk in chunks for sentence in chunk)
-    for block in _chunks(extractor.iter_words(sentences, doc_ids=iter(documents.tolist())), 1024):
+    rows_of = extractor.iter_words(sentences, doc_ids=iter(documents.tolist()), show_progress=progress)
+    for block in _chunks(rows_of, 1024):
         rows = [row for row in block if len(row)]
         if rows:
             writer.write(np.concatenate(rows))
-        progress.update(len(block))

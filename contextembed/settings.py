@@ -28,6 +28,11 @@ variable                               accepted                                 
 ``CONTEXTEMBED_RAY_LOGS``              ``show`` or ``hide``: whether Ray's own log  ``hide``
                                        lines reach the terminal while contextembed
                                        runs Ray (:mod:`contextembed.engines.ray`)
+``CONTEXTEMBED_DATA``                  an existing directory: where the examples    ``../shared/data``
+                                       read CoNLL-2003 (``conll2003/train.txt``,    beside the
+                                       ``dev.txt``) and SST-2 (``sst2/train.tsv``)  repository
+                                       when no ``--data`` is given
+                                       (:func:`data_directory`)
 ``WORLD_SIZE``, ``RANK``,              set by torchrun: ``WORLD_SIZE`` >= 1,        1, 0, 0
 ``LOCAL_RANK``                         ``0 <= RANK < WORLD_SIZE``, ``LOCAL_RANK``
                                        >= 0 (:mod:`contextembed.pretraining`)
@@ -52,6 +57,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Optional
 
 from .errors import SettingError
@@ -165,6 +171,34 @@ def choice(name: str, choices: Sequence[str]) -> Optional[str]:
     return text
 
 
+#: the variable naming the directory of the corpora the examples read
+DATA_ENV = "CONTEXTEMBED_DATA"
+
+
+def directory(name: str) -> Optional[Path]:
+    """The existing directory the variable ``name`` names (``~`` expanded); ``None`` when unset or blank.
+
+    Raises
+    ------
+    SettingError
+        The path does not exist or is not a directory, naming the variable and the path.
+    """
+    text = raw(name)
+    if text is None:
+        return None
+    path = Path(text).expanduser()
+    if not path.is_dir():
+        what = "does not exist" if not path.exists() else "is not a directory"
+        raise SettingError(f"{name}={text!r}: {path} {what}; set it to an existing directory, or unset it")
+    return path
+
+
+def data_directory() -> Optional[Path]:
+    """``CONTEXTEMBED_DATA``: the directory holding ``conll2003/`` and ``sst2/`` for the examples
+    (:func:`directory`); ``None`` when unset."""
+    return directory(DATA_ENV)
+
+
 def usable_cores() -> int:
     """The CPU cores this process may run on (its affinity where the OS tells it, else all)."""
     if hasattr(os, "sched_getaffinity"):
@@ -188,10 +222,13 @@ def _range(minimum: int, maximum: Optional[int]) -> str:
 
 __all__ = [
     "BYTE_UNITS",
+    "DATA_ENV",
     "MAX_BYTES",
     "STREAMS_PER_CORE",
     "byte_size",
     "choice",
+    "data_directory",
+    "directory",
     "parse_byte_size",
     "parse_whole_number",
     "raw",

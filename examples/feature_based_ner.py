@@ -8,9 +8,10 @@ bars, ``--verbose`` logs what ``"auto"`` chose (device, precision, batch size).
 
 By default it runs on a small slice (200 training sentences, 150 dev) so it finishes in about a
 minute on a laptop CPU; ``--full`` uses all of CoNLL-2003 train -> dev. The data (``train.txt`` and
-``dev.txt`` in CoNLL-2003 format) is read from ``--data DIR`` (default ``../shared/data/conll2003``
-beside the repository); without it the script says so on stderr and falls back to a tiny built-in
-sample (8 sentences), whose scores mean nothing.
+``dev.txt`` in CoNLL-2003 format) is read from ``--data DIR``, else ``$CONTEXTEMBED_DATA/conll2003``,
+else ``../shared/data/conll2003`` beside the repository (``--help`` says where to get it); without
+it the script says so on stderr and falls back to a tiny built-in sample (8 sentences), whose
+scores mean nothing.
 Where to get CoNLL-2003 (never downloaded here): ``docs/data.md``.
 
     python examples/feature_based_ner.py [--data DIR] [--full] [--encoder minilm-l6] [--plot weights.png]
@@ -22,15 +23,15 @@ import argparse
 import logging
 import sys
 from pathlib import Path
+from typing import Optional
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from contextembed.sklearn import format_report  # noqa: E402
-from contextembed.sklearn.datasets import read_conll  # noqa: E402
+from contextembed.sklearn.datasets import read_conll_documents  # noqa: E402
+from examples.corpora import CONLL_SOURCE, conll_dir, epilog  # noqa: E402
 from examples.table7 import format_row, run_rows, table7_configs  # noqa: E402
-
-DATA = ROOT.parent / "shared" / "data" / "conll2003"
 
 SAMPLE = [
     ("EU rejects German call to boycott British lamb .", "B-ORG O B-MISC O O O B-MISC O O"),
@@ -49,18 +50,23 @@ SAMPLE = [
 ]
 
 
-def load_data(full: bool, data: Path = DATA):
-    """(train, dev) as (sentences, tags) pairs; a small slice unless ``full``."""
+def load_data(full: bool, data: Optional[Path] = None):
+    """(train, dev) as (sentences, tags, doc_ids) from ``data`` (default: :func:`examples.corpora.conll_dir`);
+    a small slice unless ``full``. The taggers' ``fit(*train)`` and ``score(*dev)`` take the
+    document ids (from the -DOCSTART- lines) as ``doc_ids``."""
+    data = conll_dir() if data is None else data
     if (data / "train.txt").exists():
         limits = (None, None) if full else (200, 150)
-        return read_conll(data / "train.txt", limit=limits[0]), read_conll(data / "dev.txt", limit=limits[1])
+        return (read_conll_documents(data / "train.txt", limit=limits[0]),
+                read_conll_documents(data / "dev.txt", limit=limits[1]))
     if full:
-        raise SystemExit(f"--full needs CoNLL-2003 (train.txt, dev.txt) in {data}; pass --data DIR")
-    print(f"WARNING: no CoNLL-2003 in {data} (pass --data DIR); using the tiny built-in sample of "
-          f"{len(SAMPLE)} sentences: its scores mean nothing", file=sys.stderr)
+        raise SystemExit(f"--full needs CoNLL-2003 (train.txt, dev.txt) in {data}; pass --data DIR or set "
+                         f"CONTEXTEMBED_DATA\n\n{CONLL_SOURCE}")
+    print(f"WARNING: no CoNLL-2003 in {data} (pass --data DIR or set CONTEXTEMBED_DATA; --help says where to get "
+          f"it); using the tiny built-in sample of {len(SAMPLE)} sentences: its scores mean nothing", file=sys.stderr)
     sentences = [text.split() for text, _ in SAMPLE]
     tags = [labels.split() for _, labels in SAMPLE]
-    return (sentences[:6], tags[:6]), (sentences[6:], tags[6:])
+    return (sentences[:6], tags[:6], [0] * 6), (sentences[6:], tags[6:], [1, 1])
 
 
 def require_matplotlib():
@@ -101,8 +107,11 @@ def print_report(rows, models: dict, dev) -> None:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description="Table 7 style feature-based NER")
-    parser.add_argument("--data", type=Path, default=DATA, help="directory with CoNLL-2003 train.txt and dev.txt")
+    parser = argparse.ArgumentParser(description="Table 7 style feature-based NER",
+                                     epilog=epilog("conll2003", CONLL_SOURCE),
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", type=Path, default=None,
+                        help="directory with CoNLL-2003 train.txt and dev.txt (default: see below)")
     parser.add_argument("--full", action="store_true", help="all of CoNLL-2003 train -> dev")
     parser.add_argument("--encoder", default="minilm-l6", help="a contextembed encoder spec")
     parser.add_argument("--window", type=int, default=1, help="neighbouring words on each side")

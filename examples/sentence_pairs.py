@@ -9,9 +9,10 @@ logistic regression:
   ``interactions`` ``[u; v; |u - v|; u * v]``, ``segments`` ``[u; v]`` and ``cls``;
 - two separate passes (``TextEmbedder`` on each sentence), joined as ``[u; v; |u - v|; u * v]``.
 
-The data is read from ``--data DIR`` (``train.txt`` and ``dev.txt``; default
-``../shared/data/conll2003`` beside the repository); without it the script says so on stderr and
-falls back to a tiny built-in sample whose scores mean nothing.
+The data is read from ``--data DIR`` (``train.txt`` and ``dev.txt``), else
+``$CONTEXTEMBED_DATA/conll2003``, else ``../shared/data/conll2003`` beside the repository
+(``--help`` says where to get it); without it the script says so on stderr and falls back to a tiny
+built-in sample whose scores mean nothing.
 Where to get CoNLL-2003 (never downloaded here): ``docs/data.md``.
 
     python examples/sentence_pairs.py [--data DIR] [--train-pairs 2000] [--test-pairs 1000] [--encoder minilm-l6]
@@ -24,6 +25,7 @@ import random
 import sys
 import time
 from pathlib import Path
+from typing import Optional
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -34,8 +36,7 @@ from sklearn.pipeline import make_pipeline  # noqa: E402
 from sklearn.preprocessing import StandardScaler  # noqa: E402
 
 from contextembed.sklearn import TextEmbedder, TextPairEmbedder  # noqa: E402
-
-DATA = ROOT.parent / "shared" / "data" / "conll2003"
+from examples.corpora import CONLL_SOURCE, conll_dir, epilog  # noqa: E402
 MIN_TOKENS = 5
 
 SAMPLE = [
@@ -84,11 +85,13 @@ def read_documents(path: Path) -> list[list[list[str]]]:
     return [doc for doc in documents if doc]
 
 
-def load_documents(data: Path) -> tuple[list, list]:
+def load_documents(data: Optional[Path] = None) -> tuple[list, list]:
+    """(train, test) documents from ``data`` (default: :func:`examples.corpora.conll_dir`)."""
+    data = conll_dir() if data is None else data
     if (data / "train.txt").exists():
         return read_documents(data / "train.txt"), read_documents(data / "dev.txt")
-    print(f"WARNING: no CoNLL-2003 in {data} (pass --data DIR); using the tiny built-in sample of "
-          f"{len(SAMPLE)} documents: its scores mean nothing", file=sys.stderr)
+    print(f"WARNING: no CoNLL-2003 in {data} (pass --data DIR or set CONTEXTEMBED_DATA; --help says where to get "
+          f"it); using the tiny built-in sample of {len(SAMPLE)} documents: its scores mean nothing", file=sys.stderr)
     documents = [[sentence.split() for sentence in doc] for doc in SAMPLE]
     return documents, documents
 
@@ -126,8 +129,11 @@ def run(encoder: str, train: tuple, test: tuple, layers="all", combine="mean") -
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description="same-document sentence pairs on CoNLL-2003")
-    parser.add_argument("--data", type=Path, default=DATA, help="directory with CoNLL-2003 train.txt and dev.txt")
+    parser = argparse.ArgumentParser(description="same-document sentence pairs on CoNLL-2003",
+                                     epilog=epilog("conll2003", CONLL_SOURCE),
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", type=Path, default=None,
+                        help="directory with CoNLL-2003 train.txt and dev.txt (default: see below)")
     parser.add_argument("--encoder", default="minilm-l6")
     parser.add_argument("--train-pairs", type=int, default=2000)
     parser.add_argument("--test-pairs", type=int, default=1000)

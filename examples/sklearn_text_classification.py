@@ -5,9 +5,10 @@ candidate only re-pools the cached layers, so the search costs little more than 
 
 By default it runs on a small slice of SST-2 (300 training sentences, 200 test) so it finishes in
 well under a minute on a laptop CPU; ``--full`` trains on 3,000 sentences and tests on 1,000. The
-data (``label<TAB>sentence`` lines) is read from ``--data FILE`` (default
-``../shared/data/sst2/train.tsv`` beside the repository); without it the script says so on stderr
-and falls back to a tiny built-in sample (16 sentences), whose scores mean nothing.
+data (SST-2's ``train.tsv``) is read from ``--data FILE``, else ``$CONTEXTEMBED_DATA/sst2/train.tsv``,
+else ``../shared/data/sst2/train.tsv`` beside the repository (``--help`` says where to get it);
+without it the script says so on stderr and falls back to a tiny built-in sample (16 sentences),
+whose scores mean nothing.
 Where to get SST-2 (never downloaded here): ``docs/data.md``.
 
     python examples/sklearn_text_classification.py [--data FILE] [--full] [--encoder minilm-l6]
@@ -19,6 +20,7 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import Optional
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -29,8 +31,7 @@ from sklearn.pipeline import make_pipeline  # noqa: E402
 
 from contextembed.sklearn import TextEmbedder  # noqa: E402
 from contextembed.sklearn.datasets import read_labelled_text  # noqa: E402
-
-DATA = ROOT.parent / "shared" / "data" / "sst2" / "train.tsv"
+from examples.corpora import SST2_SOURCE, epilog, sst2_file  # noqa: E402
 
 SAMPLE = [
     ("a gorgeous , witty , seductive movie", 1), ("an utterly charming and hilarious film", 1),
@@ -49,15 +50,17 @@ GRID = {
 }
 
 
-def load_data(full: bool, data: Path = DATA):
+def load_data(full: bool, data: Optional[Path] = None):
+    """(train, test) as (texts, labels) from ``data`` (default: :func:`examples.corpora.sst2_file`)."""
+    data = sst2_file() if data is None else data
     if data.exists():
         n_train, n_test = (3000, 1000) if full else (300, 200)
         texts, labels = read_labelled_text(data, limit=n_train + n_test)
         return (texts[:n_train], labels[:n_train]), (texts[n_train:], labels[n_train:])
     if full:
-        raise SystemExit(f"--full needs SST-2 at {data}; pass --data FILE")
-    print(f"WARNING: no SST-2 at {data} (pass --data FILE); using the tiny built-in sample of "
-          f"{len(SAMPLE)} sentences: its scores mean nothing", file=sys.stderr)
+        raise SystemExit(f"--full needs SST-2 at {data}; pass --data FILE or set CONTEXTEMBED_DATA\n\n{SST2_SOURCE}")
+    print(f"WARNING: no SST-2 at {data} (pass --data FILE or set CONTEXTEMBED_DATA; --help says where to get it); "
+          f"using the tiny built-in sample of {len(SAMPLE)} sentences: its scores mean nothing", file=sys.stderr)
     texts, labels = [t for t, _ in SAMPLE], [y for _, y in SAMPLE]
     order = [0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15]
     texts, labels = [texts[i] for i in order], [labels[i] for i in order]
@@ -65,8 +68,10 @@ def load_data(full: bool, data: Path = DATA):
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description="SST-2 with TextEmbedder + LogisticRegression")
-    parser.add_argument("--data", type=Path, default=DATA, help="SST-2 train.tsv (label<TAB>sentence)")
+    parser = argparse.ArgumentParser(description="SST-2 with TextEmbedder + LogisticRegression",
+                                     epilog=epilog("sst2/train.tsv", SST2_SOURCE),
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", type=Path, default=None, help="SST-2 train.tsv (default: see below)")
     parser.add_argument("--full", action="store_true", help="3,000 training and 1,000 test sentences")
     parser.add_argument("--encoder", default="minilm-l6")
     args = parser.parse_args(argv)

@@ -697,3 +697,26 @@ def test_summaries_are_one_json_line_on_stdout(vectors, tiny_bert_dir, inputs, t
                  "--dim", "4", "--quiet"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["output"] == str(tmp_path / "student") and summary["dim"] == 4 and summary["words"] > 0
+
+
+@pytest.mark.parametrize("context", [0, 4])
+def test_the_embed_bar_starts_at_zero_moves_per_batch_and_prints_its_last_line_once(tiny_bert_dir, tmp_path, capsys,
+                                                                                   monkeypatch, context):
+    """Issue 38 item 12: the final 100% line came twice, and the first count only after a whole chunk."""
+    import time
+
+    from contextembed.encoders import transformer
+
+    run_batch, batches = transformer.TransformerEncoder._run_batch, transformer._batches
+    monkeypatch.setattr(transformer.TransformerEncoder, "_run_batch",  # slow enough for tqdm (0.1 s between draws)
+                        lambda self, *a, **k: (time.sleep(0.12), run_batch(self, *a, **k))[1])
+    monkeypatch.setattr(transformer, "_batches", lambda rows, length, tokens, size: batches(rows, length, tokens, 3))
+    source = tmp_path / "in.txt"
+    source.write_text("".join(f"the quick fox number {i} jumps\n" for i in range(12)), encoding="utf-8")
+    args = ["embed", str(tiny_bert_dir), str(source), str(tmp_path / "out.npz"), "--device", "cpu",
+            "--precision", "fp32"]
+    assert main(args + (["--context", str(context)] if context else [])) == 0
+    states = [state for state in capsys.readouterr().err.split("\r") if "/12" in state]
+    assert "0/12" in states[0]
+    assert sum("12/12" in state for state in states) == 1 and states[-1].rstrip().endswith("]")
+    assert any(f"{k}/12" in state for state in states for k in range(1, 12))  # counted before the end

@@ -110,6 +110,45 @@ def test_jsonl_documents_must_be_consecutive(tmp_path):
         list(read_sentences(str(source)))
 
 
+def _jsonl_lines(docs) -> str:
+    """One line per ``(doc, tokens)``; ``doc`` None: a line without the field."""
+    return "".join(json.dumps({"tokens": tokens} if doc is None else {"doc": doc, "tokens": tokens}) + "\n"
+                   for doc, tokens in docs)
+
+
+@pytest.mark.parametrize("docs, numbers", [
+    ([None, None, None], [0, 0, 0]),  # a file without "doc": one document
+    (["a", "a", None], [0, 0, 1]),  # issue 38 item 6: used to be '"doc" None comes back'
+    ([None, "a", "a"], [0, 1, 1]),
+    (["a", None, None, "b", None, "c"], [0, 1, 1, 2, 3, 4]),  # each run without "doc" is one document
+    ([None, "a", None], [0, 1, 2]),  # an unnamed run may come back; it is another document
+    ([0, 1, None, 2], [0, 1, 2, 3]),
+])
+def test_jsonl_lines_without_doc_are_one_document_per_run(tmp_path, docs, numbers):
+    source = tmp_path / "in.jsonl"
+    tokens = [[f"w{i}"] for i in range(len(docs))]
+    source.write_text(_jsonl_lines(zip(docs, tokens)), encoding="utf-8")
+    assert list(read_documents(str(source))) == list(zip(numbers, tokens))
+
+
+def test_embed_reads_a_line_without_doc_after_named_ones_as_its_own_document(tiny_bert_dir, encoder, tmp_path):
+    source = tmp_path / "in.jsonl"
+    docs = ["d0", "d0", None, None]
+    source.write_text(_jsonl_lines(zip(docs, SENTENCES)), encoding="utf-8")
+    features = _embed(tiny_bert_dir, source, tmp_path / "out.npz", "--context", 6)
+    np.testing.assert_array_equal(features, _expected(encoder, SENTENCES, TWO_DOCS, 6))
+    reverse = tmp_path / "reverse.jsonl"
+    reverse.write_text(_jsonl_lines(zip([None, None, "d1", "d1"], SENTENCES)), encoding="utf-8")
+    np.testing.assert_array_equal(_embed(tiny_bert_dir, reverse, tmp_path / "reverse.npz", "--context", 6), features)
+
+
+def test_a_named_document_that_comes_back_after_an_unnamed_run_is_refused(tmp_path):
+    source = tmp_path / "in.jsonl"
+    source.write_text(_jsonl_lines([("x", ["a"]), (None, ["b"]), ("x", ["c"])]), encoding="utf-8")
+    with pytest.raises(FileFormatError, match=r'"doc" \'x\' comes back after another document'):
+        list(read_documents(str(source)))
+
+
 @pytest.mark.parametrize("extra, message", [
     (["--doc-sep", "blank"], "doc_sep='blank' (--doc-sep) sets the documents that context reaches across; it does "
                              "nothing without context"),

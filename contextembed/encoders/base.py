@@ -9,16 +9,17 @@ Shapes use fixed dimension names: ``layers`` (the encoder's layers, or the selec
 
 from __future__ import annotations
 
+import contextlib
 import os
 import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sized
 from dataclasses import dataclass
-from typing import Optional, Union
+from typing import Optional, Protocol, Union
 
 import numpy as np
-from tqdm.auto import tqdm
 
+from .. import terminal
 from .._files import atomic_directory
 from ..pooling.layers import LayerSpec, resolve_layers
 from ..pooling.subword import SubwordPooling, pool_subwords_numpy
@@ -93,10 +94,25 @@ class PairPieces:
     cls: Optional[np.ndarray] = None
 
 
-def progress_bar(items: object, show_progress: bool, unit: str = "sent") -> tqdm:
-    """A progress bar over ``items``: with their count where they have one (a list), open-ended for
-    an iterator, which encoders read one chunk at a time (:func:`check_sentence_chunks`)."""
-    return tqdm(total=len(items) if isinstance(items, Sized) else None, disable=not show_progress, unit=unit)
+class ProgressCounter(Protocol):
+    """A progress bar the caller holds and an encoder counts its items on (a tqdm bar will do)."""
+
+    def update(self, n: int = 1) -> object: ...
+
+
+#: what the encoders' ``show_progress`` takes: draw a bar of their own, or count on the caller's
+ShowProgress = Union[bool, ProgressCounter]
+
+
+def progress_bar(items: object, show_progress: ShowProgress, unit: str = "sent"):
+    """A progress bar over ``items`` (:func:`contextembed.terminal.progress_bar`): with their count
+    where they have one (a list), open-ended for an iterator, which encoders read one chunk at a
+    time (:func:`check_sentence_chunks`). ``show_progress`` may instead be a bar the caller holds
+    (anything with ``update(n)``: the CLI's, an estimator's): the encoder counts its items on it and
+    leaves it open."""
+    if not isinstance(show_progress, (bool, np.bool_)) and callable(getattr(show_progress, "update", None)):
+        return contextlib.nullcontext(show_progress)
+    return terminal.progress_bar(len(items) if isinstance(items, Sized) else None, unit=unit, show=bool(show_progress))
 
 
 class LongPairWarning(UserWarning):
@@ -255,8 +271,9 @@ class Encoder(ABC):
             chunk size however long it is; a bad sentence is then found when its chunk is read.
         layers : int, sequence of int, "all" or "hidden"
             Which layers to return (see :func:`contextembed.pooling.resolve_layers`).
-        show_progress : bool
-            Show a progress bar over sentences.
+        show_progress : bool or ProgressCounter
+            Show a progress bar over sentences; or count them on a bar the caller holds (anything
+            with ``update(n)``), as forward passes finish where the encoder can tell.
         """
 
     def iter_encode_pair_pieces(

@@ -31,7 +31,7 @@ import numpy as np
 from ..options import check_choice
 from ..pooling.layers import LayerSpec
 from ..pooling.subword import SubwordPooling, check_subword_pooling
-from .base import Encoder, PieceEncoding, Sentences, check_sentence_chunks
+from .base import Encoder, PieceEncoding, Sentences, ShowProgress, check_sentence_chunks, progress_bar
 from .static_directory import is_saved_directory, read_saved_table, write_saved_table
 from .subwords import SubwordVectors
 from .vector_files import (  # noqa: F401  (re-exported)
@@ -137,7 +137,7 @@ class StaticVectors(Encoder):
     def iter_encode_pieces(
         self, sentences: Sentences, layers: LayerSpec = "all", *, show_progress: bool = False
     ) -> Iterator[PieceEncoding]:
-        for vectors in self._iter_vectors(sentences, layers):
+        for vectors in self._iter_vectors(sentences, layers, show_progress):
             yield PieceEncoding(vectors, np.arange(vectors.shape[1] + 1, dtype=np.int64))
 
     def iter_encode(
@@ -153,22 +153,26 @@ class StaticVectors(Encoder):
         if check_subword_pooling(subword_pooling) == "first_last":
             yield from super().iter_encode(sentences, layers, subword_pooling, show_progress=show_progress)
             return
-        yield from self._iter_vectors(sentences, layers)
+        yield from self._iter_vectors(sentences, layers, show_progress)
 
-    def _iter_vectors(self, sentences: Sentences, layers: LayerSpec) -> Iterator[np.ndarray]:
-        """``(layers=1, words, width)`` per sentence: one table gather per chunk of sentences."""
+    def _iter_vectors(self, sentences: Sentences, layers: LayerSpec,
+                      show_progress: ShowProgress = False) -> Iterator[np.ndarray]:
+        """``(layers=1, words, width)`` per sentence: one table gather per chunk of sentences
+        (counted on the progress bar as it is looked up)."""
         self.layer_indexes(layers)  # validates: only 0 / -1 / "all" exist
-        for chunk in check_sentence_chunks(sentences, _LOOKUP_CHUNK):  # an iterator is read chunk by chunk
-            words = [w for sentence in chunk for w in sentence]
-            rows = self._rows(words)
-            # (words of the chunk, width)
-            vectors = self.table[rows]
-            if self.subwords is not None:
-                self._fill_from_subwords(words, rows, vectors)
-            end = 0
-            for sentence in chunk:
-                begin, end = end, end + len(sentence)
-                yield vectors[None, begin:end]
+        with progress_bar(sentences, show_progress) as progress:
+            for chunk in check_sentence_chunks(sentences, _LOOKUP_CHUNK):  # an iterator is read chunk by chunk
+                words = [w for sentence in chunk for w in sentence]
+                rows = self._rows(words)
+                # (words of the chunk, width)
+                vectors = self.table[rows]
+                if self.subwords is not None:
+                    self._fill_from_subwords(words, rows, vectors)
+                progress.update(len(chunk))
+                end = 0
+                for sentence in chunk:
+                    begin, end = end, end + len(sentence)
+                    yield vectors[None, begin:end]
 
     def _rows(self, words: list[str]) -> np.ndarray:
         """``(words,)`` rows of :attr:`table`: the lowercased form first when :attr:`lowercase`, else

@@ -13,6 +13,7 @@ import itertools
 import json
 import logging
 import os
+import threading
 from contextlib import contextmanager
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -20,7 +21,6 @@ from typing import Optional, Union
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
 from .. import forking, streams
 from ..alignment import (
@@ -169,13 +169,17 @@ class TransformerEncoder(Encoder):
         most 3.8e-6 (fp32) and 0 (int8) on MiniLM.
     backend : {"torch", "openvino", "auto"}
         What runs the forward pass (:mod:`contextembed.backends`); ``"auto"`` measures both on a probe
-        batch once per machine and model (remembered: :mod:`contextembed.tuning`), and keeps torch (logged to ``contextembed``) where the engine is not installed,
-        not on a CPU, or cannot export the model.
+        batch once per machine and model (remembered: :mod:`contextembed.tuning`), and keeps torch
+        (logged to ``contextembed``) where the engine is not installed, not on a CPU, or cannot
+        export the model.
         Which to choose for a task and a machine: ``docs/choosing.md``.
-    calibration : list of list of str, optional
-        Sentences that calibrate the engine's static int8 (default: a bundled sample). Only with
-        ``backend="openvino"`` or ``"auto"`` and ``precision="int8"`` or ``"auto"``
-        (:func:`contextembed.backends.check_calibration`); elsewhere a ``ValueError``.
+    calibration : iterable of (list of str or str), optional
+        Sentences that calibrate the engine's static int8 (default: a bundled sample), read once
+        (a generator will do): token lists, or raw texts, which are split by the tokenizer the
+        estimators use for raw text (``tokenizer="auto"``); empty ones are left out, and at most
+        300 are used. Only with ``backend="openvino"`` or ``"auto"`` and ``precision="int8"`` or
+        ``"auto"`` (:func:`contextembed.backends.check_calibration`); elsewhere a ``ValueError``.
+        A token that is not a str is a ``TypeError`` naming the sentence and token index.
     """
 
     family = "transformer"
@@ -204,7 +208,7 @@ class TransformerEncoder(Encoder):
         self.device = resolve_device(device)
         backend = check_backend(backend, self.family)
         check_precision(precision, self.family)
-        check_calibration(calibration, backend, precision)
+        calibration = check_calibration(calibration, backend, precision)  # a generator is read here, once
         if getattr(model.config, "is_encoder_decoder", False):
             model = model.get_encoder()
         self.tokenizer = tokenizer
@@ -483,7 +487,9 @@ class TransformerEncoder(Encoder):
         """
         check_settings(kwargs.get("device", "auto"), kwargs.get("precision", "auto"), cls.family)  # before loading
         check_backend(kwargs.get("backend", "torch"), cls.family)
-        check_calibration(kwargs.get("calibration"), kwargs.get("backend", "torch"), kwargs.get("precision", "auto"))
+        if kwargs.get("calibration") is not None:  # read once, here: a generator is passed on as the list it held
+            kwargs["calibration"] = check_calibration(kwargs["calibration"], kwargs.get("backend", "torch"),
+                                                      kwargs.get("precision", "auto"))
         source = os.fspath(name_or_path)
         check_directory(source)
         with _quiet_transformers():
@@ -608,7 +614,7 @@ class TransformerEncoder(Encoder):
         pairs = check_pairs(pairs)
         layer_index = self.layer_indexes(layers)
         long_pairs = 0
-        with tqdm(total=len(pairs), disable=not show_progress, unit="pair") as progress:
+        with progress_bar(pairs, show_progress, unit="pair") as progress:
             for begin in range(0, len(pairs), self.chunk_size):
                 chunk = pairs[begin : begin + self.chunk_size]
                 firsts, seconds = self.pieces([a for a, _ in chunk]), self.pieces([b for _, b in chunk])
@@ -617,8 +623,7 @@ class TransformerEncoder(Encoder):
                 for a, b in sides:
                     rows.extend(self._pair_rows(a, b))
                     long_pairs += a.pieces.n_pieces + b.pieces.n_pieces > self._pair_budget()
-                self._run_rows(rows, layer_index)
-                progress.update(len(chunk))
+                self._run_rows(rows, layer_index, _ChunkProgress(progress, len(chunk)))
                 for a, b in sides:
                     first = PieceEncoding(a.joined(0), a.pieces.offsets, a.cls)
                     yield PairPieces(first, PieceEncoding(b.joined(0), b.pieces.offsets, a.cls), a.cls)
@@ -634,8 +639,8 @@ class TransformerEncoder(Encoder):
         with progress_bar(sentences, show_progress) as progress:
             for chunk in check_sentence_chunks(sentences, self.chunk_size):
                 pending = [self._pending(p, selectors) for p in self.pieces(chunk)]
-                self._run_rows([row for item in pending for row in self._single_rows(item)], layer_index)
-                progress.update(len(chunk))
+                self._run_rows([row for item in pending for row in self._single_rows(item)], layer_index,
+                               _ChunkProgress(progress, len(chunk)))
                 yield from pending
 
     def iter_encode_pieces_in_context(
@@ -652,8 +657,7 @@ class TransformerEncoder(Encoder):
                 pending = [self._pending(pieces, ("all",)) for pieces in own]
                 rows = [row for item, before, after, wanted in zip(pending, lefts, rights, chunk)
                         for row in self._context_rows(item, before.ids, after.ids, wanted.size)]
-                self._run_rows(rows, layer_index)
-                progress.update(len(chunk))
+                self._run_rows(rows, layer_index, _ChunkProgress(progress, len(chunk)))
                 for item in pending:
                     yield PieceEncoding(item.joined(0), item.pieces.offsets, item.cls, item.pieces.ids)
 
@@ -732,12 +736,24 @@ class TransformerEncoder(Encoder):
         owners = [a, b] if owned == (True, True) and template.prefix else []
         return _Row(template.ids(first, second), types, parts, owners)
 
-    def _run_rows(self, rows: list[_Row], layer_index: tuple[int, ...]) -> None:
+    def _run_rows(self, rows: list[_Row], layer_index: tuple[int, ...],
+                  progress: Optional["_ChunkProgress"] = None) -> None:
         """Run length-sorted batches of ``rows``; on a CPU several at once (:mod:`contextembed.streams`:
-        each batch's results are filed under its windows, whatever order the batches finish in)."""
+        each batch's results are filed under its windows, whatever order the batches finish in).
+        ``progress`` counts the chunk's items as the batches finish, and all of them at the end."""
         rows = sorted(rows, key=lambda row: len(row.ids))
         batches = list(_batches(rows, self._padded_length, self.batch_tokens, self.max_batch_size))
-        streams.run_all(functools.partial(self._run_batch, layer_index=layer_index), batches, self.device)
+        run = functools.partial(self._run_batch, layer_index=layer_index)
+        if progress is not None:
+            progress.expect(sum(self._batch_positions(batch) for batch in batches))
+            run = functools.partial(_counted, run, lambda batch: progress.advance(self._batch_positions(batch)))
+        streams.run_all(run, batches, self.device)
+        if progress is not None:
+            progress.finish()
+
+    def _batch_positions(self, batch: list[_Row]) -> int:
+        """The padded positions a batch computes: what the forward pass costs, roughly."""
+        return len(batch) * max(self._padded_length(row) for row in batch)
 
     def _padded_length(self, row: _Row) -> int:
         """Model input length of a row, rounded up to ``pad_multiple`` positions (never beyond the
@@ -837,6 +853,41 @@ def _batches(rows: list[_Row], padded_length: Callable[[_Row], int], batch_token
         longest = max(longest, size)
     if batch:
         yield batch
+
+
+def _counted(run: Callable, count: Callable, batch) -> None:
+    run(batch)
+    count(batch)
+
+
+class _ChunkProgress:
+    """Counts a chunk's ``n_items`` on ``bar`` as its batches finish, in proportion to the padded
+    positions each batch computed (an estimate: a sentence's windows may sit in several batches),
+    so that a bar moves, and its rate is measured, long before the chunk is done; :meth:`finish`
+    makes the count exact. Batches finish on several streams at once: a lock keeps the count."""
+
+    def __init__(self, bar, n_items: int) -> None:
+        self._bar, self._n_items = bar, n_items
+        self._total = self._done = self._counted = 0
+        self._lock = threading.Lock()
+
+    def expect(self, total: int) -> None:
+        self._total = total
+
+    def advance(self, cost: int) -> None:
+        with self._lock:
+            self._done += cost
+            self._count(self._n_items * self._done // max(self._total, 1))
+
+    def finish(self) -> None:
+        with self._lock:
+            self._count(self._n_items)
+
+    def _count(self, target: int) -> None:
+        step = min(target, self._n_items) - self._counted
+        if step > 0:
+            self._counted += step
+            self._bar.update(step)
 
 
 def _chunks(items: Iterable, size: int) -> Iterator[list]:

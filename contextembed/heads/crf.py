@@ -13,6 +13,7 @@ scores are fixed at ``-inf``, never learned, so predictions are always valid tag
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Optional
 
@@ -20,6 +21,9 @@ import torch
 from torch import nn
 
 _FORBIDDEN = -1e4  # large enough to never win, finite so that gradients stay defined
+#: a tag with a one-letter scheme prefix (``B-PER``, ``I-ORG``, ``E-LOC``, ``L-X``); ``O`` and the IO
+#: scheme's bare types (``PER``, ``LOC``) have none
+PREFIXED_TAG = re.compile(r"[BIESLU]-.")
 
 
 class CRF(nn.Module):
@@ -129,9 +133,11 @@ def allowed_transitions(tags: Sequence[str], scheme: str) -> torch.Tensor:
     ----------
     tags : sequence of str
         Tag names such as ``"B-PER"``, ``"I-ORG"``, ``"O"``.
-    scheme : {"IOB1", "IOB2", "IOBES", "BILOU"}
-        IOB1 (CoNLL-2003: an entity starts with ``I-``; ``B-`` marks one that starts right after
-        one of the same type), IOB2/BIO (``B-`` starts every entity), IOBES / BILOU (with end and single-token tags).
+    scheme : {"IO", "IOB1", "IOB2", "IOBES", "BILOU"}
+        IO (bare types ``PER``, ``LOC`` and ``O``: every move is valid, and neighbouring tokens of
+        one type are one entity), IOB1 (CoNLL-2003: an entity starts with ``I-``; ``B-`` marks one
+        that starts right after one of the same type), IOB2/BIO (``B-`` starts every entity), IOBES /
+        BILOU (with end and single-token tags).
 
     Raises
     ------
@@ -155,6 +161,10 @@ def allowed_transitions(tags: Sequence[str], scheme: str) -> torch.Tensor:
 def _parse(tag: str, scheme: str) -> tuple[str, Optional[str]]:
     if tag == "O":
         return ("O", None)
+    if scheme == "IO":
+        if PREFIXED_TAG.match(tag):
+            raise ValueError(f"tag {tag!r} is not an IO tag (expected O or a TYPE without a prefix, such as 'PER')")
+        return ("I", tag)
     prefix, _, kind = tag.partition("-")
     prefixes = {"IOB1": "IB", "IOB2": "IB", "IOBES": "IBES", "BILOU": "BILU"}[scheme]
     if not kind or len(prefix) != 1 or prefix not in prefixes:
@@ -162,6 +172,11 @@ def _parse(tag: str, scheme: str) -> tuple[str, Optional[str]]:
     if scheme == "BILOU":
         prefix = {"L": "E", "U": "S"}.get(prefix, prefix)
     return (prefix, kind)
+
+
+def _io(source, target) -> bool:
+    """IO tags name each token's type alone: every move is valid."""
+    return True
 
 
 def _iob1(source, target) -> bool:
@@ -189,6 +204,6 @@ def _iobes(source, target) -> bool:
     return not inside  # O, B, S only when no entity is open
 
 
-_RULES = {"IOB1": _iob1, "IOB2": _iob2, "IOBES": _iobes, "BILOU": _iobes}
+_RULES = {"IO": _io, "IOB1": _iob1, "IOB2": _iob2, "IOBES": _iobes, "BILOU": _iobes}
 
-__all__ = ["CRF", "allowed_transitions"]
+__all__ = ["CRF", "PREFIXED_TAG", "allowed_transitions"]

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib.util
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Optional
 
 import numpy as np
@@ -21,6 +22,7 @@ from ..encoders.loading import NAMED_MODELS
 from ..errors import ModelNotFoundError
 from ..plotting import LayerWeights, estimator_name, layer_labels
 from ..pooling import LayerPooling, check_combine, check_subword_pooling, subword_output_width
+from ..streams import intra_op_threads
 from ._embedded import pack_encoder, unpack_encoder
 from ._encoding import UNITS, EncoderRef, Kind, disk_cache, encode_all, get_encoder, resolved
 from ._probe import MixResult, ProbeSettings, learn_mix
@@ -236,6 +238,38 @@ def check_show_progress(value) -> bool:
     if not isinstance(value, (bool, np.bool_)):
         raise TypeError(f"show_progress must be True or False, got {value!r} ({type(value).__name__})")
     return bool(value)
+
+
+#: the most threads ``n_threads`` may ask for: beyond it torch would start a pool of threads no
+#: machine has the cores for, and fail with an error that names nothing
+MAX_THREADS = 1024
+
+def check_n_threads(value) -> Optional[int]:
+    """``n_threads``: ``None`` or an int from 1 to :data:`MAX_THREADS` (a bool, 0, a negative or huge
+    number, a float or a str is a ``ValueError`` naming it)."""
+    if value is None:
+        return None
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or not 1 <= value <= MAX_THREADS:
+        raise ValueError(f"n_threads must be None (the current thread settings) or an int from 1 to {MAX_THREADS:,}, "
+                         f"got {value!r}")
+    return int(value)
+
+
+def with_n_threads(method: Callable) -> Callable:
+    """Decorator of a tagger's method: it runs with the estimator's ``n_threads``
+    (:data:`contextembed.sklearn._parameters.TAGGER_PARAMETERS`)."""
+
+    @functools.wraps(method)
+    def bounded(self, *args, **kwargs):
+        n_threads = check_n_threads(getattr(self, "n_threads", None))  # a tagger pickled before it had one: None
+        if n_threads is None:
+            return method(self, *args, **kwargs)
+        from threadpoolctl import threadpool_limits
+
+        with intra_op_threads(n_threads), threadpool_limits(limits=n_threads):
+            return method(self, *args, **kwargs)
+
+    return bounded
 
 
 def _check_fraction(value: float) -> None:

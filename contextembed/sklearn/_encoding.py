@@ -38,7 +38,7 @@ from typing import Literal, Optional, Union
 import numpy as np
 
 from ..documents import InContext
-from ..encoders.base import Encoder, PairPieces, PieceEncoding
+from ..encoders.base import Encoder, PairPieces, PieceEncoding, ShowProgress
 from ..encoders.identity import ModelIdentity, fingerprint, identify, locate
 from ..encoders.loading import load_encoder
 from ..settings import MAX_BYTES, byte_size, parse_byte_size
@@ -386,20 +386,23 @@ def piece_mean_key(encoder_key: str, tokens: Sequence[str]) -> str:
     return sentence_key(encoder_key + "\x1epiece_mean", tokens)
 
 
-def _encode_sentences(encoder: Encoder, sentences: list) -> Iterator[PieceEncoding]:
-    return encoder.iter_encode_pieces(sentences, layers="all")
+def _encode_sentences(encoder: Encoder, sentences: list, progress: ShowProgress = False) -> Iterator[PieceEncoding]:
+    return encoder.iter_encode_pieces(sentences, layers="all", show_progress=progress)
 
 
-def _encode_in_context(encoder: Encoder, items: list) -> Iterator[PieceEncoding]:
-    return encoder.iter_encode_pieces_in_context(items, layers="all")
+def _encode_in_context(encoder: Encoder, items: list, progress: ShowProgress = False) -> Iterator[PieceEncoding]:
+    return encoder.iter_encode_pieces_in_context(items, layers="all", show_progress=progress)
 
 
-def _encode_pairs(encoder: Encoder, pairs: list) -> Iterator[PairPieces]:
-    return encoder.iter_encode_pair_pieces(pairs, layers="all")
+def _encode_pairs(encoder: Encoder, pairs: list, progress: ShowProgress = False) -> Iterator[PairPieces]:
+    return encoder.iter_encode_pair_pieces(pairs, layers="all", show_progress=progress)
 
 
-def _encode_piece_means(encoder: Encoder, sentences: list) -> Iterator[np.ndarray]:
-    return iter(encoder.encode_piece_means(sentences, layers="all"))  # computed for the whole block
+def _encode_piece_means(encoder: Encoder, sentences: list, progress: ShowProgress = False) -> Iterator[np.ndarray]:
+    means = encoder.encode_piece_means(sentences, layers="all")  # computed for the whole block
+    if not isinstance(progress, bool):
+        progress.update(len(sentences))
+    return iter(means)
 
 
 #: what can be encoded and cached: how to key one item, and how to encode a block of them (one
@@ -418,19 +421,16 @@ def _encode_block(ref: EncoderRef, items: list, kind: Kind = "sentence", threads
     ``threads`` pins torch's intra-op threads to the caller's count: CPU kernels may split their
     reductions differently with another count, and results must not depend on the worker.
     ``speedups``: the caller's measurements behind ``precision="auto"``, so a worker picks what the
-    caller picked (:func:`contextembed.devices.adopt_speedups`). ``progress`` counts each item as
-    it is encoded (in the caller's process only: a worker gets none).
+    caller picked (:func:`contextembed.devices.adopt_speedups`). ``progress`` counts the items as
+    the encoder's forward passes finish (in the caller's process only: a worker gets none), so that
+    its bar moves and measures a rate long before the block is done.
     """
     from ..devices import adopt_speedups
     from ..streams import intra_op_threads
 
     adopt_speedups(speedups or {})
-    out = []
     with intra_op_threads(threads):
-        for encoding in KINDS[kind][1](get_encoder(ref), items):
-            out.append(encoding)
-            progress.update()
-    return out
+        return list(KINDS[kind][1](get_encoder(ref), items, progress if progress.show else False))
 
 
 def encode_all(

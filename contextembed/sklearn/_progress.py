@@ -17,10 +17,8 @@ from .. import terminal
 
 
 def bar(show: bool, desc: str, unit: str, total: Optional[int] = None):
-    """A tqdm bar on stderr (:class:`contextembed.terminal.LiveStderr`), drawn only when ``show``."""
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc=desc, unit=unit, disable=not show, file=terminal.LiveStderr())
+    """A tqdm bar on stderr (:func:`contextembed.terminal.progress_bar`), drawn only when ``show``."""
+    return terminal.progress_bar(total, desc=desc, unit=unit, show=show)
 
 
 class EncodingProgress:

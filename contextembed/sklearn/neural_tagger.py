@@ -23,8 +23,9 @@ from ..devices import resolve_device
 from ..heads.bilstm_crf import BiLSTMCRF, TaggerBatch, TaggerSettings, TaggerShape
 from ..heads.crf import allowed_transitions
 from ..plotting import LayerWeights, estimator_name, layer_labels
-from ._base import check_show_progress
+from ._base import check_show_progress, with_n_threads
 from ._checks import DocIds, TokenLists, check_doc_ids, check_tagged, check_token_lists
+from ._parameters import shared_docs
 from ._progress import bar
 from .tagger_features import SHAPE_NAMES, shape_features, word_shape
 from .scoring import EntityScoresMixin, detect_scheme, entity_f1
@@ -41,6 +42,7 @@ MAX_WIDTH = 1 << 16
 _PAD, _UNKNOWN = 0, 1
 
 
+@shared_docs
 class BiLSTMCRFTagger(EntityScoresMixin, BaseEstimator):
     """Tag every token with a BiLSTM-CRF on frozen encoder features.
 
@@ -81,13 +83,14 @@ class BiLSTMCRFTagger(EntityScoresMixin, BaseEstimator):
         Progress bars on stderr: the embedders' (the sentences they encode; ``True`` turns them on
         in the fitted ``embedders_``) and one over the training epochs, with the last batch's loss
         and the held-out entity F1.
+    $tagger_parameters
 
     Attributes
     ----------
     embedders_ : list of TokenEmbedder
     classes_ : np.ndarray
         Tags seen in training; predictions are always among them.
-    tag_scheme_ : {"IOB1", "IOB2", "IOBES", "BILOU"}
+    tag_scheme_ : {"IO", "IOB1", "IOB2", "IOBES", "BILOU"}
     uses_shape_ : bool
     mix_weights_ : list of np.ndarray or None
         The learned mix of each embedder (``None`` where its combine is fixed); plot them with
@@ -121,6 +124,7 @@ class BiLSTMCRFTagger(EntityScoresMixin, BaseEstimator):
         device: str = "auto",
         random_state: int = 0,
         show_progress: bool = False,
+        n_threads: Optional[int] = None,
     ) -> None:
         self.embedder = embedder
         self.shape_features = shape_features
@@ -140,9 +144,11 @@ class BiLSTMCRFTagger(EntityScoresMixin, BaseEstimator):
         self.device = device
         self.random_state = random_state
         self.show_progress = show_progress
+        self.n_threads = n_threads
 
     # -- fitting --------------------------------------------------------------------------------
 
+    @with_n_threads
     def fit(self, X, y, doc_ids=None):
         """Train on tokenized sentences ``X`` and one tag list per sentence ``y``.
 
@@ -174,7 +180,7 @@ class BiLSTMCRFTagger(EntityScoresMixin, BaseEstimator):
         self.classes_ = np.unique(tags)
         if len(self.classes_) < 2:
             raise ValueError(f"y holds a single tag {str(self.classes_[0])!r}; a tagger needs at least two")
-        self.tag_scheme_ = detect_scheme([list(t) for t in y])
+        self.tag_scheme_ = detect_scheme([list(t) for t in y], names=("y",))
         index = {tag: i for i, tag in enumerate(self.classes_)}
         self.allowed_ = allowed_transitions(list(self.classes_), self.tag_scheme_).numpy()
         codes = [np.array([index[t] for t in tags_i], dtype=np.int64) for tags_i in y]
@@ -301,6 +307,7 @@ class BiLSTMCRFTagger(EntityScoresMixin, BaseEstimator):
 
     # -- predicting -----------------------------------------------------------------------------
 
+    @with_n_threads
     def predict(self, X, doc_ids=None) -> list[list[str]]:
         """Tags for every token: one list per sentence, ``len`` equal to the sentence's (``doc_ids``:
         one document id per sentence, as in :meth:`fit`)."""

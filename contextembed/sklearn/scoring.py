@@ -1,40 +1,75 @@
-"""Entity-level scoring of tag sequences with seqeval (IOB1, IOB2/BIO, IOBES and BILOU).
+"""Entity-level scoring of tag sequences with seqeval (IO, IOB1, IOB2/BIO, IOBES and BILOU).
 
 :func:`entity_f1` is the taggers' ``score`` (micro F1), :func:`entity_report` their ``report``
-(per entity type); both read the tags the same way (:func:`_seqeval_options`).
+(per entity type); both read the tags the same way (:func:`_seqeval_input`).
 """
 
 from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
-from typing import Literal
+from typing import Literal, get_args
 
 import numpy as np
 from sklearn.metrics import make_scorer
 
+from ..heads.crf import PREFIXED_TAG
 from ._checks import check_doc_ids, check_tagged
 
-TagScheme = Literal["IOB1", "IOB2", "IOBES", "BILOU"]
+TagScheme = Literal["IO", "IOB1", "IOB2", "IOBES", "BILOU"]
+TAG_SCHEMES: tuple[str, ...] = get_args(TagScheme)
 
 
-def detect_scheme(*tag_lists: Sequence[Sequence[str]]) -> TagScheme:
+def detect_scheme(*tag_lists: Sequence[Sequence[str]], names: Sequence[str] = ()) -> TagScheme:
     """Name the tagging scheme of some tag sequences.
 
-    ``BILOU`` when a tag starts with ``L-`` or ``U-``; ``IOBES`` with ``E-`` or ``S-``; ``IOB1``
-    when an ``I-X`` tag opens an entity (follows ``O`` or another type); otherwise ``IOB2``.
+    ``IO`` when no tag has a scheme prefix (bare types such as ``PER``, ``LOC`` and ``O``, which
+    some corpora use: neighbouring tokens of one type are one entity); else ``BILOU`` when a tag
+    starts with ``L-`` or ``U-``; ``IOBES`` with ``E-`` or ``S-``; ``IOB1`` when an ``I-X`` tag opens
+    an entity (follows ``O`` or another type); otherwise ``IOB2`` (also when every tag is ``O``).
+
+    Parameters
+    ----------
+    *tag_lists : list of list of str
+        Tag sequences, one list per sentence.
+    names : sequence of str, optional
+        What each of ``tag_lists`` is called in errors (``"y_true"``, ``"y_pred"``).
+
+    Raises
+    ------
+    ValueError
+        Some tags have a prefix (``B-PER``) and others none (``PER``), or a tag is empty; the message
+        names the tags with their sentence and token.
     """
     prefixes = set()
     iob1 = False
-    for tags in tag_lists:
-        for sentence in tags:
+    first = {True: None, False: None}  # the first prefixed and the first bare tag, with where they are
+    for k, tags in enumerate(tag_lists):
+        for i, sentence in enumerate(tags):
             previous = "O"
-            for tag in sentence:
+            for j, tag in enumerate(sentence):
+                if tag == "O":
+                    previous = tag
+                    continue
+                if not tag:
+                    raise ValueError(f"tag '' ({_where(names, len(tag_lists), k, i, j)}) is empty; every token needs a tag "
+                                     "(O outside entities)")
+                prefixed = bool(PREFIXED_TAG.match(tag))
+                if first[prefixed] is None:
+                    first[prefixed] = (tag, _where(names, len(tag_lists), k, i, j))
                 prefix, _, kind = tag.partition("-")
                 prefixes.add(prefix)
                 if prefix == "I" and previous[2:] != kind:
                     iob1 = True
                 previous = tag
+    if first[True] is not None and first[False] is not None:
+        (bare, bare_at), (prefixed, prefixed_at) = first[False], first[True]
+        raise ValueError(
+            f"tag {bare!r} ({bare_at}) has no scheme prefix, but tag {prefixed!r} ({prefixed_at}) has one: use one "
+            "scheme throughout, IO (PER, LOC, O) or a prefixed one (B-PER, I-PER, O)"
+        )
+    if first[False] is not None:
+        return "IO"
     if prefixes & {"L", "U"}:
         return "BILOU"
     if prefixes & {"E", "S"}:
@@ -42,13 +77,43 @@ def detect_scheme(*tag_lists: Sequence[Sequence[str]]) -> TagScheme:
     return "IOB1" if iob1 else "IOB2"
 
 
-def _seqeval_options(scheme: TagScheme) -> dict:
+def _where(names: Sequence[str], n_lists: int, k: int, i: int, j: int) -> str:
+    """``"y_pred sentence 3, token 2"``: a tag's place among the tag lists of :func:`detect_scheme`."""
+    name = names[k] if k < len(names) else (f"tag list {k}" if n_lists > 1 else "")
+    return f"{name} sentence {i}, token {j}".lstrip()
+
+
+def _check_scheme(scheme: object) -> TagScheme:
+    if scheme not in TAG_SCHEMES:
+        raise ValueError(f"scheme={scheme!r} is not one of {', '.join(map(repr, TAG_SCHEMES))} (or None: detected)")
+    return scheme
+
+
+def _seqeval_input(y_true: list, y_pred: list, scheme) -> tuple[list, list, dict]:
+    """Gold and predicted tags as seqeval reads them, and its options: ``scheme`` (checked, or
+    detected), IO tags written as IOB1 (``PER`` as ``I-PER``: seqeval's default reads a run of one
+    type as one entity, IO's meaning), strict mode for IOBES and BILOU."""
     from seqeval.scheme import BILOU, IOBES
 
+    detected = detect_scheme(y_true, y_pred, names=("y_true", "y_pred"))
+    scheme = detected if scheme is None else _check_scheme(scheme)
+    if detected == "IO" and scheme != "IO":
+        raise ValueError(f"scheme={scheme!r} reads a prefix (B-PER, I-PER) on every tag but O, and these tags have none "
+                         "(the IO scheme): pass scheme='IO', or None to detect it")
+    if scheme == "IO":
+        y_true, y_pred = (_io_as_iob1(tags, name) for tags, name in ((y_true, "y_true"), (y_pred, "y_pred")))
     strict = {"BILOU": BILOU, "IOBES": IOBES}
     if scheme in strict:
-        return {"mode": "strict", "scheme": strict[scheme]}
-    return {}  # seqeval's conlleval-compatible default reads IOB1 and IOB2 alike
+        return y_true, y_pred, {"mode": "strict", "scheme": strict[scheme]}
+    return y_true, y_pred, {}  # seqeval's conlleval-compatible default reads IOB1 and IOB2 alike
+
+
+def _io_as_iob1(tags: list[list[str]], name: str) -> list[list[str]]:
+    for i, sentence in enumerate(tags):
+        for j, tag in enumerate(sentence):
+            if PREFIXED_TAG.match(tag):
+                raise ValueError(f"scheme='IO' takes tags without a prefix, but {name} sentence {i}, token {j} is {tag!r}")
+    return [[tag if tag == "O" else "I-" + tag for tag in sentence] for sentence in tags]
 
 
 def entity_f1(y_true: Sequence[Sequence[str]], y_pred: Sequence[Sequence[str]], scheme=None) -> float:
@@ -58,14 +123,14 @@ def entity_f1(y_true: Sequence[Sequence[str]], y_pred: Sequence[Sequence[str]], 
     ----------
     y_true, y_pred : list of list of str
         Gold and predicted tags, one list per sentence.
-    scheme : {"IOB1", "IOB2", "IOBES", "BILOU"}, optional
-        Detected from the tags when not given.
+    scheme : {"IO", "IOB1", "IOB2", "IOBES", "BILOU"}, optional
+        Detected from the tags when not given (:func:`detect_scheme`).
     """
     from seqeval.metrics import f1_score
 
     y_true, y_pred = _aligned(y_true, y_pred)
-    scheme = scheme or detect_scheme(y_true, y_pred)
-    return float(f1_score(y_true, y_pred, zero_division=0, **_seqeval_options(scheme)))
+    y_true, y_pred, options = _seqeval_input(y_true, y_pred, scheme)
+    return float(f1_score(y_true, y_pred, zero_division=0, **options))
 
 
 #: the rows of :func:`entity_report` after the entity types
@@ -82,8 +147,8 @@ def entity_report(y_true: Sequence[Sequence[str]], y_pred: Sequence[Sequence[str
     ----------
     y_true, y_pred : list of list of str
         Gold and predicted tags, one list per sentence.
-    scheme : {"IOB1", "IOB2", "IOBES", "BILOU"}, optional
-        Detected from the tags when not given.
+    scheme : {"IO", "IOB1", "IOB2", "IOBES", "BILOU"}, optional
+        Detected from the tags when not given (:func:`detect_scheme`).
 
     Returns
     -------
@@ -97,10 +162,10 @@ def entity_report(y_true: Sequence[Sequence[str]], y_pred: Sequence[Sequence[str
     from seqeval.metrics import classification_report
 
     y_true, y_pred = _aligned(y_true, y_pred)
-    scheme = scheme or detect_scheme(y_true, y_pred)
+    y_true, y_pred, options = _seqeval_input(y_true, y_pred, scheme)
     with warnings.catch_warnings():  # numpy's "mean of empty slice" when there is no entity at all
         warnings.simplefilter("ignore", RuntimeWarning)
-        report = classification_report(y_true, y_pred, output_dict=True, zero_division=0, **_seqeval_options(scheme))
+        report = classification_report(y_true, y_pred, output_dict=True, zero_division=0, **options)
     return {name: {key: _plain(value) for key, value in row.items()} for name, row in report.items()}
 
 

@@ -11,8 +11,9 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.utils.validation import check_is_fitted
 
 from ..encoders.base import Encoder, is_cased
-from ._base import check_show_progress
+from ._base import check_show_progress, with_n_threads
 from ._checks import DocIds, TokenLists, check_doc_ids, check_tagged, check_token_lists
+from ._parameters import shared_docs
 from .tagger_features import SHAPE_NAMES, context_window, shape_features, window_index
 from .scoring import EntityScoresMixin, detect_scheme
 from .token import TokenEmbedder
@@ -20,6 +21,7 @@ from .token import TokenEmbedder
 logger = logging.getLogger(__name__)
 
 
+@shared_docs
 class SequenceTagger(EntityScoresMixin, BaseEstimator):
     """Tag every token of pre-tokenized sentences from frozen encoder features.
 
@@ -46,6 +48,7 @@ class SequenceTagger(EntityScoresMixin, BaseEstimator):
         Progress bars on stderr: the embedder's (the sentences it encodes, the epochs of mix
         training; ``True`` turns them on in the fitted ``embedder_``, which an embedder with
         ``show_progress=True`` does by itself). The classifier's fit draws none.
+    $tagger_parameters
 
     Attributes
     ----------
@@ -55,7 +58,7 @@ class SequenceTagger(EntityScoresMixin, BaseEstimator):
         The fitted classifier.
     classes_ : np.ndarray
         Tags seen in training; predictions are always among them.
-    tag_scheme_ : {"IOB1", "IOB2", "IOBES", "BILOU"}
+    tag_scheme_ : {"IO", "IOB1", "IOB2", "IOBES", "BILOU"}
         Detected from the training tags; used by :meth:`score`.
     uses_shape_ : bool
         Whether shape features were used.
@@ -73,13 +76,16 @@ class SequenceTagger(EntityScoresMixin, BaseEstimator):
         window: int = 1,
         shape_features: Union[bool, Literal["auto"]] = "auto",
         show_progress: bool = False,
+        n_threads: Optional[int] = None,
     ) -> None:
         self.embedder = embedder
         self.classifier = classifier
         self.window = window
         self.shape_features = shape_features
         self.show_progress = show_progress
+        self.n_threads = n_threads
 
+    @with_n_threads
     def fit(self, X, y, doc_ids=None):
         """Fit on tokenized sentences and their tags.
 
@@ -88,7 +94,7 @@ class SequenceTagger(EntityScoresMixin, BaseEstimator):
         X : list of list of str
             Tokenized sentences.
         y : list of list of str
-            One tag per token (IOB1, IOB2/BIO, IOBES or BILOU).
+            One tag per token (IO, IOB1, IOB2/BIO, IOBES or BILOU; :func:`~contextembed.sklearn.detect_scheme`).
         doc_ids : sequence, optional
             One document id per sentence, handed to the embedder (it matters with its ``context``:
             :class:`TokenEmbedder`); without it ``X``'s order is one document.
@@ -96,7 +102,7 @@ class SequenceTagger(EntityScoresMixin, BaseEstimator):
         sentences, y, tags = check_tagged(X, y, "SequenceTagger")
         documents = check_doc_ids(doc_ids, len(sentences))
         self._check_params()
-        self.tag_scheme_ = detect_scheme([[str(t) for t in tags_i] for tags_i in y])
+        self.tag_scheme_ = detect_scheme([[str(t) for t in tags_i] for tags_i in y], names=("y",))
         self.classes_, codes = np.unique(tags, return_inverse=True)
         self.embedder_ = with_progress(self.embedder if self.embedder is not None else TokenEmbedder(),
                                        self.show_progress).fit(sentences, doc_ids=documents)
@@ -118,6 +124,7 @@ class SequenceTagger(EntityScoresMixin, BaseEstimator):
         self.classifier_.fit(features, tags)
         return self
 
+    @with_n_threads
     def predict(self, X, doc_ids=None) -> list[list[str]]:
         """Tags for every token: one list per sentence, ``len`` equal to the sentence's (``doc_ids``:
         one document id per sentence, as in :meth:`fit`)."""
@@ -137,6 +144,7 @@ class SequenceTagger(EntityScoresMixin, BaseEstimator):
         check_is_fitted(self)
         return self.embedder_.learned_layer_weights()
 
+    @with_n_threads
     def transform_features(self, X, doc_ids=None) -> np.ndarray:
         """The classifier's input rows: ``(total_tokens, n_features)`` float32."""
         check_is_fitted(self)

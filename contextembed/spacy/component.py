@@ -314,13 +314,24 @@ class ContextEmbedder(TrainablePipe):
         sgd: Optional[Optimizer] = None,
         losses: Optional[dict[str, float]] = None,
     ) -> dict[str, float]:
-        """Encode the batch and send it to the listeners; the encoder itself is frozen."""
+        """Encode the batch and send it to the listeners; the encoder itself is frozen, so no loss is
+        reported (``losses`` gets no entry for this component: see :attr:`is_trainable`)."""
         losses = {} if losses is None else losses
         examples = list(examples)
         validate_examples(examples, "ContextEmbedder.update")
-        losses.setdefault(self.name, 0.0)
         self._encode_batch([eg.predicted for eg in examples], text=False)  # the listeners need no doc.vector
         return losses
+
+    @property
+    def is_trainable(self) -> bool:
+        """``False``: the encoder is frozen and trains nothing (the mixes live in the listeners).
+
+        spaCy reads this to pick the components whose loss ``spacy train`` prints ("LOSS NER", ...)
+        and whose ``finish_update`` it calls; ``Language.update`` still calls :meth:`update`, which
+        is how the listeners get their batch. So, like spaCy's own frozen components, this one shows
+        no loss column (it used to show "LOSS CONTEXTEMBED", always 0.00).
+        """
+        return False
 
     def get_loss(self, examples, scores) -> None:
         return None

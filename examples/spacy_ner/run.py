@@ -1,7 +1,8 @@
 """Feature-based NER in spaCy: frozen contextual features vs spaCy's own HashEmbedCNN tok2vec.
 
-1. converts CoNLL-2003 (``train.txt`` and ``dev.txt`` in ``--data DIR``, default
-   ``../shared/data/conll2003``) with spaCy's own CoNLL NER converter into ``OUT/data``;
+1. converts CoNLL-2003 (``train.txt`` and ``dev.txt`` in ``--data DIR``, else
+   ``$CONTEXTEMBED_DATA/conll2003``, else ``../shared/data/conll2003`` beside the repository;
+   ``--help`` says where to get it) with spaCy's own CoNLL NER converter into ``OUT/data``;
 2. runs ``spacy train`` on each config of this directory:
    ``contextual_concat.cfg`` (listener, concat of the last four layers),
    ``contextual_scalar_mix.cfg`` (listener, trainable scalar mix of all layers),
@@ -27,9 +28,13 @@ import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 HERE = Path(__file__).resolve().parent
-CONLL = HERE.parents[2] / "shared" / "data" / "conll2003"
+sys.path.append(str(HERE.parents[1]))  # examples.corpora; an installed contextembed still comes first
+
+from examples.corpora import CONLL_SOURCE, conll_dir, epilog  # noqa: E402
+
 CONFIGS = ("contextual_concat", "contextual_scalar_mix", "hashembed_cnn")
 #: the document line spaCy's CoNLL NER converter splits at
 DOCUMENT_LINE = "-DOCSTART- -X- O O"
@@ -109,8 +114,10 @@ def train_and_evaluate(config: str, out: Path, data: Path, settings: RunSettings
     return {key: scores[key] for key in ("ents_p", "ents_r", "ents_f")}
 
 
-def convert_data(out: Path, settings: RunSettings, conll: Path = CONLL) -> Path:
-    """Step 1: ``OUT/data/train.spacy`` and ``dev.spacy`` from CoNLL-2003; return ``OUT/data``."""
+def convert_data(out: Path, settings: RunSettings, conll: Optional[Path] = None) -> Path:
+    """Step 1: ``OUT/data/train.spacy`` and ``dev.spacy`` from CoNLL-2003 in ``conll`` (default:
+    :func:`examples.corpora.conll_dir`); return ``OUT/data``."""
+    conll = conll_dir() if conll is None else conll
     data = out / "data"
     n_train = convert(conll / "train.txt", data / "train.spacy", settings.train_sentences)
     n_dev = convert(conll / "dev.txt", data / "dev.spacy", settings.dev_sentences)
@@ -118,7 +125,7 @@ def convert_data(out: Path, settings: RunSettings, conll: Path = CONLL) -> Path:
     return data
 
 
-def run(out: Path, settings: RunSettings, configs=CONFIGS, conll: Path = CONLL) -> dict[str, dict]:
+def run(out: Path, settings: RunSettings, configs=CONFIGS, conll: Optional[Path] = None) -> dict[str, dict]:
     """Convert the data, train every config, write ``results.json`` and return the scores."""
     data = convert_data(out, settings, conll)
     results = {config: train_and_evaluate(config, out, data, settings) for config in configs}
@@ -133,9 +140,12 @@ def print_table(results: dict[str, dict]) -> None:
 
 
 def parse_args(argv=None) -> tuple[argparse.Namespace, RunSettings]:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     epilog=epilog("conll2003", CONLL_SOURCE, sample=False),
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=Path("out/spacy_ner"))
-    parser.add_argument("--data", type=Path, default=CONLL, help="directory with CoNLL-2003 train.txt and dev.txt")
+    parser.add_argument("--data", type=Path, default=None,
+                        help="directory with CoNLL-2003 train.txt and dev.txt (default: see below)")
     parser.add_argument("--small", action="store_true", help="a small subset, for CI")
     parser.add_argument("--convert-only", action="store_true",
                         help="only write OUT/data/train.spacy and dev.spacy (for running `spacy train` yourself)")
@@ -160,8 +170,10 @@ def parse_args(argv=None) -> tuple[argparse.Namespace, RunSettings]:
 
 def main(argv=None) -> int:
     args, settings = parse_args(argv)
+    args.data = conll_dir() if args.data is None else args.data
     if not (args.data / "train.txt").exists():
-        print(f"error: CoNLL-2003 (train.txt, dev.txt) is not in {args.data}; pass --data DIR", file=sys.stderr)
+        print(f"error: CoNLL-2003 (train.txt, dev.txt) is not in {args.data}; pass --data DIR or set "
+              f"CONTEXTEMBED_DATA\n\n{CONLL_SOURCE}", file=sys.stderr)
         return 2
     if args.convert_only:
         convert_data(args.out, settings, args.data)

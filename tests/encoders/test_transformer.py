@@ -213,3 +213,92 @@ def test_batch_tokens_default_depends_on_the_device(tiny_bert_dir):
     for bad in (True, 64.0, "64"):
         with pytest.raises(ValueError, match="batch_tokens must be a positive int or None"):
             load_encoder(tiny_bert_dir, device="cpu", batch_tokens=bad)
+
+
+# -- calibration= (int8 on the engine): read once, raw texts split into words ------------------------
+
+def _engine_folders(cache):
+    return sorted(folder for folder in cache.iterdir() if (folder / "contextembed_provenance.json").exists())
+
+
+def test_raw_calibration_texts_calibrate_on_words_and_share_the_token_lists_cache(tiny_bert_dir, tmp_path,
+                                                                                   monkeypatch):
+    """Issue 38 item 1: texts are split by tokenizer="auto", so the export is the one the same token
+    lists make (one cache entry, hashed on the words), never one calibrated on characters."""
+    pytest.importorskip("openvino")
+    import json
+
+    from contextembed.encoders import engine
+
+    monkeypatch.setenv(engine.ENGINE_CACHE_ENV, str(tmp_path / "engines"))
+    texts = ["the quick fox.", "New York officials, Tuesday"]
+    tokens = [["the", "quick", "fox", "."], ["New", "York", "officials", ",", "Tuesday"]]
+    for calibration in (texts, tokens):
+        encoder = load_encoder(str(tiny_bert_dir), device="cpu", precision="int8", backend="openvino",
+                               calibration=calibration)
+        assert encoder.encode([["the", "fox"]])[0].shape == (encoder.n_layers, 2, encoder.width)
+    (folder,) = _engine_folders(tmp_path / "engines")
+    record = json.loads((folder / "contextembed_provenance.json").read_text())
+    assert record["calibration"] == engine.sentences_hash(tokens)
+    assert record["calibration"] != engine.sentences_hash([list(text) for text in texts])
+
+
+def test_a_calibration_generator_is_read_once_with_backend_auto(tiny_bert_dir, tmp_path, monkeypatch):
+    """Issue 38 item 4: backend="auto" used to read the generator twice (export, then the probe) and
+    fail with "calibration holds no non-empty sentence"."""
+    pytest.importorskip("openvino")
+    from contextembed.encoders import engine
+
+    monkeypatch.setenv(engine.ENGINE_CACHE_ENV, str(tmp_path / "engines"))
+    reads = []
+
+    def sentences():
+        for sentence in (["the", "quick", "fox"], "New York officials", ["Tuesday", "."]):
+            reads.append(sentence)
+            yield sentence
+
+    encoder = load_encoder(str(tiny_bert_dir), device="cpu", precision="int8", backend="auto",
+                           calibration=sentences())
+    assert encoder.precision == "int8" and len(reads) == 3
+    assert encoder.encode([["the", "fox"]])[0].shape == (encoder.n_layers, 2, encoder.width)
+
+
+@pytest.mark.parametrize("calibration, error, message", [
+    ("hello", TypeError, r"^calibration is str \('hello'\); pass a list of sentences"),
+    ([[1, 2, 3]], TypeError, r"^calibration sentence 0, token 0 is int"),
+    ([["a"], [None, "a"]], TypeError, r"^calibration sentence 1, token 0 is NoneType"),
+    ([[], "  "], ValueError, "calibration holds no non-empty sentence"),
+])
+def test_bad_calibration_is_refused_before_the_model_loads(tiny_bert_dir, calibration, error, message):
+    """Issue 38 item 5: the error names calibration, the sentence and the token (not a bare
+    "sequence item 0: expected str instance")."""
+    with pytest.raises(error, match=message):
+        load_encoder(str(tiny_bert_dir), device="cpu", precision="int8", backend="openvino", calibration=calibration)
+
+
+# -- progress: counted as the forward passes finish (issue 38 item 12) -------------------------------
+
+class _Counter:
+    """A bar the caller holds: records each update, and how many items were yielded by then."""
+
+    def __init__(self):
+        self.updates, self.yielded = [], 0
+
+    def update(self, n=1):
+        self.updates.append((n, self.yielded))
+
+
+@pytest.mark.parametrize("method", ["iter_encode_pieces", "iter_encode_pieces_in_context", "iter_encode_pair_pieces"])
+def test_a_caller_s_bar_moves_with_each_batch_before_the_chunk_is_done(tiny_bert_dir, method):
+    from contextembed.documents import in_context
+
+    encoder = load_encoder(str(tiny_bert_dir), device="cpu", precision="fp32", max_batch_size=2)
+    sentences = [["the", "quick", "fox"] * (1 + i % 3) for i in range(11)]
+    items = {"iter_encode_pieces": sentences, "iter_encode_pieces_in_context": list(in_context(sentences, None, 4)),
+             "iter_encode_pair_pieces": [(s, s[:2]) for s in sentences]}[method]
+    counter = _Counter()
+    for _ in getattr(encoder, method)(items, show_progress=counter):
+        counter.yielded += 1
+    assert sum(n for n, _ in counter.updates) == len(items)  # every item counted once
+    assert len(counter.updates) >= 4  # six batches of at most two: several steps, not one per chunk
+    assert all(yielded == 0 for _, yielded in counter.updates)  # all before the chunk's first result

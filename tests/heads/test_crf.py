@@ -76,6 +76,8 @@ def test_forbidden_moves_are_never_decoded_and_carry_no_gradient():
     ("IOBES", ["O", "B-PER", "I-PER", "E-PER", "S-PER", "E-LOC"],
      [("B-PER", "O"), ("B-PER", "END"), ("O", "E-PER"), ("I-PER", "E-LOC"), ("START", "I-PER")],
      [("B-PER", "E-PER"), ("E-PER", "S-PER"), ("S-PER", "END"), ("I-PER", "I-PER")]),
+    ("IO", ["O", "PER", "LOC"], [],  # each token names its type: every move is valid
+     [("START", "PER"), ("O", "LOC"), ("PER", "LOC"), ("PER", "PER"), ("LOC", "END"), ("START", "O")]),
     ("BILOU", ["O", "B-PER", "L-PER", "U-PER"], [("B-PER", "O"), ("O", "L-PER")], [("B-PER", "L-PER"), ("U-PER", "B-PER")]),
 ])
 def test_allowed_transitions_per_scheme(scheme, tags, forbidden, permitted):
@@ -89,8 +91,10 @@ def test_allowed_transitions_per_scheme(scheme, tags, forbidden, permitted):
 
 
 def test_bad_schemes_and_tags():
-    with pytest.raises(ValueError, match="scheme='IO' is not one of"):
-        allowed_transitions(["O"], "IO")
+    with pytest.raises(ValueError, match="scheme='BIO' is not one of 'IO', 'IOB1'"):
+        allowed_transitions(["O"], "BIO")
+    with pytest.raises(ValueError, match="tag 'B-PER' is not an IO tag"):
+        allowed_transitions(["O", "PER", "B-PER"], "IO")
     with pytest.raises(ValueError, match="tag 'E-PER' is not an IOB2 tag"):
         allowed_transitions(["O", "E-PER"], "IOB2")
     with pytest.raises(ValueError, match=r"allowed must be \(4, 4\)"):

@@ -184,3 +184,24 @@ def test_environment_variables_are_read_in_settings_only():
         for name in _READ.findall(path.read_text(encoding="utf-8"))
     }
     assert reads <= ELSEWHERE, f"read outside contextembed/settings.py: {sorted(reads - ELSEWHERE)}"
+
+
+def test_a_directory_setting_is_an_existing_directory_or_an_error_naming_it(tmp_path, monkeypatch):
+    """``CONTEXTEMBED_DATA`` (the examples' corpora): unset or blank is None; a missing path or a
+    file is a SettingError naming the variable and the path."""
+    monkeypatch.delenv(settings.DATA_ENV, raising=False)
+    assert settings.data_directory() is None
+    monkeypatch.setenv(settings.DATA_ENV, "  ")
+    assert settings.data_directory() is None
+    monkeypatch.setenv(settings.DATA_ENV, f" {tmp_path} ")
+    assert settings.data_directory() == tmp_path
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv(settings.DATA_ENV, "~")
+    assert settings.data_directory() == tmp_path
+    monkeypatch.setenv(settings.DATA_ENV, str(tmp_path / "missing"))
+    with pytest.raises(SettingError, match=rf"CONTEXTEMBED_DATA=.*missing.* does not exist; set it to an existing "):
+        settings.data_directory()
+    (tmp_path / "file").write_text("x")
+    monkeypatch.setenv(settings.DATA_ENV, str(tmp_path / "file"))
+    with pytest.raises(SettingError, match=r"CONTEXTEMBED_DATA=.*file.* is not a directory"):
+        settings.data_directory()

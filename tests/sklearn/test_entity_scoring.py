@@ -26,6 +26,51 @@ def test_detect_scheme():
     assert detect_scheme([["B-PER", "L-PER", "U-LOC"]]) == "BILOU"
     assert detect_scheme([["B-PER", "E-PER", "S-LOC"]]) == "IOBES"
     assert detect_scheme([["O", "O"]]) == "IOB2"
+    assert detect_scheme([["PER", "PER", "O", "LOC"]]) == "IO"
+    assert detect_scheme([["GPE-LOC", "O"], ["B", "MISC"]]) == "IO"  # bare types, a dash inside one included
+
+
+@pytest.mark.parametrize("tag_lists, names, message", [
+    ([[["PER", "O"], ["O", "B-LOC"]]], ("y",), r"tag 'PER' \(y sentence 0, token 0\) has no scheme prefix, but tag "
+                                             r"'B-LOC' \(y sentence 1, token 1\) has one"),
+    ([[["B-PER", "I-PER"]], [["O", "LOC"]]], ("y_true", "y_pred"),
+     r"tag 'LOC' \(y_pred sentence 0, token 1\) .* tag 'B-PER' \(y_true sentence 0, token 0\)"),
+    ([[["I-PER", "ORG"]]], (), r"tag 'ORG' \(sentence 0, token 1\)"),
+    ([[["I-PER"]], [["ORG"]]], (), r"tag 'ORG' \(tag list 1 sentence 0, token 0\)"),
+    ([[["PER", "O"], ["PER", ""]]], ("y",), r"tag '' \(y sentence 1, token 1\) is empty"),
+])
+def test_a_mix_of_prefixed_and_bare_tags_is_an_error_naming_both(tag_lists, names, message):
+    with pytest.raises(ValueError, match=message):
+        detect_scheme(*tag_lists, names=names)
+
+
+def test_io_tags_are_scored_and_reported_by_their_types():
+    """Issue 38 item 3: bare PER/LOC tags used to be read as prefix P + type ER."""
+    gold = [["PER", "PER", "O", "LOC", "O", "ORG"]]
+    pred = [["PER", "PER", "O", "ORG", "MISC", "O"]]
+    assert entity_f1(gold, pred) == pytest.approx(1 / 3)
+    report = entity_report(gold, pred)
+    assert list(report) == ["LOC", "MISC", "ORG", "PER", "micro avg", "macro avg", "weighted avg"]
+    assert report["PER"] == {"precision": 1.0, "recall": 1.0, "f1-score": 1.0, "support": 1}
+    assert report["LOC"]["support"] == 1 and report["LOC"]["recall"] == 0.0
+    # against seqeval on the same entities written as IOB2 (a run of one type is one entity in IO)
+    iob2 = _plain(classification_report([["B-PER", "I-PER", "O", "B-LOC", "O", "B-ORG"]],
+                                        [["B-PER", "I-PER", "O", "B-ORG", "B-MISC", "O"]], output_dict=True,
+                                        zero_division=0))
+    assert report == iob2
+    assert entity_report(gold, pred, scheme="IO") == report
+
+
+def test_a_wrong_or_unknown_scheme_for_the_tags_is_refused():
+    with pytest.raises(ValueError, match="scheme='IOB2' reads a prefix .* these tags have none"):
+        entity_f1([["PER", "O"]], [["PER", "O"]], scheme="IOB2")
+    with pytest.raises(ValueError, match=r"scheme='IO' takes tags without a prefix, but y_pred sentence 0, token 1 is "
+                                         r"'B-LOC'"):
+        entity_f1([["O", "O"]], [["O", "B-LOC"]], scheme="IO")
+    with pytest.raises(ValueError, match="scheme='BIO' is not one of 'IO', 'IOB1'"):
+        entity_report([["B-PER"]], [["B-PER"]], scheme="BIO")
+    with pytest.raises(ValueError, match=r"tag 'LOC' \(y_pred sentence 0, token 0\) has no scheme prefix"):
+        entity_f1([["B-PER"]], [["LOC"]])
 
 
 # gold has 3 entities (PER "a b", LOC "d", ORG "f"); prediction gets PER right, LOC wrong type,

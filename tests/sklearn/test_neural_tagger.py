@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import re
 
 import numpy as np
 import pytest
@@ -47,6 +48,23 @@ def test_iob1_b_after_o_is_a_chunk_start_it_can_learn(bert):
     tagger = _tagger(bert, max_epochs=3).fit(sentences, tags)
     assert tagger.tag_scheme_ == "IOB1"
     assert [len(p) for p in tagger.predict(sentences)] == [4, 5] * 3
+
+
+def test_io_tags_train_a_crf_that_allows_every_move(bert, sentences, tags):
+    """Issue 38 item 3: bare types (PER, LOC, O) are the IO scheme: every CRF move is valid, and the
+    report names the types."""
+    io = [[t[2:] if t != "O" else t for t in ts] for ts in tags]
+    tagger = _tagger(bert).fit(sentences, io)
+    n = len(tagger.classes_)
+    assert tagger.tag_scheme_ == "IO"
+    assert tagger.allowed_[:n, :n].all() and tagger.allowed_[n, :n].all() and tagger.allowed_[:n, n + 1].all()
+    assert tagger.score(sentences, io) == 1.0
+    assert [name for name in tagger.report(sentences, io) if "avg" not in name] == ["LOC", "MISC", "ORG", "PER"]
+    mixed = [list(ts) for ts in io]
+    mixed[1][0] = "B-PER"
+    with pytest.raises(ValueError, match=r"tag 'ORG' \(y sentence 0, token 0\) has no scheme prefix, but tag "
+                                         r"'B-PER' \(y sentence 1, token 0\) has one"):
+        _tagger(bert).fit(sentences, mixed)
 
 
 def test_deterministic_with_random_state(bert, sentences, tags):
@@ -171,3 +189,58 @@ def test_missing_or_dataframe_input_is_named(bert, sentences, tags):
             call(pd.DataFrame({"tokens": sentences, "tags": tags}))
     with pytest.raises(ValueError, match="requires y to be passed, but the target y is None; pass one tag list"):
         tagger.score(sentences, None)
+
+
+# -- n_threads (issue 38 item 9) ----------------------------------------------------------------
+
+
+def test_n_threads_sets_torch_threads_while_training_and_predicting_and_restores_them(bert, sentences, tags,
+                                                                                       monkeypatch):
+    import torch
+
+    before = torch.get_num_threads()
+    wanted = before + 1  # differs from the current count on any machine
+    seen = []
+    train_epoch, decode = BiLSTMCRFTagger._train_epoch, BiLSTMCRFTagger._decode
+    monkeypatch.setattr(BiLSTMCRFTagger, "_train_epoch",
+                        lambda self, *a: seen.append(("train", torch.get_num_threads())) or train_epoch(self, *a))
+    monkeypatch.setattr(BiLSTMCRFTagger, "_decode",
+                        lambda self, *a, **k: seen.append(("decode", torch.get_num_threads())) or decode(self, *a, **k))
+    tagger = _tagger(bert, max_epochs=2, n_threads=wanted).fit(sentences, tags)
+    assert torch.get_num_threads() == before
+    tagger.score(sentences, tags)
+    assert torch.get_num_threads() == before
+    assert {kind for kind, _ in seen} == {"train", "decode"} and {n for _, n in seen} == {wanted}
+    seen.clear()
+    _tagger(bert, max_epochs=1).fit(sentences, tags)  # None: left as it is
+    assert {n for _, n in seen} == {before}
+
+
+def test_n_threads_is_restored_after_an_error(bert, sentences, tags, monkeypatch):
+    import torch
+
+    before = torch.get_num_threads()
+
+    def fail(self, *args):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(BiLSTMCRFTagger, "_train_epoch", fail)
+    with pytest.raises(RuntimeError, match="boom"):
+        _tagger(bert, n_threads=before + 1).fit(sentences, tags)
+    assert torch.get_num_threads() == before
+
+
+@pytest.mark.parametrize("n_threads", [0, -1, True, False, 1.5, "2", 10**6, np.float64(2)])
+def test_a_bad_n_threads_is_a_value_error_naming_it_before_any_work(bert, sentences, tags, n_threads, monkeypatch):
+    monkeypatch.setattr(TokenEmbedder, "fit", lambda *a, **k: pytest.fail("encoded before the check"))
+    with pytest.raises(ValueError, match=r"n_threads must be None \(the current thread settings\) or an int from 1 "
+                                         rf"to 1,024, got {re.escape(repr(n_threads))}"):
+        _tagger(bert, n_threads=n_threads).fit(sentences, tags)
+
+
+def test_n_threads_is_a_parameter_clone_and_set_params_keep():
+    tagger = BiLSTMCRFTagger(n_threads=1)
+    assert tagger.get_params()["n_threads"] == 1
+    assert clone(tagger).n_threads == 1
+    assert tagger.set_params(n_threads=None).n_threads is None
+    assert BiLSTMCRFTagger().n_threads is None

@@ -176,3 +176,29 @@ def test_disk_hits_are_counted_as_such(bert, sentences, tmp_path, caplog):
     TokenEmbedder(bert, layers=-1, cache=str(tmp_path), **CPU).fit_transform(sentences)
     [record] = [r.getMessage() for r in caplog.records if r.name == "contextembed.sklearn._encoding"]
     assert "6 cache hits (0 in memory, 6 on disk), 0 to encode" in record
+
+
+def test_the_encoding_bar_prints_its_last_line_once_and_moves_before_the_block_ends(bert, monkeypatch, capsys):
+    """Issue 38 item 12: the 100% line came twice, and the count moved only once a block of 512
+    sentences was encoded ("1/600 [00:04<48:38"): now it moves as each forward pass finishes."""
+    import time
+
+    from contextembed.encoders import transformer
+
+    run_batch, batches = transformer.TransformerEncoder._run_batch, transformer._batches
+    monkeypatch.setattr(transformer.TransformerEncoder, "_run_batch",
+                        lambda self, *a, **k: (time.sleep(0.12), run_batch(self, *a, **k))[1])
+    monkeypatch.setattr(transformer, "_batches", lambda rows, length, tokens, size: batches(rows, length, tokens, 2))
+    clear_cache()
+    sentences = [["the", "quick", "fox", str(i)] for i in range(8)]
+    TokenEmbedder(bert, layers=-1, show_progress=True, **CPU).fit_transform(sentences)
+    err = capsys.readouterr().err
+    states = [state for state in err.split("\r") if "encoding:" in state]
+    assert sum("8/8" in state for state in states) == 1 and err.count("100%") == 1
+    assert any(f"{k}/8" in state for state in states for k in range(1, 8))
+
+
+def test_static_vectors_are_counted_on_the_encoding_bar(static_path, sentences, capsys):
+    clear_cache()
+    TokenEmbedder(static_path, show_progress=True).fit_transform(sentences)
+    assert [_count(bar) for bar in _bars(capsys.readouterr().err, "encoding")] == [(6, 6)]

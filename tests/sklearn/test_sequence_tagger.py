@@ -58,6 +58,26 @@ def test_iob1_and_bilou_tags_are_accepted(bert, sentences, tags):
     assert _tagger(bert).fit(sentences, iob1).tag_scheme_ == "IOB1"
 
 
+def test_io_tags_are_detected_and_reported_by_type(static_path, sentences, tags):
+    """Issue 38 item 3: bare types (PER, LOC, O) train, score and report as the IO scheme."""
+    io = [[t[2:] if t != "O" else t for t in ts] for ts in tags]
+    classifier = LogisticRegression(C=100.0, max_iter=2000)
+    tagger = SequenceTagger(TokenEmbedder(static_path), classifier=classifier).fit(sentences, io)
+    assert tagger.tag_scheme_ == "IO"
+    assert set(tagger.classes_) == {"LOC", "MISC", "O", "ORG", "PER"}
+    report = tagger.report(sentences, io)
+    assert [name for name in report if "avg" not in name] == ["LOC", "MISC", "ORG", "PER"]
+    assert tagger.score(sentences, io) == report["micro avg"]["f1-score"] > 0.9
+
+
+def test_a_mix_of_prefixed_and_bare_tags_is_refused_naming_the_tags(static_path, sentences, tags):
+    mixed = [list(ts) for ts in tags]
+    mixed[3][1] = "ORG"  # sentence 3, token 1: B-ORG without its prefix
+    with pytest.raises(ValueError, match=r"tag 'ORG' \(y sentence 3, token 1\) has no scheme prefix, but tag "
+                                         r"'B-ORG' \(y sentence 0, token 0\) has one"):
+        SequenceTagger(TokenEmbedder(static_path)).fit(sentences, mixed)
+
+
 def test_scalar_mix_is_learned_and_exposed(bert, sentences, tags):
     tagger = SequenceTagger(TokenEmbedder(bert, max_epochs=4)).fit(sentences, tags)
     np.testing.assert_array_equal(tagger.mix_weights_, tagger.embedder_.mix_weights_)
@@ -155,3 +175,47 @@ def test_dataframes_and_missing_x_or_y_are_named(static_path, sentences, tags):
         tagger.score(sentences, None)
     with pytest.raises(TypeError, match="y is int"):
         tagger.score(sentences, 3)
+
+
+# -- n_threads (issue 38 item 9) ----------------------------------------------------------------
+
+
+class _RecordingClassifier(LogisticRegression):
+    """Logistic regression that records torch's and the BLAS/OpenMP pools' threads when it fits."""
+
+    seen: list = []
+
+    def fit(self, X, y, *args, **kwargs):
+        import torch
+        from threadpoolctl import threadpool_info
+
+        _RecordingClassifier.seen.append((torch.get_num_threads(), {pool["num_threads"] for pool in threadpool_info()}))
+        return super().fit(X, y, *args, **kwargs)
+
+
+def test_n_threads_bounds_torch_and_the_blas_pools_during_fit_and_restores_them(static_path, sentences, tags):
+    import torch
+
+    before = torch.get_num_threads()
+    _RecordingClassifier.seen = []
+    tagger = SequenceTagger(TokenEmbedder(static_path), classifier=_RecordingClassifier(max_iter=200), n_threads=1)
+    tagger.fit(sentences, tags)
+    [(torch_threads, pools)] = _RecordingClassifier.seen
+    assert torch_threads == 1 and pools <= {1}
+    assert torch.get_num_threads() == before
+    assert [len(p) for p in tagger.predict(sentences)] == [len(s) for s in sentences]
+    assert torch.get_num_threads() == before
+
+
+@pytest.mark.parametrize("n_threads", [0, -3, True, 2.0, "1", 1025])
+def test_a_bad_n_threads_is_a_value_error_naming_it(static_path, sentences, tags, n_threads):
+    with pytest.raises(ValueError, match=r"n_threads must be None .* or an int from 1 to 1,024"):
+        SequenceTagger(TokenEmbedder(static_path), n_threads=n_threads).fit(sentences, tags)
+
+
+def test_n_threads_survives_clone_and_grid_search_params(static_path):
+    from sklearn.base import clone
+
+    tagger = SequenceTagger(TokenEmbedder(static_path), n_threads=2)
+    assert clone(tagger).get_params()["n_threads"] == 2
+    assert clone(tagger).set_params(n_threads=None).n_threads is None

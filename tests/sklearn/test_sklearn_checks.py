@@ -19,7 +19,7 @@ ENCODER = tiny_bert_path()
 ESTIMATORS = [
     TextEmbedder(ENCODER, max_epochs=2),
     TokenEmbedder(ENCODER, max_epochs=2),
-    SequenceTagger(TokenEmbedder(ENCODER, max_epochs=2)),
+    SequenceTagger(TokenEmbedder(ENCODER, max_epochs=2), n_threads=1),  # the thread bound wraps fit and predict
     TextPairEmbedder(ENCODER, max_epochs=2),
 ]
 

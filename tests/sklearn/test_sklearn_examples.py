@@ -20,10 +20,10 @@ def _load(name: str):
 @pytest.mark.slow
 def test_feature_based_ner_example(bert, tmp_path, monkeypatch, capsys):
     module = _load("feature_based_ner")
-    monkeypatch.setattr(module, "DATA", tmp_path / "absent")
     plot = tmp_path / "weights.png"
     has_matplotlib = importlib.util.find_spec("matplotlib") is not None
-    assert module.main(["--encoder", bert, *(["--plot", str(plot)] if has_matplotlib else [])]) == 0
+    assert module.main(["--encoder", bert, "--data", str(tmp_path / "absent"),
+                        *(["--plot", str(plot)] if has_matplotlib else [])]) == 0
     out, err = capsys.readouterr()
     for row in ("embeddings", "second-to-last hidden", "last hidden", "sum last four hidden",
                 "scalar mix last four", "concat last four hidden", "scalar mix all layers"):
@@ -42,7 +42,7 @@ def test_feature_based_ner_example(bert, tmp_path, monkeypatch, capsys):
 @pytest.mark.slow
 def test_feature_based_ner_example_shows_progress_when_asked(bert, tmp_path, monkeypatch, capsys):
     module = _load("feature_based_ner")
-    monkeypatch.setattr(module, "DATA", tmp_path / "absent")
+    monkeypatch.setenv("CONTEXTEMBED_DATA", str(tmp_path))  # holds no conll2003/: the sample
     monkeypatch.setattr(module, "table7_configs", lambda n_layers: {"scalar mix all layers": {"layers": "all",
                                                                                                 "combine": "scalar_mix"}})
     from contextembed.sklearn import clear_cache
@@ -56,7 +56,7 @@ def test_feature_based_ner_example_shows_progress_when_asked(bert, tmp_path, mon
 @pytest.mark.slow
 def test_text_classification_example(bert, tmp_path, monkeypatch, capsys):
     module = _load("sklearn_text_classification")
-    monkeypatch.setattr(module, "DATA", tmp_path / "absent")
+    monkeypatch.setenv("CONTEXTEMBED_DATA", str(tmp_path))  # holds no sst2/: the sample
     monkeypatch.setattr(module, "GRID", {"textembedder__layers": [-1, [-2, -1]], "textembedder__combine": ["mean", "concat"]})
     assert module.main(["--encoder", bert]) == 0
     out = capsys.readouterr().out
@@ -89,15 +89,18 @@ def test_examples_say_loudly_when_they_fall_back_to_the_sample(tmp_path, capsys)
     text = _load("sklearn_text_classification")
     text.load_data(False, tmp_path / "absent.tsv")
     assert "WARNING: no SST-2 at" in capsys.readouterr().err
-    with pytest.raises(SystemExit, match="pass --data"):
+    with pytest.raises(SystemExit, match="(?s)pass --data DIR or set CONTEXTEMBED_DATA.*clips.uantwerpen.be/conll2003"):
         ner.load_data(True, tmp_path / "absent")
+    with pytest.raises(SystemExit, match="(?s)pass --data FILE or set CONTEXTEMBED_DATA.*gluebenchmark.com"):
+        text.load_data(True, tmp_path / "absent.tsv")
 
 
 def test_examples_read_data_from_data_dir(tmp_path, capsys):
-    (tmp_path / "train.txt").write_text("EU NNP B-NP B-ORG\nrejects VBZ B-VP O\n\nPeter NNP B-NP B-PER\n")
+    (tmp_path / "train.txt").write_text("EU NNP B-NP B-ORG\nrejects VBZ B-VP O\n\n-DOCSTART- -X- O O\n\n"
+                                        "Peter NNP B-NP B-PER\n")
     (tmp_path / "dev.txt").write_text("Blackburn NNP B-NP B-PER\n")
     train, dev = _load("feature_based_ner").load_data(False, tmp_path)
-    assert train == ([["EU", "rejects"], ["Peter"]], [["B-ORG", "O"], ["B-PER"]]) and dev[0] == [["Blackburn"]]
+    assert train == ([["EU", "rejects"], ["Peter"]], [["B-ORG", "O"], ["B-PER"]], [0, 1]) and dev[0] == [["Blackburn"]]
     assert capsys.readouterr().err == ""
     (tmp_path / "sst.tsv").write_text("1\tgood film\n0\tbad film\n" * 300)
     (train_x, _), (test_x, _) = _load("sklearn_text_classification").load_data(False, tmp_path / "sst.tsv")
@@ -126,3 +129,57 @@ def test_sentence_pairs_reads_documents_and_balances_pairs(tmp_path):
     assert sum(labels) == 20
     where = {tuple(s): d for d, doc in enumerate(documents) for s in doc}
     assert all((where[tuple(a)] == where[tuple(b)]) == bool(y) for (a, b), y in zip(pairs, labels))
+
+
+# -- where the examples find their data (issue 38 item 11) ----------------------------------------
+
+
+def _corpora(root):
+    """``root`` laid out as CONTEXTEMBED_DATA: conll2003/ (two documents) and sst2/ (GLUE's order)."""
+    (root / "conll2003").mkdir(parents=True)
+    (root / "conll2003" / "train.txt").write_text("-DOCSTART- -X- O O\n\nEU NNP B-NP B-ORG\n\n-DOCSTART- -X- O O\n\n"
+                                                  "Peter NNP B-NP B-PER\n")
+    (root / "conll2003" / "dev.txt").write_text("Blackburn NNP B-NP B-PER\n")
+    (root / "sst2").mkdir()
+    (root / "sst2" / "train.tsv").write_text("sentence\tlabel\n" + "good film \t1\nbad film \t0\n" * 300)
+    return root
+
+
+def test_examples_read_their_data_from_contextembed_data(tmp_path, monkeypatch, capsys):
+    root = _corpora(tmp_path / "corpora")
+    monkeypatch.setenv("CONTEXTEMBED_DATA", str(root))
+    train, dev = _load("feature_based_ner").load_data(False)
+    assert train == ([["EU"], ["Peter"]], [["B-ORG"], ["B-PER"]], [0, 1]) and dev[0] == [["Blackburn"]]
+    (train_x, train_y), _ = _load("sklearn_text_classification").load_data(False)
+    assert train_x[:2] == ["good film ", "bad film "] and train_y[:2] == [1, 0]
+    train_docs, _ = _load("sentence_pairs").load_documents()
+    assert train_docs == [[["EU"]], [["Peter"]]]
+    assert capsys.readouterr().err == ""  # no fallback warning
+
+
+@pytest.mark.parametrize("value, message", [("{missing}", "does not exist"), ("{file}", "is not a directory")])
+def test_a_contextembed_data_that_is_no_directory_is_named(tmp_path, monkeypatch, value, message):
+    from contextembed.errors import SettingError
+
+    (tmp_path / "file").write_text("x")
+    value = value.format(missing=tmp_path / "missing", file=tmp_path / "file")
+    monkeypatch.setenv("CONTEXTEMBED_DATA", value)
+    with pytest.raises(SettingError, match=f"CONTEXTEMBED_DATA=.*{message}"):
+        _load("feature_based_ner").load_data(False)
+
+
+@pytest.mark.parametrize("script, corpus, source", [
+    ("feature_based_ner.py", "conll2003", "clips.uantwerpen.be/conll2003"),
+    ("sentence_pairs.py", "conll2003", "clips.uantwerpen.be/conll2003"),
+    ("sklearn_text_classification.py", "sst2/train.tsv", "gluebenchmark.com"),
+    ("spacy_ner/run.py", "conll2003", "clips.uantwerpen.be/conll2003"),
+])
+def test_each_example_s_help_says_where_its_data_is_and_where_to_get_it(script, corpus, source):
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, str(EXAMPLES / script), "--help"], capture_output=True, text=True,
+                         timeout=120, check=True).stdout
+    assert f"$CONTEXTEMBED_DATA/{corpus}" in out and "--data" in out
+    assert source in out
+    assert ("tiny built-in sample" in out) == (script != "spacy_ner/run.py")  # the spaCy example has none

@@ -277,3 +277,29 @@ def test_a_backend_the_encoder_cannot_use_is_refused(tmp_path, backend, message)
     with pytest.raises(Exception, match=message):
         nlp.add_pipe("contextembed", config={"encoder": {"name": str(tmp_path / "vectors.txt"), "backend": backend}})
         nlp("Peter met")
+
+
+def test_the_frozen_encoder_reports_no_loss_and_spacy_train_shows_no_column_for_it(make_nlp):
+    """Issue 38 item 12: ``spacy train`` printed a "LOSS CONTEXTEMBED" column that was always 0.00.
+    The component is not trainable (as spaCy's frozen components are not in the table), yet its
+    update still feeds the listeners, whose loss and mix train."""
+    import io
+
+    from spacy.training.loggers import console_logger
+
+    from spacy_helpers import listeners_of, ner_examples
+
+    nlp = make_nlp(ner={"layers": "all", "combine": "scalar_mix"})
+    optimizer = nlp.initialize(lambda: ner_examples(nlp))
+    assert nlp.get_pipe("contextembed").is_trainable is False
+    [listener] = listeners_of(nlp.get_pipe("ner"))
+    for _ in range(2):
+        losses = nlp.update(ner_examples(nlp), sgd=optimizer)
+    assert set(losses) == {"ner"} and losses["ner"] > 0
+    assert np.all(listener.layers[0].get_param("weights") != 0)  # the listener got batches and trained
+    stdout = io.StringIO()
+    log_step, finalize = console_logger(progress_bar=False)(nlp, stdout, io.StringIO())
+    log_step({"epoch": 0, "step": 2, "losses": losses, "other_scores": {}, "score": 0.5, "checkpoints": []})
+    finalize()
+    header = stdout.getvalue().splitlines()[0].upper()
+    assert "LOSS NER" in header and "CONTEXTEMBED" not in header

@@ -111,3 +111,12 @@ def test_convert_takes_either_docstart_line_and_refuses_a_file_without(example, 
     source.write_text("EU NNP B-NP B-ORG\n", encoding="utf-8")
     with pytest.raises(ValueError, match="in.txt: no -DOCSTART- lines"):
         example.convert(source, tmp_path / "none.spacy")
+
+
+def test_without_conll_the_example_says_where_to_get_it(example, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("CONTEXTEMBED_DATA", str(tmp_path))
+    assert example.main(["--convert-only", "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert f"CoNLL-2003 (train.txt, dev.txt) is not in {tmp_path / 'conll2003'}" in err
+    assert "pass --data DIR or set CONTEXTEMBED_DATA" in err and "clips.uantwerpen.be/conll2003" in err
+    assert not (tmp_path / "out").exists()
