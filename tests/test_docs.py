@@ -235,8 +235,9 @@ def _run_spacy_example(args: list[str], folder: Path, where: str) -> None:
     parsed, _ = module.parse_args(args)
     if not parsed.convert_only:
         return
-    if not (parsed.data / "train.txt").exists():
-        pytest.skip(f"{where}: CoNLL-2003 is not in {parsed.data}")
+    data = parsed.data if parsed.data is not None else module.conll_dir()  # the example's own default
+    if not (data / "train.txt").exists():
+        pytest.skip(f"{where}: CoNLL-2003 is not in {data}")
     args = [word if word != parsed.out.as_posix() else str(folder / parsed.out) for word in args]
     assert module.main(args) == 0, where
 
