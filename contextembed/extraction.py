@@ -31,6 +31,7 @@ from .pooling import (
     check_subword_pooling,
     check_text_options,
     normalize_rows,
+    pool_layers_numpy,
 )
 from .pooling.subword import subword_output_width
 from .pooling.text import pool_text_numpy
@@ -136,10 +137,7 @@ class FeatureExtractor:
     def pool_layers(self, hidden: np.ndarray) -> np.ndarray:
         """Combine the selected layers: ``(layers, rows, width)`` float32 -> ``(rows, dim)``, rows
         being words or pieces (arrays shared with the core module, not copied)."""
-        if len(hidden) == 1 and self.pooling.combine in ("concat", "mean", "sum"):
-            return hidden[0]  # one layer (static vectors): nothing to combine, and no torch call per sentence
-        with torch.no_grad():
-            return self.pooling(torch.from_numpy(np.ascontiguousarray(hidden))).numpy()
+        return pool_layers_numpy(self.pooling, hidden)
 
     def iter_words(self, sentences: Sentences, *, doc_ids: Optional[Iterable] = None,
                    show_progress: bool = False) -> Iterator[np.ndarray]:
@@ -153,14 +151,13 @@ class FeatureExtractor:
         document's sentences consecutive; ``None``: all of ``sentences`` is one document. Without
         context documents change nothing.
         """
-        layers = self.pooling.layer_indexes
         if not self.context:
-            for hidden in self.encoder.iter_encode(sentences, layers, self.subword_pooling, show_progress=show_progress):
-                yield self.pool_layers(hidden)
+            yield from self.encoder.iter_encode_pooled(sentences, self.pooling, self.subword_pooling,
+                                                       show_progress=show_progress)
             return
         items = in_context(sentences, doc_ids, self.context)
-        for encoding in self.encoder.iter_encode_pieces_in_context(items, layers, show_progress=show_progress):
-            yield self.pool_layers(encoding.words(self.subword_pooling))
+        yield from self.encoder.iter_encode_pooled_in_context(items, self.pooling, self.subword_pooling,
+                                                              show_progress=show_progress)
 
     def iter_texts(self, sentences: Sentences, *, show_progress: bool = False) -> Iterator[np.ndarray]:
         """Yield one ``(dim,)`` float32 vector per text, in input order (an iterator is streamed as by

@@ -20,7 +20,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from .._files import atomic_directory
-from ..pooling.layers import LayerSpec, resolve_layers
+from ..pooling.layers import LayerPooling, LayerSpec, pool_layers_numpy, resolve_layers
 from ..pooling.subword import SubwordPooling, pool_subwords_numpy
 from ..sentences import (  # noqa: F401  (re-exported)
     Pairs,
@@ -327,6 +327,51 @@ class Encoder(ABC):
         an iterator, read one chunk at a time (see :meth:`iter_encode_pieces`)."""
         for encoding in self.iter_encode_pieces(sentences, layers, show_progress=show_progress):
             yield encoding.words(subword_pooling)
+
+    def iter_encode_pooled(
+        self,
+        sentences: Sentences,
+        pooling: LayerPooling,
+        subword_pooling: SubwordPooling = "first",
+        *,
+        dtype: str = "float32",
+        show_progress: bool = False,
+    ) -> Iterator[np.ndarray]:
+        """Yield the word features of each sentence in input order: its words pooled from their pieces
+        (``subword_pooling``), then ``pooling``'s layers selected and combined.
+
+        Parameters
+        ----------
+        sentences : sequence of sequence of str, or an iterator of them
+            As :meth:`iter_encode_pieces` takes them.
+        pooling : LayerPooling
+            Which layers, and how they combine (used as it is, without gradient).
+        subword_pooling : {"first", "last", "mean", "first_last", "max"}
+        dtype : {"float32", "float16"}
+            The rows' dtype (float16: rounded where they were pooled, so half the bytes move).
+
+        Yields
+        ------
+        np.ndarray
+            ``(words, dim)`` with ``dim = pooling.output_width(subword_output_width(width, subword_pooling))``.
+            This default pools on the host; transformers pool where the model ran (the same values).
+        """
+        for hidden in self.iter_encode(sentences, pooling.layer_indexes, subword_pooling, show_progress=show_progress):
+            yield pool_layers_numpy(pooling, hidden).astype(dtype, copy=False)
+
+    def iter_encode_pooled_in_context(
+        self,
+        items: Iterable,
+        pooling: LayerPooling,
+        subword_pooling: SubwordPooling = "first",
+        *,
+        dtype: str = "float32",
+        show_progress: bool = False,
+    ) -> Iterator[np.ndarray]:
+        """:meth:`iter_encode_pooled` of sentences in their documents' context
+        (:meth:`iter_encode_pieces_in_context`)."""
+        for encoding in self.iter_encode_pieces_in_context(items, pooling.layer_indexes, show_progress=show_progress):
+            yield pool_layers_numpy(pooling, encoding.words(subword_pooling)).astype(dtype, copy=False)
 
     def encode(
         self,

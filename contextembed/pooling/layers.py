@@ -353,3 +353,13 @@ def _scalar_mix(pooling: LayerPooling, hidden: torch.Tensor, mask) -> torch.Tens
 
 
 _COMBINERS = {"concat": _concat, "sum": _sum, "mean": _mean, "scalar_mix": _scalar_mix}
+
+
+def pool_layers_numpy(pooling: LayerPooling, hidden: np.ndarray) -> np.ndarray:
+    """NumPy front of :class:`LayerPooling` (no gradient): ``(layers, rows, width)`` float32 ->
+    ``(rows, dim)``, rows being words or pieces (a single layer with nothing to weigh is returned as
+    it is, shared with the caller, not copied)."""
+    if len(hidden) == 1 and pooling.combine in ("concat", "mean", "sum"):
+        return hidden[0]  # one layer (static vectors): nothing to combine, and no torch call per sentence
+    with torch.no_grad():
+        return pooling(torch.from_numpy(np.ascontiguousarray(hidden))).numpy()
