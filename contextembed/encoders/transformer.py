@@ -101,6 +101,8 @@ class _Pending:
     #: pooled on the device (:class:`_Pooled`): this sentence's ``(words, dim)`` rows of the chunk's
     #: output, filled as its windows run; ``None`` where its pieces come back to be pooled on the host
     rows: Optional[np.ndarray] = None
+    #: where ``rows`` start in the chunk's output
+    first_row: int = 0
     #: whether the sentence keeps its first piece's vector (``cls``)
     takes_cls: bool = True
 
@@ -150,6 +152,8 @@ class _Pooled:
     #: ``"float32"`` or ``"float16"``
     dtype: str
     copies: Optional[HostCopies] = None
+    #: the current chunk's ``(words, dim)`` output
+    out: Optional[np.ndarray] = None
 
     @property
     def grouped(self) -> bool:
@@ -656,10 +660,10 @@ class TransformerEncoder(Encoder):
         dim = pooled.pooling.output_width(subword_output_width(self.width, pooled.method))
         counts = [len(item.pieces.offsets) - 1 for item in pending]
         # (words of the chunk, dim)
-        out = np.empty((sum(counts), dim), dtype=pooled.dtype)
+        out = pooled.out = np.empty((sum(counts), dim), dtype=pooled.dtype)
         host = []
         for item, end, count in zip(pending, itertools.accumulate(counts), counts):
-            item.rows = out[end - count : end]
+            item.rows, item.first_row = out[end - count : end], end - count
             if not pooled.on_device(item.pieces.n_pieces, self.window):
                 host.append((item, item.rows))
                 item.rows = None  # its pieces come back: see _Pooled
@@ -668,7 +672,7 @@ class TransformerEncoder(Encoder):
         pooled.copies.flush()
         for item, rows_ in host:
             words = pool_subwords_numpy(item.joined(0), item.pieces.offsets, pooled.method)
-            rows_[:] = pool_layers_numpy(pooled.host_pooling, words)
+            rows_[:] = pool_layers_numpy(pooled.host_pooling, words)  # selected layers: combine_selected
             item.rows, item.blocks = rows_, []
 
     def iter_encode_pieces_in_context(
@@ -864,16 +868,23 @@ class TransformerEncoder(Encoder):
         mine = [j for j, (part, _, _) in enumerate(targets) if part.item.rows is not None]
         if mine:
             index_t = torch.from_numpy(np.concatenate([index[j] for j in mine])).to(self.device)
-            # (layers, units, width)
-            units = torch.stack([layer.index_select(0, index_t) for layer in flat]).float()
+            gathered = [layer.index_select(0, index_t).float() for layer in flat]
             chosen = [targets[j] for j in mine]
             if pooled.grouped:  # whole sentences (one window each): (layers, words, width)
                 counts = np.concatenate([np.diff(part.item.pieces.offsets) for part, _, _ in chosen])
                 offsets = torch.from_numpy(np.concatenate([[0], np.cumsum(counts)])).to(self.device)
-                units = pool_subwords(units, offsets, pooled.method)
-            # (words, dim)
-            words = pooled.pooling(units).to(_OUTPUT_DTYPES[pooled.dtype])
-            pooled.copies.put(words, functools.partial(_fill_rows, chosen, k, pooled.grouped, self.width))
+                words = pooled.pooling.combine_selected(pool_subwords(torch.stack(gathered), offsets, pooled.method))
+                starts, lengths = [part.item.first_row for part, _, _ in chosen], [len(part.item.rows) for part, _, _ in chosen]
+            else:
+                # (units, layers, width) -> (units, layers * width) is the concatenation; else (layers, units, width)
+                concat = pooled.pooling.combine == "concat"
+                words = (torch.stack(gathered, dim=1).flatten(1) if concat
+                         else pooled.pooling.combine_selected(torch.stack(gathered)))
+                starts, lengths = [part.item.first_row + lo for part, lo, _ in chosen], [count for _, _, count in chosen]
+            # (units, dim): rows ``dest`` of the chunk's output, selector k's columns
+            dest = np.repeat(np.asarray(starts) - np.cumsum([0] + lengths[:-1]), lengths) + np.arange(sum(lengths))
+            columns = _selector_columns(pooled.out, k, len(chosen[0][0].item.positions), self.width)
+            pooled.copies.put(words.to(_OUTPUT_DTYPES[pooled.dtype]), functools.partial(_fill_rows, columns, dest))
         rest = [j for j, (part, _, _) in enumerate(targets) if part.item.rows is None]
         return [index[j] for j in rest], [targets[j] for j in rest]
 
@@ -889,24 +900,18 @@ class TransformerEncoder(Encoder):
                 owner.cls = vector
 
 
-def _fill_rows(targets: list[tuple[_Part, int, int]], k: int, grouped: bool, width: int, words: np.ndarray) -> None:
-    """Write pooled ``words`` ``(words, dim_k)`` into the rows of ``targets`` (each ``(part, first
-    word, units)``; ``grouped``: whole sentences): selector ``k``'s ``width`` columns of every layer."""
-    start = 0
-    for part, lo, count in targets:
-        rows = part.item.rows
-        n = len(rows) if grouped else count
-        if not n:
-            continue
-        block = words[start : start + n]
-        start += n
-        selectors = len(part.item.positions)
-        if selectors == 1:
-            rows[lo : lo + n] = block
-            continue
-        # (words, layers or 1, selectors, width): selector k's columns of each layer's block
-        view = rows[lo : lo + n].reshape(n, -1, selectors, width)
-        view[:, :, k] = block.reshape(n, -1, width)
+def _selector_columns(out: np.ndarray, k: int, selectors: int, width: int) -> np.ndarray:
+    """The columns of ``out`` ``(words, dim)`` that selector ``k`` of ``selectors`` fills, as
+    ``(words, dim / selectors)``: all of them for one selector; for ``first_last``, its ``width``
+    columns in each layer's block of ``2 * width`` (``(words, layers or 1, width)``)."""
+    if selectors == 1:
+        return out
+    return out.reshape(len(out), -1, selectors, width)[:, :, k]
+
+
+def _fill_rows(columns: np.ndarray, dest: np.ndarray, words: np.ndarray) -> None:
+    """``columns[dest] = words``: pooled ``(units, dim_k)`` rows to their places in the chunk's output."""
+    columns[dest] = words.reshape(len(words), *columns.shape[1:])
 
 
 def _batches(rows: list[_Row], padded_length: Callable[[_Row], int], batch_tokens: int, max_batch_size: int) -> Iterator[list[_Row]]:

@@ -331,8 +331,15 @@ class LayerPooling(nn.Module):
         torch.Tensor
             ``(*, out_width)`` with ``out_width = self.output_width(width)``.
         """
-        selected = self.select(hidden)
-        return _COMBINERS[self.combine](self, selected, mask)
+        return self.combine_selected(self.select(hidden), mask)
+
+    def combine_selected(self, hidden: torch.Tensor, mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Combine hidden states that are the selected layers, in ``layer_indexes`` order:
+        ``(layers, *, width)`` -> ``(*, out_width)`` (unlike :meth:`forward`, never selects again,
+        so a selection that reorders every layer is combined as given)."""
+        if hidden.shape[0] != len(self.layer_indexes):
+            raise ValueError(f"expected the {len(self.layer_indexes)} selected layers, got {hidden.shape[0]}")
+        return _COMBINERS[self.combine](self, hidden, mask)
 
 
 def _concat(pooling: LayerPooling, hidden: torch.Tensor, mask) -> torch.Tensor:
@@ -356,10 +363,10 @@ _COMBINERS = {"concat": _concat, "sum": _sum, "mean": _mean, "scalar_mix": _scal
 
 
 def pool_layers_numpy(pooling: LayerPooling, hidden: np.ndarray) -> np.ndarray:
-    """NumPy front of :class:`LayerPooling` (no gradient): ``(layers, rows, width)`` float32 ->
-    ``(rows, dim)``, rows being words or pieces (a single layer with nothing to weigh is returned as
+    """NumPy front of :meth:`LayerPooling.combine_selected` (no gradient): the selected layers
+    ``(layers, rows, width)`` float32 -> ``(rows, dim)``, rows being words or pieces (a single layer with nothing to weigh is returned as
     it is, shared with the caller, not copied)."""
     if len(hidden) == 1 and pooling.combine in ("concat", "mean", "sum"):
         return hidden[0]  # one layer (static vectors): nothing to combine, and no torch call per sentence
     with torch.no_grad():
-        return pooling(torch.from_numpy(np.ascontiguousarray(hidden))).numpy()
+        return pooling.combine_selected(torch.from_numpy(np.ascontiguousarray(hidden))).numpy()

@@ -66,6 +66,17 @@ def test_pooled_in_context_equals_pooled_on_the_host(tiny, method):
     assert not np.array_equal(pooled[0], alone[0])  # the context reached the rows
 
 
+def test_a_selection_that_reorders_every_layer_is_combined_in_its_order(tiny):
+    """Against a plain reference: layers [-1, 0, 1] of a 3-layer model concatenated in that order
+    (the module's forward would select them a second time)."""
+    pooling = _pooling(tiny, "concat")
+    assert pooling.layer_indexes == (2, 0, 1) and tiny.n_layers == 3
+    for method in ("first", "mean"):
+        for rows, hidden in zip(tiny.iter_encode_pooled(SENTENCES, pooling, method),
+                                tiny.encode(SENTENCES, "all", method)):
+            assert np.array_equal(rows, np.concatenate([hidden[2], hidden[0], hidden[1]], axis=-1))
+
+
 def test_float16_rows_are_the_float32_rows_rounded(tiny):
     pooling = _pooling(tiny, "concat")
     full = list(tiny.iter_encode_pooled(SENTENCES, pooling, "first"))
