@@ -6,6 +6,7 @@ Layers are the embedding output followed by every hidden layer (``hidden_states`
 
 from __future__ import annotations
 
+import concurrent.futures
 import copy
 import functools
 import inspect
@@ -643,9 +644,11 @@ class TransformerEncoder(Encoder):
         """Run the model over sentences in chunks; yield finished sentences in input order (an iterator
         is read one chunk at a time)."""
         layer_index = self.layer_indexes(layers)
+        chunks = check_sentence_chunks(sentences, self.chunk_size)
+        # an iterator is read no further than one chunk ahead of the outputs: tokenized as it comes
         with progress_bar(sentences, show_progress) as progress:
-            for chunk in check_sentence_chunks(sentences, self.chunk_size):
-                pending = [self._pending(p, selectors) for p in self.pieces(chunk)]
+            for chunk, pieces in _tokenized(chunks, self.pieces, ahead=not isinstance(sentences, Iterator)):
+                pending = [self._pending(p, selectors) for p in pieces]
                 self._run(pending, [row for item in pending for row in self._single_rows(item)], layer_index, pooled)
                 progress.update(len(chunk))
                 yield from pending
@@ -928,6 +931,29 @@ def _batches(rows: list[_Row], padded_length: Callable[[_Row], int], batch_token
         longest = max(longest, size)
     if batch:
         yield batch
+
+
+def _tokenized(chunks: Iterator[list], tokenize: Callable[[list], list], ahead: bool) -> Iterator[tuple[list, list]]:
+    """``(chunk, tokenize(chunk))`` for each chunk, in order. With ``ahead``, a producer thread takes
+    and tokenizes the next chunk while the caller runs the current one (the tokenizer's batch call
+    releases the GIL); where no thread can start (the interpreter shuts down), one after the other."""
+    def produce() -> Optional[tuple[list, list]]:
+        chunk = next(chunks, None)
+        return None if chunk is None else (chunk, tokenize(chunk))
+
+    if not ahead:
+        while (item := produce()) is not None:
+            yield item
+        return
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="contextembed-tokenize") as producer:
+        try:
+            future = producer.submit(produce)
+        except RuntimeError:  # no new threads at interpreter shutdown (an atexit handler)
+            yield from _tokenized(chunks, tokenize, ahead=False)
+            return
+        while (item := future.result()) is not None:
+            future = producer.submit(produce)
+            yield item
 
 
 def _chunks(items: Iterable, size: int) -> Iterator[list]:

@@ -2,6 +2,8 @@
 pooling of the same hidden states (``Encoder.iter_encode_pooled``, the plain path): equal bit for
 bit in fp32, for every subword pooling and layer combination, windows and document context."""
 
+import threading
+
 import numpy as np
 import pytest
 import torch
@@ -122,3 +124,35 @@ def test_cuda_copies_go_through_two_reused_pinned_buffers():
     for tensor, array in zip(tensors, seen):
         assert np.array_equal(array, tensor.cpu().numpy())
     assert all(buffer.is_pinned() for buffer in copies._buffers)
+
+
+def test_chunks_are_tokenized_ahead_on_a_producer_in_order():
+    from contextembed.encoders.transformer import _tokenized
+
+    threads = []
+
+    def tokenize(chunk):
+        threads.append(threading.current_thread().name)
+        if chunk == ["bad"]:
+            raise ValueError("sentence 4 is bad")
+        return [word.upper() for word in chunk]
+
+    chunks = [["a", "b"], ["c"], ["d"]]
+    assert list(_tokenized(iter(chunks), tokenize, ahead=True)) == [(c, [w.upper() for w in c]) for c in chunks]
+    assert all(name.startswith("contextembed-tokenize") for name in threads)
+    threads.clear()
+    assert list(_tokenized(iter(chunks), tokenize, ahead=False))[-1] == (["d"], ["D"])
+    assert threads == [threading.current_thread().name] * 3
+    produced = _tokenized(iter([["a"], ["bad"], ["c"]]), tokenize, ahead=True)
+    assert next(produced) == (["a"], ["A"])  # the outputs before the error come first
+    with pytest.raises(ValueError, match="sentence 4"):
+        next(produced)
+
+
+def test_a_list_gives_the_rows_of_an_iterator_over_several_chunks(tiny_bert_dir):
+    encoder = load_encoder(str(tiny_bert_dir), device="cpu", precision="fp32", chunk_size=2)
+    pooling = _pooling(encoder, "concat")
+    listed = list(encoder.iter_encode_pooled(SENTENCES * 3, pooling, "mean"))
+    streamed = list(encoder.iter_encode_pooled(iter(SENTENCES * 3), pooling, "mean"))
+    assert len(listed) == len(streamed) == 15
+    assert all(np.array_equal(a, b) for a, b in zip(listed, streamed))
