@@ -20,7 +20,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from .._files import atomic_directory
-from ..pooling.layers import LayerPooling, LayerSpec, pool_layers_numpy, resolve_layers
+from ..pooling.layers import LayerPooling, LayerSpec, check_output_dtype, pool_layers_numpy, resolve_layers
 from ..pooling.subword import SubwordPooling, pool_subwords_numpy
 from ..sentences import (  # noqa: F401  (re-exported)
     Pairs,
@@ -348,7 +348,8 @@ class Encoder(ABC):
             Which layers, and how they combine (used as it is, without gradient).
         subword_pooling : {"first", "last", "mean", "first_last", "max"}
         dtype : {"float32", "float16"}
-            The rows' dtype (float16: rounded where they were pooled, so half the bytes move).
+            The rows' dtype (:data:`~contextembed.pooling.layers.OutputDtype`; float16: rounded where
+            they were pooled, so half the bytes move).
 
         Yields
         ------
@@ -356,6 +357,7 @@ class Encoder(ABC):
             ``(words, dim)`` with ``dim = pooling.output_width(subword_output_width(width, subword_pooling))``.
             This default pools on the host; transformers pool where the model ran (the same values).
         """
+        check_output_dtype(dtype)
         for hidden in self.iter_encode(sentences, pooling.layer_indexes, subword_pooling, show_progress=show_progress):
             yield pool_layers_numpy(pooling, hidden).astype(dtype, copy=False)
 
@@ -370,6 +372,7 @@ class Encoder(ABC):
     ) -> Iterator[np.ndarray]:
         """:meth:`iter_encode_pooled` of sentences in their documents' context
         (:meth:`iter_encode_pieces_in_context`)."""
+        check_output_dtype(dtype)
         for encoding in self.iter_encode_pieces_in_context(items, pooling.layer_indexes, show_progress=show_progress):
             yield pool_layers_numpy(pooling, encoding.words(subword_pooling)).astype(dtype, copy=False)
 

@@ -39,7 +39,7 @@ from ..backends import check_backend, check_calibration
 from ..errors import EngineError
 from ..devices import auto_cpu_precision, check_precision, check_settings, compute_dtype, resolve_device, resolve_precision
 from ..quantization import INT8_MIN_COSINE, int8_fidelity, original_state_dict, quantize_int8
-from ..pooling.layers import LayerPooling, LayerSpec, pool_layers_numpy
+from ..pooling.layers import LayerPooling, LayerSpec, check_output_dtype, pool_layers_numpy
 from ..pooling.subword import (
     SubwordPooling,
     check_subword_pooling,
@@ -81,7 +81,7 @@ _OFFSET_POSITION_TYPES = {
 
 #: piece selectors for each subword pooling that can be done by gathering pieces directly
 _DIRECT = {"first": ("starts",), "last": ("ends",), "first_last": ("starts", "ends")}
-#: the dtypes pooled rows can come to the host in
+#: each :data:`~contextembed.pooling.layers.OutputDtype` in torch
 _OUTPUT_DTYPES = {"float32": torch.float32, "float16": torch.float16}
 #: default padded pieces per forward pass: big passes feed a GPU; on a CPU they run slower per piece
 GPU_BATCH_TOKENS = 8192
@@ -578,8 +578,7 @@ class TransformerEncoder(Encoder):
 
     def _pooled(self, pooling: LayerPooling, subword_pooling: str, dtype: str) -> _Pooled:
         check_subword_pooling(subword_pooling)
-        if dtype not in _OUTPUT_DTYPES:
-            raise ValueError(f"dtype={dtype!r} is not an output dtype; expected one of {sorted(_OUTPUT_DTYPES)}")
+        check_output_dtype(dtype)
         on_device = pooling if self.device.type == "cpu" else copy.deepcopy(pooling).to(self.device)
         return _Pooled(on_device, pooling, subword_pooling, dtype)
 

@@ -28,6 +28,8 @@ Combine = Literal["concat", "sum", "mean", "scalar_mix"]
 COMBINES: tuple[str, ...] = get_args(Combine)
 #: the combinations without trainable weights (what ``doc.tensor`` and the CLI can use as they are)
 FixedCombine = Literal["concat", "sum", "mean"]
+#: the dtypes pooled features can be delivered in (float16: half the bytes, rounded where pooled)
+OutputDtype = Literal["float32", "float16"]
 
 
 def check_layer_spec(layers: LayerSpec) -> LayerSpec:
@@ -130,6 +132,11 @@ def check_fixed_combine(combine: str, name: str = "combine") -> str:
             "estimator's fit)"
         )
     return combine
+
+
+def check_output_dtype(dtype: str) -> str:
+    """Return ``dtype`` if it is an :data:`OutputDtype`, else raise ``ValueError`` listing them."""
+    return check_choice("dtype", dtype, OutputDtype)
 
 
 def check_mix_options(combine: str, layer_norm: bool = False, layer_dropout: float = 0.0) -> None:
