@@ -163,13 +163,10 @@ class FeatureExtractor:
 
     def _iter_words(self, sentences: Sentences, doc_ids: Optional[Iterable], dtype: str,
                     show_progress: bool) -> Iterator[np.ndarray]:
-        if not self.context:
-            yield from self.encoder.iter_encode_pooled(sentences, self.pooling, self.subword_pooling, dtype=dtype,
-                                                       show_progress=show_progress)
-            return
-        items = in_context(sentences, doc_ids, self.context)
-        yield from self.encoder.iter_encode_pooled_in_context(items, self.pooling, self.subword_pooling, dtype=dtype,
-                                                              show_progress=show_progress)
+        if self.context:
+            sentences = in_context(sentences, doc_ids, self.context)
+        yield from self.encoder.iter_encode_pooled(sentences, self.pooling, self.subword_pooling,
+                                                   in_context=bool(self.context), dtype=dtype, show_progress=show_progress)
 
     def iter_texts(self, sentences: Sentences, *, show_progress: bool = False) -> Iterator[np.ndarray]:
         """Yield one ``(dim,)`` vector per text in ``dtype``, in input order (an iterator is streamed as by

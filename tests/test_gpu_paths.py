@@ -106,8 +106,7 @@ def test_words_pooled_on_the_gpu_match_the_cpu(tiny_bert_dir, gpu, subword_pooli
         context = FeatureExtractor(encoder, layers=[-2, -1], subword_pooling=subword_pooling, context=8)
         rows[device, "context"] = list(context.iter_words(many, doc_ids=doc_ids))
         rows[device, "alone"] = FeatureExtractor(encoder, layers=[-2, -1], subword_pooling=subword_pooling).words(many)
-        rows[device, "float16"] = list(encoder.iter_encode_pooled(many, context.pooling, subword_pooling,
-                                                                  dtype="float16"))
+        rows[device, "float16"] = list(encoder.iter_encode_pooled(many, context.pooling, subword_pooling, dtype="float16"))
     for kind in ("concat", "scalar_mix", "context"):
         _assert_close(rows["cpu", kind], rows[gpu, kind])
     for a, b in zip(rows["cpu", "float16"], rows[gpu, "float16"]):

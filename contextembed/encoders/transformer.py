@@ -39,7 +39,7 @@ from ..backends import check_backend, check_calibration
 from ..errors import EngineError
 from ..devices import auto_cpu_precision, check_precision, check_settings, compute_dtype, resolve_device, resolve_precision
 from ..quantization import INT8_MIN_COSINE, int8_fidelity, original_state_dict, quantize_int8
-from ..pooling.layers import LayerPooling, LayerSpec, check_output_dtype, pool_layers_numpy
+from ..pooling.layers import LayerPooling, LayerSpec, pool_layers_numpy
 from ..pooling.subword import (
     SubwordPooling,
     check_subword_pooling,
@@ -544,43 +544,16 @@ class TransformerEncoder(Encoder):
             parts = [pending.joined(k) for k in range(len(selectors))]
             yield parts[0] if len(parts) == 1 else np.concatenate(parts, axis=-1)
 
-    def iter_encode_pooled(
-        self,
-        sentences: Sentences,
-        pooling: LayerPooling,
-        subword_pooling: SubwordPooling = "first",
-        *,
-        dtype: str = "float32",
-        show_progress: bool = False,
-    ) -> Iterator[np.ndarray]:
+    def _iter_pooled(self, sentences, pooling: LayerPooling, subword_pooling: str, in_context: bool, dtype: str,
+                     show_progress: bool) -> Iterator[np.ndarray]:
         """Words pooled where the model ran (:class:`_Pooled`): only ``(words, dim)`` rows in ``dtype``
         come to the host, views of one array per chunk of sentences."""
-        pooled = self._pooled(pooling, subword_pooling, dtype)
-        selectors = _DIRECT.get(subword_pooling, ("all",))
-        for pending in self._iter_pending(sentences, pooling.layer_indexes, selectors, show_progress, pooled):
-            yield pending.rows
-
-    def iter_encode_pooled_in_context(
-        self,
-        items: Iterable[InContext],
-        pooling: LayerPooling,
-        subword_pooling: SubwordPooling = "first",
-        *,
-        dtype: str = "float32",
-        show_progress: bool = False,
-    ) -> Iterator[np.ndarray]:
-        """:meth:`iter_encode_pooled` of sentences in their documents' context (the rows of
-        :meth:`iter_encode_pieces_in_context`)."""
-        pooled = self._pooled(pooling, subword_pooling, dtype)
-        selectors = _DIRECT.get(subword_pooling, ("all",))
-        for pending in self._iter_in_context(items, pooling.layer_indexes, selectors, show_progress, pooled):
-            yield pending.rows
-
-    def _pooled(self, pooling: LayerPooling, subword_pooling: str, dtype: str) -> _Pooled:
-        check_subword_pooling(subword_pooling)
-        check_output_dtype(dtype)
         on_device = pooling if self.device.type == "cpu" else copy.deepcopy(pooling).to(self.device)
-        return _Pooled(on_device, pooling, subword_pooling, dtype)
+        pooled = _Pooled(on_device, pooling, subword_pooling, dtype)
+        selectors = _DIRECT.get(subword_pooling, ("all",))
+        run = self._iter_in_context if in_context else self._iter_pending
+        for pending in run(sentences, pooling.layer_indexes, selectors, show_progress, pooled):
+            yield pending.rows
 
     def encode_piece_means(self, sentences: Sentences, layers: LayerSpec = "all") -> np.ndarray:
         """The mean over each sentence's pieces, summed on the device per window (every piece once,

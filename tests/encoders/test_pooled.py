@@ -1,5 +1,5 @@
 """Words pooled where the model ran (``TransformerEncoder.iter_encode_pooled``) against the host's
-pooling of the same hidden states (``Encoder.iter_encode_pooled``, the plain path): equal bit for
+pooling of the same hidden states (``Encoder._iter_pooled``, the plain path): equal bit for
 bit in fp32, for every subword pooling and layer combination, windows and document context."""
 
 import threading
@@ -53,7 +53,7 @@ def test_pooled_on_the_device_equals_pooled_on_the_host(tiny, method, combine):
     pooling = _pooling(tiny, combine)
     dim = pooling.output_width(tiny.width * (2 if method == "first_last" else 1))
     pooled = list(tiny.iter_encode_pooled(SENTENCES, pooling, method))
-    _assert_equal(pooled, list(Encoder.iter_encode_pooled(tiny, SENTENCES, pooling, method)), dim)
+    _assert_equal(pooled, list(Encoder._iter_pooled(tiny, SENTENCES, pooling, method, False, "float32", False)), dim)
     assert np.abs(pooled[0]).max() > 0  # not left empty
 
 
@@ -61,8 +61,8 @@ def test_pooled_on_the_device_equals_pooled_on_the_host(tiny, method, combine):
 def test_pooled_in_context_equals_pooled_on_the_host(tiny, method):
     pooling = _pooling(tiny, "concat")
     dim = pooling.output_width(tiny.width * (2 if method == "first_last" else 1))
-    pooled = list(tiny.iter_encode_pooled_in_context(in_context(SENTENCES, DOC_IDS, 6), pooling, method))
-    reference = list(Encoder.iter_encode_pooled_in_context(tiny, in_context(SENTENCES, DOC_IDS, 6), pooling, method))
+    pooled = list(tiny.iter_encode_pooled(in_context(SENTENCES, DOC_IDS, 6), pooling, method, in_context=True))
+    reference = list(Encoder._iter_pooled(tiny, in_context(SENTENCES, DOC_IDS, 6), pooling, method, True, "float32", False))
     _assert_equal(pooled, reference, dim)
     alone = list(tiny.iter_encode_pooled(SENTENCES, pooling, method))
     assert not np.array_equal(pooled[0], alone[0])  # the context reached the rows
@@ -98,9 +98,9 @@ def test_rows_of_a_chunk_share_one_array(tiny_bert_dir):
 def test_an_unknown_dtype_or_pooling_is_refused(tiny):
     pooling = _pooling(tiny, "concat")
     with pytest.raises(ValueError, match="dtype='float64' is not one of 'float32', 'float16'"):
-        next(tiny.iter_encode_pooled(SENTENCES, pooling, "first", dtype="float64"))
-    with pytest.raises(ValueError, match="subword_pooling"):
-        next(tiny.iter_encode_pooled(SENTENCES, pooling, "median"))
+        tiny.iter_encode_pooled(SENTENCES, pooling, "first", dtype="float64")  # at the call
+    with pytest.raises(ValueError, match="subword_pooling='median' is not one of"):
+        tiny.iter_encode_pooled(SENTENCES, pooling, "median")
 
 
 def test_cpu_copies_are_consumed_at_once():
