@@ -143,7 +143,7 @@ class _Pooled:
     Exactly the host's pooling of the same hidden states (the same torch operations on each word's
     own values). A sentence in several windows whose words are pooled over all their pieces
     (``"mean"``, ``"max"``) may have a word split between two batches: its pieces come back and are
-    pooled on the host (:meth:`TransformerEncoder._pool_on_host`).
+    pooled on the host (:meth:`TransformerEncoder._run`).
     """
 
     pooling: LayerPooling
@@ -632,23 +632,30 @@ class TransformerEncoder(Encoder):
         if pooled is None:
             self._run_rows(rows, layer_index)
             return
+        on_host = self._lay_out_rows(pending, pooled)
+        pooled.copies = HostCopies(self.device)
+        self._run_rows(rows, layer_index, pooled)
+        pooled.copies.flush()
+        for item, item_rows in on_host:  # their pieces came back: see _Pooled
+            words = pool_subwords_numpy(item.joined(0), item.pieces.offsets, pooled.method)
+            item_rows[:] = pool_layers_numpy(pooled.host_pooling, words)
+            item.rows, item.blocks = item_rows, []
+
+    def _lay_out_rows(self, pending: list[_Pending], pooled: _Pooled) -> list[tuple[_Pending, np.ndarray]]:
+        """One ``(words, dim)`` output for the chunk (``pooled.out``), each sentence's ``rows`` a view of
+        it; the sentences pooled on the host instead, with their rows (their ``rows`` stay ``None``)."""
         dim = pooled.pooling.output_width(subword_output_width(self.width, pooled.method))
         counts = [len(item.pieces.offsets) - 1 for item in pending]
         # (words of the chunk, dim)
         out = pooled.out = np.empty((sum(counts), dim), dtype=pooled.dtype)
-        host = []
+        on_host = []
         for item, end, count in zip(pending, itertools.accumulate(counts), counts):
-            item.rows, item.first_row = out[end - count : end], end - count
-            if not pooled.on_device(item.pieces.n_pieces, self.window):
-                host.append((item, item.rows))
-                item.rows = None  # its pieces come back: see _Pooled
-        pooled.copies = HostCopies(self.device)
-        self._run_rows(rows, layer_index, pooled)
-        pooled.copies.flush()
-        for item, rows_ in host:
-            words = pool_subwords_numpy(item.joined(0), item.pieces.offsets, pooled.method)
-            rows_[:] = pool_layers_numpy(pooled.host_pooling, words)  # selected layers: combine_selected
-            item.rows, item.blocks = rows_, []
+            item.first_row = end - count
+            if pooled.on_device(item.pieces.n_pieces, self.window):
+                item.rows = out[end - count : end]
+            else:
+                on_host.append((item, out[end - count : end]))
+        return on_host
 
     def iter_encode_pieces_in_context(
         self, items: Iterable[InContext], layers: LayerSpec = "all", *, show_progress: bool = False
