@@ -15,7 +15,7 @@ import json
 import logging
 import os
 from contextlib import contextmanager
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence, Sized
 from dataclasses import dataclass, field
 from typing import Optional, Union
 
@@ -617,9 +617,11 @@ class TransformerEncoder(Encoder):
         is read one chunk at a time)."""
         layer_index = self.layer_indexes(layers)
         chunks = check_sentence_chunks(sentences, self.chunk_size)
-        # an iterator is read no further than one chunk ahead of the outputs: tokenized as it comes
+        # an iterator is read no further than one chunk ahead of the outputs: tokenized as it comes;
+        # a list of one chunk has nothing to tokenize ahead
+        ahead = not isinstance(sentences, Iterator) and isinstance(sentences, Sized) and len(sentences) > self.chunk_size
         with progress_bar(sentences, show_progress) as progress:
-            for chunk, pieces in _tokenized(chunks, self.pieces, ahead=not isinstance(sentences, Iterator)):
+            for chunk, pieces in _tokenized(chunks, self.pieces, ahead):
                 pending = [self._pending(p, selectors) for p in pieces]
                 self._run(pending, [row for item in pending for row in self._single_rows(item)], layer_index, pooled)
                 progress.update(len(chunk))
