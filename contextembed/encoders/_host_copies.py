@@ -1,7 +1,8 @@
 """Device-to-host copies of what a batch computed, consumed when they are ready.
 
 On a CPU a tensor is already on the host: :meth:`HostCopies.put` hands its array to the consumer at
-once (batches may run in several threads at a time, :mod:`contextembed.streams`; nothing is kept).
+once (batches may run in several threads at a time, :mod:`contextembed.streams`; nothing is kept);
+so does any other device but CUDA, after a plain copy.
 
 On CUDA the batches run one after another in the caller's thread. A copy into pageable memory makes
 the host wait for the GPU and then copy again; instead each result is copied with
@@ -42,7 +43,7 @@ class HostCopies:
         """Copy ``tensor`` to the host and call ``consume`` with it as a NumPy array: now on a CPU;
         on CUDA once the copy is complete (at the next :meth:`put` or at :meth:`flush`)."""
         if not self.staged:
-            consume(tensor.numpy())
+            consume(tensor.cpu().numpy())  # the tensor itself on a CPU; another device (MPS) copies and waits
             return
         host = self._buffer(tensor)
         host.copy_(tensor, non_blocking=True)
