@@ -31,7 +31,9 @@ from .pooling import (
     check_subword_pooling,
     check_text_options,
     normalize_rows,
+    pool_layers_numpy,
 )
+from .pooling.layers import OutputDtype, check_output_dtype
 from .pooling.subword import subword_output_width
 from .pooling.text import pool_text_numpy
 from .sentences import check_sentence_chunks
@@ -96,6 +98,10 @@ class FeatureExtractor:
         Word features only: encode each sentence with up to this many pieces of its document's text
         on each side (:mod:`contextembed.documents`; documents given to :meth:`iter_words`); 0 (the
         default): each sentence alone. Transformers only (a ``ValueError`` for other encoders).
+    dtype : {"float32", "float16"}
+        Of the word rows (:meth:`iter_words`): transformers round them to float16 where they were
+        pooled (on a GPU, half the bytes come back). Text vectors are computed in float32 and
+        rounded at the end.
     """
 
     def __init__(
@@ -109,6 +115,7 @@ class FeatureExtractor:
         *,
         level: Level = "word",
         context: int = 0,
+        dtype: OutputDtype = "float32",
     ) -> None:
         options = level_options(level, layers=layers, combine=combine, subword_pooling=subword_pooling,
                                 text_pooling=text_pooling, normalize=normalize)
@@ -124,6 +131,7 @@ class FeatureExtractor:
             raise TypeError(f"normalize must be True or False, got {options['normalize']!r}")
         self.normalize = bool(options["normalize"])
         self.context = check_context(context, encoder)
+        self.dtype = check_output_dtype(dtype)
         if self.context and level != "word":
             raise ValueError(f"context={context} gives word features their document's text; text vectors take none: "
                              "pass level='word' (--level word), or context=0")
@@ -136,14 +144,12 @@ class FeatureExtractor:
     def pool_layers(self, hidden: np.ndarray) -> np.ndarray:
         """Combine the selected layers: ``(layers, rows, width)`` float32 -> ``(rows, dim)``, rows
         being words or pieces (arrays shared with the core module, not copied)."""
-        if len(hidden) == 1 and self.pooling.combine in ("concat", "mean", "sum"):
-            return hidden[0]  # one layer (static vectors): nothing to combine, and no torch call per sentence
-        with torch.no_grad():
-            return self.pooling(torch.from_numpy(np.ascontiguousarray(hidden))).numpy()
+        return pool_layers_numpy(self.pooling, hidden)
 
     def iter_words(self, sentences: Sentences, *, doc_ids: Optional[Iterable] = None,
                    show_progress: bool = False) -> Iterator[np.ndarray]:
-        """Yield ``(words, dim)`` float32 per sentence, in input order.
+        """Yield ``(words, dim)`` in ``dtype`` per sentence, in input order (a transformer's rows are
+        views of one array per chunk of sentences).
 
         ``sentences`` may be an iterator (a generator): the encoder reads it one chunk at a time and
         nothing here keeps a sentence once its rows are yielded, so memory stays bounded by the
@@ -153,27 +159,28 @@ class FeatureExtractor:
         document's sentences consecutive; ``None``: all of ``sentences`` is one document. Without
         context documents change nothing.
         """
-        layers = self.pooling.layer_indexes
-        if not self.context:
-            for hidden in self.encoder.iter_encode(sentences, layers, self.subword_pooling, show_progress=show_progress):
-                yield self.pool_layers(hidden)
-            return
-        items = in_context(sentences, doc_ids, self.context)
-        for encoding in self.encoder.iter_encode_pieces_in_context(items, layers, show_progress=show_progress):
-            yield self.pool_layers(encoding.words(self.subword_pooling))
+        yield from self._iter_words(sentences, doc_ids, self.dtype, show_progress)
+
+    def _iter_words(self, sentences: Sentences, doc_ids: Optional[Iterable], dtype: str,
+                    show_progress: bool) -> Iterator[np.ndarray]:
+        if self.context:
+            sentences = in_context(sentences, doc_ids, self.context)
+        yield from self.encoder.iter_encode_pooled(sentences, self.pooling, self.subword_pooling,
+                                                   in_context=bool(self.context), dtype=dtype, show_progress=show_progress)
 
     def iter_texts(self, sentences: Sentences, *, show_progress: bool = False) -> Iterator[np.ndarray]:
-        """Yield one ``(dim,)`` float32 vector per text, in input order (an iterator is streamed as by
+        """Yield one ``(dim,)`` vector per text in ``dtype``, in input order (an iterator is streamed as by
         :meth:`iter_words`)."""
         if self.text_pooling == "piece_mean":
-            yield from self._iter_piece_means(sentences, show_progress)
+            vectors = self._iter_piece_means(sentences, show_progress)
         elif self.text_pooling in ("mean", "max"):
-            for words in self.iter_words(sentences, show_progress=show_progress):
-                yield self._finish(pool_text_numpy(words, self.text_pooling)[None])[0]
+            vectors = (self._finish(pool_text_numpy(words, self.text_pooling)[None])[0]
+                       for words in self._iter_words(sentences, None, "float32", show_progress))
         else:
             layers = self.pooling.layer_indexes
-            for encoding in self.encoder.iter_encode_pieces(sentences, layers, show_progress=show_progress):
-                yield self.text_vector(encoding)
+            vectors = map(self.text_vector, self.encoder.iter_encode_pieces(sentences, layers, show_progress=show_progress))
+        for vector in vectors:
+            yield vector.astype(self.dtype, copy=False)
 
     def text_vector(self, encoding: PieceEncoding) -> np.ndarray:
         """One text's vector from its encoding: ``(dim,)`` float32.
@@ -204,7 +211,7 @@ class FeatureExtractor:
                 progress.update(len(chunk))
 
     def _finish(self, vectors: np.ndarray) -> np.ndarray:
-        """``(texts, dim)`` text vectors, scaled to unit length with ``normalize``."""
+        """``(texts, dim)`` float32 text vectors, scaled to unit length with ``normalize``."""
         return normalize_rows(vectors) if self.normalize else vectors
 
     def words(self, sentences: Sentences) -> list[np.ndarray]:
@@ -212,6 +219,6 @@ class FeatureExtractor:
         return list(self.iter_words(sentences))
 
     def texts(self, sentences: Sentences) -> np.ndarray:
-        """``(texts, dim)`` float32."""
+        """``(texts, dim)`` in ``dtype``."""
         rows = list(self.iter_texts(sentences))
-        return np.stack(rows) if rows else np.zeros((0, self.dim), dtype=np.float32)
+        return np.stack(rows) if rows else np.zeros((0, self.dim), dtype=self.dtype)

@@ -95,13 +95,13 @@ from . import provenance, terminal
 from ._files import atomic_file, check_writable
 from .errors import FileFormatError, ProvenanceError
 from .options import check_choice
+from .pooling.layers import OutputDtype  # noqa: F401  (defined with the pooling that delivers it)
 from .extraction import LEVELS, Level, level_options  # noqa: F401  (Level, LEVELS re-exported)
 from .tokenizers import TOKENIZERS, Tokenizer, get_tokenizer, spacy_tokenizer  # noqa: F401  (the one registry)
 from .tokenizers import whitespace_tokenize as whitespace_tokenizer
 
 InputFormat = Literal["text", "conll", "conllu", "jsonl"]
 INPUT_FORMATS: tuple[str, ...] = get_args(InputFormat)
-OutputDtype = Literal["float32", "float16"]
 OUTPUT_DTYPES: tuple[str, ...] = get_args(OutputDtype)
 OUTPUT_EXTENSIONS = (".npy", ".npz")
 #: how error messages tell the user to allow replacing an existing output

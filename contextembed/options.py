@@ -31,6 +31,7 @@ option                 definition (type and check)
 ``output_format``      :data:`contextembed.jobs.OutputFormat`, checked by ``plan``
 ``context``            ``contextembed.documents.check_context`` (against the encoder)
 ``doc_sep``            :data:`contextembed.io.DocSep`, checked by ``read_documents`` and ``embed_file``
+``dtype`` (output)     :data:`contextembed.pooling.layers.OutputDtype`, ``check_output_dtype``
 =====================  ==================================================================
 """
 

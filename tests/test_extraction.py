@@ -151,3 +151,19 @@ def test_normalize_rows_is_sklearns():
     rows[3] = 0.0
     rows[4] = 1e-9
     np.testing.assert_array_equal(normalize_rows(rows), normalize(rows))
+
+
+@pytest.mark.parametrize("pooling", ["piece_mean", "mean", "cls"])
+def test_float16_features_are_the_float32_ones_rounded(bert, pooling):
+    options = {"subword_pooling": "mean" if pooling == "piece_mean" else "first", "text_pooling": pooling}
+    full, half = FeatureExtractor(bert, **options), FeatureExtractor(bert, dtype="float16", **options)
+    for rows, expected in zip(half.words(SENTENCES), full.words(SENTENCES)):
+        assert rows.dtype == np.float16 and np.array_equal(rows, expected.astype(np.float16))
+    texts = half.texts(SENTENCES)
+    assert texts.dtype == np.float16 and np.array_equal(texts, full.texts(SENTENCES).astype(np.float16))
+    assert half.texts([]).dtype == np.float16
+
+
+def test_an_unknown_dtype_is_refused(bert):
+    with pytest.raises(ValueError, match="dtype='float64' is not one of 'float32', 'float16'"):
+        FeatureExtractor(bert, dtype="float64")

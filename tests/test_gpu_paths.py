@@ -88,6 +88,32 @@ def test_reduced_precisions_track_fp32(tiny_bert_dir, gpu, precision):
             assert _cosines(a, b).min() > 0.99
 
 
+@pytest.mark.parametrize("subword_pooling", ["first", "first_last", "mean", "max"])
+def test_words_pooled_on_the_gpu_match_the_cpu(tiny_bert_dir, gpu, subword_pooling):
+    """Layers combined and pieces pooled where the model ran (FeatureExtractor's word path), the
+    rows copied back through pinned buffers; windows, document context and float16 rows included."""
+    from contextembed.documents import in_context
+    from contextembed.extraction import FeatureExtractor
+
+    many = [SENTENCES[i % len(SENTENCES)][: 1 + i % 60] for i in range(300)]
+    doc_ids = [i // 7 for i in range(len(many))]
+    rows = {}
+    for device in ("cpu", gpu):
+        encoder = load_encoder(str(tiny_bert_dir), device=device, precision="fp32")
+        for combine in ("concat", "scalar_mix"):
+            extractor = FeatureExtractor(encoder, layers="all", combine=combine, subword_pooling=subword_pooling)
+            rows[device, combine] = extractor.words(many)
+        context = FeatureExtractor(encoder, layers=[-2, -1], subword_pooling=subword_pooling, context=8)
+        rows[device, "context"] = list(context.iter_words(many, doc_ids=doc_ids))
+        rows[device, "alone"] = FeatureExtractor(encoder, layers=[-2, -1], subword_pooling=subword_pooling).words(many)
+        rows[device, "float16"] = list(encoder.iter_encode_pooled(many, context.pooling, subword_pooling, dtype="float16"))
+    for kind in ("concat", "scalar_mix", "context"):
+        _assert_close(rows["cpu", kind], rows[gpu, kind])
+    for a, b in zip(rows["cpu", "float16"], rows[gpu, "float16"]):
+        assert b.dtype == np.float16 and np.abs(a.astype(np.float32) - b.astype(np.float32)).max(initial=0) < 1e-2
+    assert np.abs(rows[gpu, "context"][0] - rows[gpu, "alone"][0]).max() > 1e-3  # the context was seen
+
+
 def test_elmo_matches_the_cpu(tiny_elmo_dir, gpu):
     cpu = load_encoder(str(tiny_elmo_dir), device="cpu", precision="fp32")
     on_gpu = load_encoder(str(tiny_elmo_dir), device=gpu, precision="fp32")

@@ -21,8 +21,8 @@ import numpy as np
 
 from .. import terminal
 from .._files import atomic_directory
-from ..pooling.layers import LayerSpec, resolve_layers
-from ..pooling.subword import SubwordPooling, pool_subwords_numpy
+from ..pooling.layers import LayerPooling, LayerSpec, check_output_dtype, pool_layers_numpy, resolve_layers
+from ..pooling.subword import SubwordPooling, check_subword_pooling, pool_subwords_numpy
 from ..sentences import (  # noqa: F401  (re-exported)
     Pairs,
     Sentences,
@@ -344,6 +344,60 @@ class Encoder(ABC):
         an iterator, read one chunk at a time (see :meth:`iter_encode_pieces`)."""
         for encoding in self.iter_encode_pieces(sentences, layers, show_progress=show_progress):
             yield encoding.words(subword_pooling)
+
+    def iter_encode_pooled(
+        self,
+        sentences: Union[Sentences, Iterable],
+        pooling: LayerPooling,
+        subword_pooling: SubwordPooling = "first",
+        *,
+        in_context: bool = False,
+        dtype: str = "float32",
+        show_progress: bool = False,
+    ) -> Iterator[np.ndarray]:
+        """Yield the word features of each sentence in input order: its words pooled from their pieces
+        (``subword_pooling``), then ``pooling``'s layers selected and combined.
+
+        Parameters
+        ----------
+        sentences : sequence of sequence of str, or an iterator of them
+            As :meth:`iter_encode_pieces` takes them; with ``in_context``, the
+            :class:`~contextembed.documents.InContext` items :meth:`iter_encode_pieces_in_context` takes.
+        pooling : LayerPooling
+            Which layers, and how they combine (used as it is, without gradient).
+        subword_pooling : {"first", "last", "mean", "first_last", "max"}
+        in_context : bool
+            Encode each sentence in its document's context.
+        dtype : {"float32", "float16"}
+            The rows' dtype (:data:`~contextembed.pooling.layers.OutputDtype`; float16: rounded where
+            they were pooled, so half the bytes move).
+
+        Yields
+        ------
+        np.ndarray
+            ``(words, dim)`` with ``dim = pooling.output_width(subword_output_width(width, subword_pooling))``.
+            Transformers pool where the model ran; the values are those of the host's pooling.
+
+        Raises
+        ------
+        ValueError
+            An unknown ``subword_pooling`` or ``dtype`` (at the call, before anything is encoded).
+        """
+        check_subword_pooling(subword_pooling)
+        check_output_dtype(dtype)
+        return self._iter_pooled(sentences, pooling, subword_pooling, in_context, dtype, show_progress)
+
+    def _iter_pooled(self, sentences, pooling: LayerPooling, subword_pooling: str, in_context: bool, dtype: str,
+                     show_progress: bool) -> Iterator[np.ndarray]:
+        """:meth:`iter_encode_pooled` with checked options; this default pools on the host."""
+        layers = pooling.layer_indexes
+        if in_context:
+            encodings = self.iter_encode_pieces_in_context(sentences, layers, show_progress=show_progress)
+            words = (encoding.words(subword_pooling) for encoding in encodings)
+        else:
+            words = self.iter_encode(sentences, layers, subword_pooling, show_progress=show_progress)
+        for hidden in words:
+            yield pool_layers_numpy(pooling, hidden).astype(dtype, copy=False)
 
     def encode(
         self,

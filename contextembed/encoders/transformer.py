@@ -6,6 +6,7 @@ Layers are the embedding output followed by every hidden layer (``hidden_states`
 
 from __future__ import annotations
 
+import concurrent.futures
 import copy
 import functools
 import inspect
@@ -15,7 +16,7 @@ import logging
 import os
 import threading
 from contextlib import contextmanager
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence, Sized
 from dataclasses import dataclass, field
 from typing import Optional, Union
 
@@ -38,9 +39,16 @@ from ..backends import check_backend, check_calibration
 from ..errors import EngineError
 from ..devices import auto_cpu_precision, check_precision, check_settings, compute_dtype, resolve_device, resolve_precision
 from ..quantization import INT8_MIN_COSINE, int8_fidelity, original_state_dict, quantize_int8
-from ..pooling.layers import LayerSpec
-from ..pooling.subword import SubwordPooling, check_subword_pooling
+from ..pooling.layers import LayerPooling, LayerSpec, pool_layers_numpy
+from ..pooling.subword import (
+    SubwordPooling,
+    check_subword_pooling,
+    pool_subwords,
+    pool_subwords_numpy,
+    subword_output_width,
+)
 from . import engine, unpadded
+from ._host_copies import HostCopies
 from .base import (
     Encoder,
     PairPieces,
@@ -73,6 +81,8 @@ _OFFSET_POSITION_TYPES = {
 
 #: piece selectors for each subword pooling that can be done by gathering pieces directly
 _DIRECT = {"first": ("starts",), "last": ("ends",), "first_last": ("starts", "ends")}
+#: each :data:`~contextembed.pooling.layers.OutputDtype` in torch
+_OUTPUT_DTYPES = {"float32": torch.float32, "float16": torch.float16}
 #: default padded pieces per forward pass: big passes feed a GPU; on a CPU they run slower per piece
 GPU_BATCH_TOKENS = 8192
 #: version of the measurement ``backend="auto"`` makes (a record of another is measured again)
@@ -91,6 +101,13 @@ class _Pending:
     #: per selector, ``(own_start, (layers, units, width))`` blocks in the order they were computed
     blocks: list[list[tuple[int, np.ndarray]]] = field(default_factory=list)
     cls: Optional[np.ndarray] = None
+    #: pooled on the device (:class:`_Pooled`): this sentence's ``(words, dim)`` rows of the chunk's
+    #: output, filled as its windows run; ``None`` where its pieces come back to be pooled on the host
+    rows: Optional[np.ndarray] = None
+    #: where ``rows`` start in the chunk's output
+    first_row: int = 0
+    #: whether the sentence keeps its first piece's vector (``cls``)
+    takes_cls: bool = True
 
     def joined(self, k: int) -> np.ndarray:
         """Selector ``k``'s blocks in piece order: ``(layers, units, width)``."""
@@ -118,6 +135,37 @@ class _Row:
     types: Optional[np.ndarray]
     parts: list[_Part]
     cls_owners: list[_Pending]
+
+
+@dataclass
+class _Pooled:
+    """Word features pooled where the model ran: each word's pieces (``method``), then the layers
+    (``pooling``, on the model's device), so only ``(words, dim)`` rows in ``dtype`` reach the host.
+
+    Exactly the host's pooling of the same hidden states (the same torch operations on each word's
+    own values). A sentence in several windows whose words are pooled over all their pieces
+    (``"mean"``, ``"max"``) may have a word split between two batches: its pieces come back and are
+    pooled on the host (:meth:`TransformerEncoder._run`).
+    """
+
+    pooling: LayerPooling
+    #: the same pooling on the CPU (for the words pooled on the host)
+    host_pooling: LayerPooling
+    method: SubwordPooling
+    #: ``"float32"`` or ``"float16"``
+    dtype: str
+    copies: Optional[HostCopies] = None
+    #: the current chunk's ``(words, dim)`` output
+    out: Optional[np.ndarray] = None
+
+    @property
+    def grouped(self) -> bool:
+        """Whether the words are pooled over all their pieces (not picked by the selectors)."""
+        return self.method not in _DIRECT
+
+    def on_device(self, n_pieces: int, window: int) -> bool:
+        """Whether a sentence of ``n_pieces`` pieces is pooled on the device."""
+        return not self.grouped or n_pieces <= window
 
 
 class TransformerEncoder(Encoder):
@@ -577,6 +625,17 @@ class TransformerEncoder(Encoder):
             parts = [pending.joined(k) for k in range(len(selectors))]
             yield parts[0] if len(parts) == 1 else np.concatenate(parts, axis=-1)
 
+    def _iter_pooled(self, sentences, pooling: LayerPooling, subword_pooling: str, in_context: bool, dtype: str,
+                     show_progress: bool) -> Iterator[np.ndarray]:
+        """Words pooled where the model ran (:class:`_Pooled`): only ``(words, dim)`` rows in ``dtype``
+        come to the host, views of one array per chunk of sentences."""
+        on_device = pooling if self.device.type == "cpu" else copy.deepcopy(pooling).to(self.device)
+        pooled = _Pooled(on_device, pooling, subword_pooling, dtype)
+        selectors = _DIRECT.get(subword_pooling, ("all",))
+        run = self._iter_in_context if in_context else self._iter_pending
+        for pending in run(sentences, pooling.layer_indexes, selectors, show_progress, pooled):
+            yield pending.rows
+
     def encode_piece_means(self, sentences: Sentences, layers: LayerSpec = "all") -> np.ndarray:
         """The mean over each sentence's pieces, summed on the device per window (every piece once,
         from the window that owns it): only ``(layers, width)`` per sentence leaves the device."""
@@ -623,7 +682,7 @@ class TransformerEncoder(Encoder):
                 for a, b in sides:
                     rows.extend(self._pair_rows(a, b))
                     long_pairs += a.pieces.n_pieces + b.pieces.n_pieces > self._pair_budget()
-                self._run_rows(rows, layer_index, _ChunkProgress(progress, len(chunk)))
+                self._run_rows(rows, layer_index, progress=_ChunkProgress(progress, len(chunk)))
                 for a, b in sides:
                     first = PieceEncoding(a.joined(0), a.pieces.offsets, a.cls)
                     yield PairPieces(first, PieceEncoding(b.joined(0), b.pieces.offsets, a.cls), a.cls)
@@ -631,17 +690,55 @@ class TransformerEncoder(Encoder):
             warn_long_pairs(long_pairs, len(pairs), self._pair_budget())
 
     def _iter_pending(
-        self, sentences: Sentences, layers: LayerSpec, selectors: Sequence[str], show_progress: bool
+        self, sentences: Sentences, layers: LayerSpec, selectors: Sequence[str], show_progress: bool,
+        pooled: Optional[_Pooled] = None,
     ) -> Iterator[_Pending]:
         """Run the model over sentences in chunks; yield finished sentences in input order (an iterator
         is read one chunk at a time)."""
         layer_index = self.layer_indexes(layers)
+        chunks = check_sentence_chunks(sentences, self.chunk_size)
+        # an iterator is read no further than one chunk ahead of the outputs: tokenized as it comes;
+        # a list of one chunk has nothing to tokenize ahead
+        ahead = not isinstance(sentences, Iterator) and isinstance(sentences, Sized) and len(sentences) > self.chunk_size
         with progress_bar(sentences, show_progress) as progress:
-            for chunk in check_sentence_chunks(sentences, self.chunk_size):
-                pending = [self._pending(p, selectors) for p in self.pieces(chunk)]
-                self._run_rows([row for item in pending for row in self._single_rows(item)], layer_index,
-                               _ChunkProgress(progress, len(chunk)))
+            for chunk, pieces in _tokenized(chunks, self.pieces, ahead):
+                pending = [self._pending(p, selectors) for p in pieces]
+                self._run(pending, [row for item in pending for row in self._single_rows(item)], layer_index, pooled,
+                          _ChunkProgress(progress, len(chunk)))
                 yield from pending
+
+    def _run(self, pending: list[_Pending], rows: list[_Row], layer_index: tuple[int, ...],
+             pooled: Optional[_Pooled], progress: Optional["_ChunkProgress"] = None) -> None:
+        """Run ``rows`` for the sentences ``pending`` (``progress`` counts them as batches finish);
+        with ``pooled``, their word rows are laid out in one array first and filled as the batches
+        finish."""
+        if pooled is None:
+            self._run_rows(rows, layer_index, progress=progress)
+            return
+        on_host = self._lay_out_rows(pending, pooled)
+        pooled.copies = HostCopies(self.device)
+        self._run_rows(rows, layer_index, pooled, progress)
+        pooled.copies.flush()
+        for item, item_rows in on_host:  # their pieces came back: see _Pooled
+            words = pool_subwords_numpy(item.joined(0), item.pieces.offsets, pooled.method)
+            item_rows[:] = pool_layers_numpy(pooled.host_pooling, words)
+            item.rows, item.blocks = item_rows, []
+
+    def _lay_out_rows(self, pending: list[_Pending], pooled: _Pooled) -> list[tuple[_Pending, np.ndarray]]:
+        """One ``(words, dim)`` output for the chunk (``pooled.out``), each sentence's ``rows`` a view of
+        it; the sentences pooled on the host instead, with their rows (their ``rows`` stay ``None``)."""
+        dim = pooled.pooling.output_width(subword_output_width(self.width, pooled.method))
+        counts = [len(item.pieces.offsets) - 1 for item in pending]
+        # (words of the chunk, dim)
+        out = pooled.out = np.empty((sum(counts), dim), dtype=pooled.dtype)
+        on_host = []
+        for item, end, count in zip(pending, itertools.accumulate(counts), counts):
+            item.first_row = end - count
+            if pooled.on_device(item.pieces.n_pieces, self.window):
+                item.rows = out[end - count : end]
+            else:
+                on_host.append((item, out[end - count : end]))
+        return on_host
 
     def iter_encode_pieces_in_context(
         self, items: Iterable[InContext], layers: LayerSpec = "all", *, show_progress: bool = False
@@ -649,17 +746,22 @@ class TransformerEncoder(Encoder):
         """Each sentence encoded in one input with the context pieces around it (the context rule of
         :mod:`contextembed.alignment`); a sentence of ``window`` pieces or more in its windows, as
         alone. Only the sentence's own pieces come out (``cls``: the input's first piece)."""
+        for item in self._iter_in_context(items, layers, ("all",), show_progress):
+            yield PieceEncoding(item.joined(0), item.pieces.offsets, item.cls, item.pieces.ids)
+
+    def _iter_in_context(self, items: Iterable[InContext], layers: LayerSpec, selectors: Sequence[str],
+                         show_progress: bool, pooled: Optional[_Pooled] = None) -> Iterator[_Pending]:
+        """:meth:`_iter_pending` of sentences with their context pieces around them."""
         layer_index = self.layer_indexes(layers)
         with progress_bar(items, show_progress) as progress:
             for chunk in _chunks(items, self.chunk_size):
                 own, lefts, rights = (self.pieces([getattr(item, side) for item in chunk])
                                       for side in ("words", "left", "right"))
-                pending = [self._pending(pieces, ("all",)) for pieces in own]
+                pending = [self._pending(pieces, selectors) for pieces in own]
                 rows = [row for item, before, after, wanted in zip(pending, lefts, rights, chunk)
                         for row in self._context_rows(item, before.ids, after.ids, wanted.size)]
-                self._run_rows(rows, layer_index, _ChunkProgress(progress, len(chunk)))
-                for item in pending:
-                    yield PieceEncoding(item.joined(0), item.pieces.offsets, item.cls, item.pieces.ids)
+                self._run(pending, rows, layer_index, pooled, _ChunkProgress(progress, len(chunk)))
+                yield from pending
 
     def _context_rows(self, item: _Pending, before: np.ndarray, after: np.ndarray, size: int) -> Iterator[_Row]:
         """``prefix + context before + sentence + context after + suffix`` when the sentence leaves room
@@ -680,8 +782,9 @@ class TransformerEncoder(Encoder):
         offsets = pieces.offsets
         every = np.arange(pieces.n_pieces)
         choices = {"all": every, "sum": every, "starts": offsets[:-1], "ends": offsets[1:] - 1}
-        return _Pending(pieces, [choices[name] for name in selectors], tuple(name == "sum" for name in selectors),
-                        [[] for _ in selectors])
+        sums = tuple(name == "sum" for name in selectors)
+        # piece sums take no [CLS] vector
+        return _Pending(pieces, [choices[name] for name in selectors], sums, [[] for _ in selectors], takes_cls=not any(sums))
 
     def _single_rows(self, item: _Pending) -> Iterator[_Row]:
         """One row per window of a sentence: ``prefix + window + suffix``."""
@@ -689,7 +792,7 @@ class TransformerEncoder(Encoder):
         for window in plan_windows(item.pieces.n_pieces, self.window, self.stride):
             content = item.pieces.ids[window.start : window.end]
             ids = np.concatenate([np.asarray(prefix, dtype=np.int64), content, np.asarray(suffix, dtype=np.int64)])
-            owners = [item] if window.start == 0 and prefix else []
+            owners = [item] if window.start == 0 and prefix and item.takes_cls else []
             yield _Row(ids, None, [_Part(item, window, len(prefix))], owners)
 
     def _pair_budget(self) -> int:
@@ -736,14 +839,14 @@ class TransformerEncoder(Encoder):
         owners = [a, b] if owned == (True, True) and template.prefix else []
         return _Row(template.ids(first, second), types, parts, owners)
 
-    def _run_rows(self, rows: list[_Row], layer_index: tuple[int, ...],
+    def _run_rows(self, rows: list[_Row], layer_index: tuple[int, ...], pooled: Optional[_Pooled] = None,
                   progress: Optional["_ChunkProgress"] = None) -> None:
         """Run length-sorted batches of ``rows``; on a CPU several at once (:mod:`contextembed.streams`:
         each batch's results are filed under its windows, whatever order the batches finish in).
         ``progress`` counts the chunk's items as the batches finish, and all of them at the end."""
         rows = sorted(rows, key=lambda row: len(row.ids))
         batches = list(_batches(rows, self._padded_length, self.batch_tokens, self.max_batch_size))
-        run = functools.partial(self._run_batch, layer_index=layer_index)
+        run = functools.partial(self._run_batch, layer_index=layer_index, pooled=pooled)
         if progress is not None:
             progress.expect(sum(self._batch_positions(batch) for batch in batches))
             run = functools.partial(_counted, run, lambda batch: progress.advance(self._batch_positions(batch)))
@@ -761,7 +864,7 @@ class TransformerEncoder(Encoder):
         return min(-(-len(row.ids) // self.pad_multiple) * self.pad_multiple, self._max_length)
 
     @torch.inference_mode()
-    def _run_batch(self, batch: list[_Row], layer_index: tuple[int, ...]) -> None:
+    def _run_batch(self, batch: list[_Row], layer_index: tuple[int, ...], pooled: Optional[_Pooled] = None) -> None:
         length = max(self._padded_length(row) for row in batch)
         # (batch, seq)
         ids = np.full((len(batch), length), self.pad_id, dtype=np.int64)
@@ -777,9 +880,10 @@ class TransformerEncoder(Encoder):
         inputs = {k: torch.from_numpy(v).to(self.device) for k, v in inputs.items()}
         # each (batch * seq, width)
         flat = self._forward(inputs, layer_index)
-        self._gather_cls(batch, flat, length)
+        if pooled is None:  # pooled words take no [CLS] vector
+            self._gather_cls(batch, flat, length)
         for k in range(len(batch[0].parts[0].item.positions)):
-            self._gather_selector(batch, flat, length, k)
+            self._gather_selector(batch, flat, length, k, pooled)
 
     def _forward(self, inputs: dict[str, torch.Tensor], layer_index: Sequence[int]) -> list[torch.Tensor]:
         """Hidden states ``layer_index`` of a padded batch, each ``(batch * seq, width)``: the engine's,
@@ -794,9 +898,10 @@ class TransformerEncoder(Encoder):
         out = self.model(**inputs, output_hidden_states=True)
         return [out.hidden_states[i].reshape(batch * length, -1) for i in layer_index]
 
-    def _gather_selector(self, batch: list[_Row], flat: list[torch.Tensor], length: int, k: int) -> None:
-        """Selector ``k``'s owned pieces of every row: gathered to the host, or (a ``"sum"``
-        selector) summed per window on the device."""
+    def _gather_selector(self, batch: list[_Row], flat: list[torch.Tensor], length: int, k: int,
+                         pooled: Optional[_Pooled] = None) -> None:
+        """Selector ``k``'s owned pieces of every row: pooled into their sentences' rows on the device
+        (``pooled``), gathered to the host, or (a ``"sum"`` selector) summed per window on the device."""
         index, targets = [], []
         for r, row in enumerate(batch):
             for part in row.parts:
@@ -805,27 +910,59 @@ class TransformerEncoder(Encoder):
                 positions = part.item.positions[k]
                 lo, hi = np.searchsorted(positions, [part.window.own_start, part.window.own_end])
                 index.append(positions[lo:hi] - part.window.start + part.offset + r * length)
-                targets.append((part, hi - lo))
+                targets.append((part, lo, hi - lo))
+        if pooled is not None:
+            index, targets = self._pool_selector(flat, index, targets, k, pooled)
+            if not targets:
+                return
         index_t = torch.from_numpy(np.concatenate(index)).to(self.device)
-        # (layers, units, width)
-        gathered = torch.stack([layer.index_select(0, index_t) for layer in flat]).float()
         if batch[0].parts[0].item.sums[k]:
-            counts = torch.tensor([count for _, count in targets], device=self.device)
+            counts = torch.tensor([count for _, _, count in targets], device=self.device)
             owner = torch.repeat_interleave(torch.arange(len(targets), device=self.device), counts)
             # (layers, windows, width): one sum per owned window, in float64 like every other piece mean
             # (a sum of float32 values in float64 is exact in practice, so the result does not depend on
-            # the order, the windows, or whether it was taken from cached pieces)
-            sums = gathered.new_zeros(len(flat), len(targets), gathered.shape[-1], dtype=torch.float64)
-            sums = sums.index_add_(1, owner, gathered.double())
-            sums = sums.cpu().numpy()
-            for j, (part, _) in enumerate(targets):
+            # the order, the windows, or whether it was taken from cached pieces); layer by layer, so
+            # only one layer's pieces are gathered and widened at a time
+            sums = torch.stack([
+                flat[0].new_zeros(len(targets), self.width, dtype=torch.float64).index_add_(
+                    0, owner, layer.index_select(0, index_t).double())
+                for layer in flat]).cpu().numpy()
+            for j, (part, _, _) in enumerate(targets):
                 part.item.blocks[k].append((part.window.own_start, sums[:, j : j + 1]))
             return
-        gathered = gathered.cpu().numpy()
+        # (layers, units, width)
+        gathered = torch.stack([layer.index_select(0, index_t) for layer in flat]).float().cpu().numpy()
         start = 0
-        for part, count in targets:
+        for part, _, count in targets:
             part.item.blocks[k].append((part.window.own_start, gathered[:, start : start + count]))
             start += count
+
+    def _pool_selector(self, flat: list[torch.Tensor], index: list[np.ndarray], targets: list[tuple[_Part, int, int]],
+                       k: int, pooled: _Pooled) -> tuple[list[np.ndarray], list[tuple[_Part, int, int]]]:
+        """Pool selector ``k``'s units of the sentences pooled on the device and hand them to their
+        rows (:meth:`_fill_rows`); the index and targets of the others, whose pieces come back."""
+        mine = [j for j, (part, _, _) in enumerate(targets) if part.item.rows is not None]
+        if mine:
+            index_t = torch.from_numpy(np.concatenate([index[j] for j in mine])).to(self.device)
+            gathered = [layer.index_select(0, index_t).float() for layer in flat]
+            chosen = [targets[j] for j in mine]
+            if pooled.grouped:  # whole sentences (one window each): (layers, words, width)
+                counts = np.concatenate([np.diff(part.item.pieces.offsets) for part, _, _ in chosen])
+                offsets = torch.from_numpy(np.concatenate([[0], np.cumsum(counts)])).to(self.device)
+                words = pooled.pooling.combine_selected(pool_subwords(torch.stack(gathered), offsets, pooled.method))
+                starts, lengths = [part.item.first_row for part, _, _ in chosen], [len(part.item.rows) for part, _, _ in chosen]
+            else:
+                # (units, layers, width) -> (units, layers * width) is the concatenation; else (layers, units, width)
+                concat = pooled.pooling.combine == "concat"
+                words = (torch.stack(gathered, dim=1).flatten(1) if concat
+                         else pooled.pooling.combine_selected(torch.stack(gathered)))
+                starts, lengths = [part.item.first_row + lo for part, lo, _ in chosen], [count for _, _, count in chosen]
+            # (units, dim): rows ``dest`` of the chunk's output, selector k's columns
+            dest = np.repeat(np.asarray(starts) - np.cumsum([0] + lengths[:-1]), lengths) + np.arange(sum(lengths))
+            columns = _selector_columns(pooled.out, k, len(chosen[0][0].item.positions), self.width)
+            pooled.copies.put(words.to(_OUTPUT_DTYPES[pooled.dtype]), functools.partial(_fill_rows, columns, dest))
+        rest = [j for j, (part, _, _) in enumerate(targets) if part.item.rows is None]
+        return [index[j] for j in rest], [targets[j] for j in rest]
 
     def _gather_cls(self, batch: list[_Row], flat: list[torch.Tensor], length: int) -> None:
         rows = [r for r, row in enumerate(batch) if row.cls_owners]
@@ -837,6 +974,20 @@ class TransformerEncoder(Encoder):
         for r, vector in zip(rows, cls):
             for owner in batch[r].cls_owners:
                 owner.cls = vector
+
+
+def _selector_columns(out: np.ndarray, k: int, selectors: int, width: int) -> np.ndarray:
+    """The columns of ``out`` ``(words, dim)`` that selector ``k`` of ``selectors`` fills, as
+    ``(words, dim / selectors)``: all of them for one selector; for ``first_last``, its ``width``
+    columns in each layer's block of ``2 * width`` (``(words, layers or 1, width)``)."""
+    if selectors == 1:
+        return out
+    return out.reshape(len(out), -1, selectors, width)[:, :, k]
+
+
+def _fill_rows(columns: np.ndarray, dest: np.ndarray, words: np.ndarray) -> None:
+    """``columns[dest] = words``: pooled ``(units, dim_k)`` rows to their places in the chunk's output."""
+    columns[dest] = words.reshape(len(words), *columns.shape[1:])
 
 
 def _batches(rows: list[_Row], padded_length: Callable[[_Row], int], batch_tokens: int, max_batch_size: int) -> Iterator[list[_Row]]:
@@ -888,6 +1039,29 @@ class _ChunkProgress:
         if step > 0:
             self._counted += step
             self._bar.update(step)
+
+
+def _tokenized(chunks: Iterator[list], tokenize: Callable[[list], list], ahead: bool) -> Iterator[tuple[list, list]]:
+    """``(chunk, tokenize(chunk))`` for each chunk, in order. With ``ahead``, a producer thread takes
+    and tokenizes the next chunk while the caller runs the current one (the tokenizer's batch call
+    releases the GIL); where no thread can start (the interpreter shuts down), one after the other."""
+    def produce() -> Optional[tuple[list, list]]:
+        chunk = next(chunks, None)
+        return None if chunk is None else (chunk, tokenize(chunk))
+
+    if not ahead:
+        while (item := produce()) is not None:
+            yield item
+        return
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="contextembed-tokenize") as producer:
+        try:
+            future = producer.submit(produce)
+        except RuntimeError:  # no new threads at interpreter shutdown (an atexit handler)
+            yield from _tokenized(chunks, tokenize, ahead=False)
+            return
+        while (item := future.result()) is not None:
+            future = producer.submit(produce)
+            yield item
 
 
 def _chunks(items: Iterable, size: int) -> Iterator[list]:

@@ -1,6 +1,15 @@
 """Plain-torch pooling: layers -> one vector, pieces -> words, words -> texts."""
 
-from .layers import COMBINES, Combine, LayerPooling, LayerSpec, ScalarMix, check_combine, resolve_layers
+from .layers import (
+    COMBINES,
+    Combine,
+    LayerPooling,
+    LayerSpec,
+    ScalarMix,
+    check_combine,
+    pool_layers_numpy,
+    resolve_layers,
+)
 from .subword import (
     SUBWORD_POOLINGS,
     SubwordPooling,
@@ -38,6 +47,7 @@ __all__ = [
     "check_text_options",
     "check_text_pooling",
     "normalize_rows",
+    "pool_layers_numpy",
     "pool_subwords",
     "pool_subwords_numpy",
     "pool_text",

@@ -28,6 +28,8 @@ Combine = Literal["concat", "sum", "mean", "scalar_mix"]
 COMBINES: tuple[str, ...] = get_args(Combine)
 #: the combinations without trainable weights (what ``doc.tensor`` and the CLI can use as they are)
 FixedCombine = Literal["concat", "sum", "mean"]
+#: the dtypes pooled features can be delivered in (float16: half the bytes, rounded where pooled)
+OutputDtype = Literal["float32", "float16"]
 
 
 def check_layer_spec(layers: LayerSpec) -> LayerSpec:
@@ -130,6 +132,11 @@ def check_fixed_combine(combine: str, name: str = "combine") -> str:
             "estimator's fit)"
         )
     return combine
+
+
+def check_output_dtype(dtype: str) -> str:
+    """Return ``dtype`` if it is an :data:`OutputDtype`, else raise ``ValueError`` listing them."""
+    return check_choice("dtype", dtype, OutputDtype)
 
 
 def check_mix_options(combine: str, layer_norm: bool = False, layer_dropout: float = 0.0) -> None:
@@ -331,8 +338,15 @@ class LayerPooling(nn.Module):
         torch.Tensor
             ``(*, out_width)`` with ``out_width = self.output_width(width)``.
         """
-        selected = self.select(hidden)
-        return _COMBINERS[self.combine](self, selected, mask)
+        return self.combine_selected(self.select(hidden), mask)
+
+    def combine_selected(self, hidden: torch.Tensor, mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Combine hidden states that are the selected layers, in ``layer_indexes`` order:
+        ``(layers, *, width)`` -> ``(*, out_width)`` (unlike :meth:`forward`, never selects again,
+        so a selection that reorders every layer is combined as given)."""
+        if hidden.shape[0] != len(self.layer_indexes):
+            raise ValueError(f"expected the {len(self.layer_indexes)} selected layers, got {hidden.shape[0]}")
+        return _COMBINERS[self.combine](self, hidden, mask)
 
 
 def _concat(pooling: LayerPooling, hidden: torch.Tensor, mask) -> torch.Tensor:
@@ -353,3 +367,13 @@ def _scalar_mix(pooling: LayerPooling, hidden: torch.Tensor, mask) -> torch.Tens
 
 
 _COMBINERS = {"concat": _concat, "sum": _sum, "mean": _mean, "scalar_mix": _scalar_mix}
+
+
+def pool_layers_numpy(pooling: LayerPooling, hidden: np.ndarray) -> np.ndarray:
+    """NumPy front of :meth:`LayerPooling.combine_selected` (no gradient): the selected layers
+    ``(layers, rows, width)`` float32 -> ``(rows, dim)``, rows being words or pieces (a single layer with nothing to weigh is returned as
+    it is, shared with the caller, not copied)."""
+    if len(hidden) == 1 and pooling.combine in ("concat", "mean", "sum"):
+        return hidden[0]  # one layer (static vectors): nothing to combine, and no torch call per sentence
+    with torch.no_grad():
+        return pooling.combine_selected(torch.from_numpy(np.ascontiguousarray(hidden))).numpy()

@@ -464,7 +464,7 @@ def encode_all(
         if key in found or key in missing:
             continue
         hit, where = _lookup(key, memory, disk)
-        if hit is None and kind == "piece_mean":  # the text's pieces may be cached already
+        if hit is None and kind == "piece_mean" and (memory is not None or disk is not None):  # the text's pieces may be cached already
             pieces, where = _lookup(sentence_key(encoder_key, item), memory, disk)
             hit = None if pieces is None else pieces.piece_means()
         if hit is None:

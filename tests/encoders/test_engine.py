@@ -454,3 +454,15 @@ def _relu_model():
 
     parameter = ops.parameter([1, 4], np.float32)
     return openvino.Model([ops.relu(parameter)], [parameter])
+
+
+def test_words_pooled_with_the_engine_are_its_hidden_states_pooled_on_the_host(tiny_bert_dir):
+    from contextembed.encoders.base import Encoder
+    from contextembed.pooling import LayerPooling
+
+    encoder = load_encoder(str(tiny_bert_dir), device="cpu", precision="fp32", backend="openvino")
+    pooling = LayerPooling(encoder.n_layers, [-2, -1], "concat")
+    for method in ("first", "mean"):
+        pooled = list(encoder.iter_encode_pooled(SENTENCES, pooling, method))
+        host = list(Encoder._iter_pooled(encoder, SENTENCES, pooling, method, False, "float32", False))
+        assert len(pooled) == len(SENTENCES) and all(np.array_equal(a, b) for a, b in zip(pooled, host))

@@ -1,0 +1,160 @@
+"""The host's share of the word and text paths: each run with the model's forward pass and with a
+free one, side by side in one process.
+
+The free forward returns zeros of the model's shape (one ``(batch, seq, width)`` tensor per hidden
+state) without computing anything, so what is left is the host's work: tokenizing, aligning pieces
+to words, batching, gathering and pooling the features and handing them over. Its throughput over
+the real fp32 throughput says how much of the path the host is (10x: a tenth); the larger, the
+less the host matters. Measured on every machine, a GPU or none.
+
+- word path: MiniLM-L6, the last four layers concatenated, each word's first piece
+  (``FeatureExtractor(...).words``), on CoNLL-2003 dev sentences (``examples/data`` without
+  ../shared);
+- text path: ``TextEmbedder("minilm-l6")``'s defaults (every layer, scalar mix, piece mean,
+  unit length; uncached) on SST-2 training sentences (synthetic ones without ../shared).
+
+Real and free take turns ``--rounds`` times; each reports its best.
+
+    python benchmarks/host_pipeline.py [--sentences 2000] [--texts 2000] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(HERE))
+
+from common import conll_sentences, synthetic_sentences  # noqa: E402
+
+LAYERS = [-4, -3, -2, -1]
+#: one free model per encoder, its buffers kept across rounds
+FREE_MODELS: dict = {}
+
+
+class FreeModel:
+    """Stands in for a Hugging Face encoder: zeros of its output shape, nothing computed.
+
+    Each hidden state is a view of one zero buffer per layer, kept between calls and grown as
+    needed (nothing writes into hidden states), so the forward pass costs neither compute nor the
+    page faults of fresh memory: what is timed is the host's work alone.
+    """
+
+    def __init__(self, n_layers: int, width: int, device) -> None:
+        self.n_layers, self.width, self.device = n_layers, width, device
+        self.buffers: list = []
+
+    def __call__(self, input_ids, attention_mask=None, token_type_ids=None, output_hidden_states=True):
+        import torch
+
+        batch, seq = input_ids.shape
+        size = batch * seq * self.width
+        if not self.buffers or self.buffers[0].numel() < size:
+            self.buffers = [torch.zeros(size, device=self.device) for _ in range(self.n_layers)]
+        # n_layers x (batch, seq, width)
+        hidden = tuple(buffer[:size].view(batch, seq, self.width) for buffer in self.buffers)
+        return SimpleNamespace(hidden_states=hidden, last_hidden_state=hidden[-1])
+
+
+@contextlib.contextmanager
+def free_forward(encoder):
+    """``encoder`` runs :class:`FreeModel` in place of its model inside the block."""
+    model = encoder.model
+    encoder.model = FREE_MODELS.setdefault(id(encoder), FreeModel(encoder.n_layers, encoder.width, encoder.device))
+    try:
+        yield
+    finally:
+        encoder.model = model
+
+
+def word_inputs(n: int) -> tuple[list[list[str]], str]:
+    sentences = conll_sentences("dev", n)
+    if sentences is not None:
+        return sentences, "CoNLL-2003 dev"
+    sample = ROOT / "examples" / "data" / "sample.txt"
+    if sample.exists():
+        lines = [line.split() for line in sample.read_text(encoding="utf-8").splitlines() if line.strip()]
+        return (lines * (n // max(1, len(lines)) + 1))[:n], "examples/data/sample.txt (../shared absent)"
+    return synthetic_sentences(n), "synthetic"
+
+
+def text_inputs(n: int) -> tuple[list[str], str]:
+    from contextembed.sklearn.datasets import read_labelled_text
+
+    path = ROOT.parent / "shared" / "data" / "sst2" / "train.tsv"
+    if not path.exists():
+        return [" ".join(s) for s in synthetic_sentences(n)], "synthetic (../shared absent)"
+    return read_labelled_text(path, limit=n)[0], "SST-2 train"
+
+
+def best_rates(runs: dict, count: int, rounds: int) -> dict[str, float]:
+    """Items per second of each ``runs`` entry (a ``(function, context)`` pair), the entries taking
+    turns ``rounds`` times after one warm-up each; the best of each."""
+    rates = {name: 0.0 for name in runs}
+    for name, (function, context) in runs.items():
+        with context():
+            function()  # warm-up: first shapes, thread pools
+    for _ in range(rounds):
+        for name, (function, context) in runs.items():
+            with context():
+                start = time.perf_counter()
+                function()
+                rates[name] = max(rates[name], count / (time.perf_counter() - start))
+    return rates
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sentences", type=int, default=2000, help="CoNLL-2003 dev sentences of the word path")
+    parser.add_argument("--texts", type=int, default=2000, help="SST-2 sentences of the text path (0: skip it)")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--device", default="cpu")
+    args = parser.parse_args()
+    if args.rounds < 1:
+        parser.error(f"--rounds must be at least 1, got {args.rounds}")
+    import torch
+
+    from contextembed import load_encoder
+    from contextembed.extraction import FeatureExtractor
+    from contextembed.sklearn import TextEmbedder
+
+    print(f"{os.cpu_count()} CPUs, torch {torch.__version__}, {torch.backends.cpu.get_cpu_capability()}, "
+          f"device {args.device}, fp32")
+    encoder = load_encoder("minilm-l6", device=args.device, precision="fp32")
+    extractor = FeatureExtractor(encoder, layers=LAYERS, combine="concat", subword_pooling="first")
+    sentences, source = word_inputs(args.sentences)
+    n_words = sum(map(len, sentences))
+    real = contextlib.nullcontext
+    words = best_rates({"real": (lambda: extractor.words(sentences), real),
+                        "free": (lambda: extractor.words(sentences), lambda: free_forward(encoder))},
+                       n_words, args.rounds)
+    print(f"word path: {len(sentences)} sentences, {n_words} words ({source}), last four layers concatenated, "
+          "first piece")
+    report("words/s", words)
+    if not args.texts:
+        return
+    texts, source = text_inputs(args.texts)
+    embedder = TextEmbedder("minilm-l6", device=args.device, precision="fp32", cache=None).fit(texts[:1])
+    text_encoder = embedder.encoder_
+    rates = best_rates({"real": (lambda: embedder.transform(texts), real),
+                        "free": (lambda: embedder.transform(texts), lambda: free_forward(text_encoder))},
+                       len(texts), args.rounds)
+    print(f"text path: {len(texts)} texts ({source}), TextEmbedder defaults, uncached")
+    report("texts/s", rates)
+
+
+def report(unit: str, rates: dict[str, float]) -> None:
+    print(f"  real forward  {rates['real']:10,.0f} {unit}")
+    print(f"  free forward  {rates['free']:10,.0f} {unit}   host only / real: {rates['free'] / rates['real']:.1f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,158 @@
+"""Words pooled where the model ran (``TransformerEncoder.iter_encode_pooled``) against the host's
+pooling of the same hidden states (``Encoder._iter_pooled``, the plain path): equal bit for
+bit in fp32, for every subword pooling and layer combination, windows and document context."""
+
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+from contextembed import load_encoder
+from contextembed.documents import in_context
+from contextembed.encoders._host_copies import HostCopies
+from contextembed.encoders.base import Encoder
+from contextembed.pooling import COMBINES, SUBWORD_POOLINGS, LayerPooling
+
+SENTENCES = [
+    ["the", "quick", "unaffable", "fox"],
+    [],
+    ["New", "York", "unaffable", "pretrained"] * 12,  # longer than the tiny models' 40 positions: windows
+    ["ça", "coûte", "3,5", "€", "naïve", "東京"],
+    ["Peter", "Blackburn"],
+]
+DOC_IDS = [0, 0, 0, 1, 1]
+
+
+@pytest.fixture(scope="module", params=["bert", "roberta"])
+def tiny(request, tiny_bert_dir, tiny_roberta_dir):
+    path = tiny_bert_dir if request.param == "bert" else tiny_roberta_dir
+    return load_encoder(str(path), device="cpu", precision="fp32")
+
+
+def _pooling(encoder, combine: str) -> LayerPooling:
+    pooling = LayerPooling(encoder.n_layers, [-1, 0, 1], combine).eval()
+    if pooling.mix is not None:  # fixed, unequal weights: a trained mix
+        with torch.no_grad():
+            pooling.mix.weights.copy_(torch.tensor([0.3, -1.2, 0.7]))
+            pooling.mix.gamma.fill_(1.7)
+    return pooling
+
+
+def _assert_equal(pooled, reference, dim):
+    assert len(pooled) == len(reference) == len(SENTENCES)
+    for sentence, rows, expected in zip(SENTENCES, pooled, reference):
+        assert rows.shape == expected.shape == (len(sentence), dim)
+        assert rows.dtype == expected.dtype
+        assert np.array_equal(rows, expected)
+
+
+@pytest.mark.parametrize("combine", COMBINES)
+@pytest.mark.parametrize("method", SUBWORD_POOLINGS)
+def test_pooled_on_the_device_equals_pooled_on_the_host(tiny, method, combine):
+    pooling = _pooling(tiny, combine)
+    dim = pooling.output_width(tiny.width * (2 if method == "first_last" else 1))
+    pooled = list(tiny.iter_encode_pooled(SENTENCES, pooling, method))
+    _assert_equal(pooled, list(Encoder._iter_pooled(tiny, SENTENCES, pooling, method, False, "float32", False)), dim)
+    assert np.abs(pooled[0]).max() > 0  # not left empty
+
+
+@pytest.mark.parametrize("method", SUBWORD_POOLINGS)
+def test_pooled_in_context_equals_pooled_on_the_host(tiny, method):
+    pooling = _pooling(tiny, "concat")
+    dim = pooling.output_width(tiny.width * (2 if method == "first_last" else 1))
+    pooled = list(tiny.iter_encode_pooled(in_context(SENTENCES, DOC_IDS, 6), pooling, method, in_context=True))
+    reference = list(Encoder._iter_pooled(tiny, in_context(SENTENCES, DOC_IDS, 6), pooling, method, True, "float32", False))
+    _assert_equal(pooled, reference, dim)
+    alone = list(tiny.iter_encode_pooled(SENTENCES, pooling, method))
+    assert not np.array_equal(pooled[0], alone[0])  # the context reached the rows
+
+
+def test_a_selection_that_reorders_every_layer_is_combined_in_its_order(tiny):
+    """Against a plain reference: layers [-1, 0, 1] of a 3-layer model concatenated in that order
+    (the module's forward would select them a second time)."""
+    pooling = _pooling(tiny, "concat")
+    assert pooling.layer_indexes == (2, 0, 1) and tiny.n_layers == 3
+    for method in ("first", "mean"):
+        for rows, hidden in zip(tiny.iter_encode_pooled(SENTENCES, pooling, method),
+                                tiny.encode(SENTENCES, "all", method)):
+            assert np.array_equal(rows, np.concatenate([hidden[2], hidden[0], hidden[1]], axis=-1))
+
+
+def test_float16_rows_are_the_float32_rows_rounded(tiny):
+    pooling = _pooling(tiny, "concat")
+    full = list(tiny.iter_encode_pooled(SENTENCES, pooling, "first"))
+    half = list(tiny.iter_encode_pooled(SENTENCES, pooling, "first", dtype="float16"))
+    for rows, expected in zip(half, full):
+        assert rows.dtype == np.float16 and np.array_equal(rows, expected.astype(np.float16))
+
+
+def test_rows_of_a_chunk_share_one_array(tiny_bert_dir):
+    encoder = load_encoder(str(tiny_bert_dir), device="cpu", precision="fp32", chunk_size=3)
+    pooled = list(encoder.iter_encode_pooled(SENTENCES, _pooling(encoder, "mean"), "first"))
+    bases = [rows.base for rows in pooled]
+    assert bases[0] is bases[1] is bases[2] and bases[3] is bases[4] and bases[0] is not bases[3]
+    assert len(bases[0]) == sum(map(len, SENTENCES[:3]))
+
+
+def test_an_unknown_dtype_or_pooling_is_refused(tiny):
+    pooling = _pooling(tiny, "concat")
+    with pytest.raises(ValueError, match="dtype='float64' is not one of 'float32', 'float16'"):
+        tiny.iter_encode_pooled(SENTENCES, pooling, "first", dtype="float64")  # at the call
+    with pytest.raises(ValueError, match="subword_pooling='median' is not one of"):
+        tiny.iter_encode_pooled(SENTENCES, pooling, "median")
+
+
+def test_cpu_copies_are_consumed_at_once():
+    copies, seen = HostCopies(torch.device("cpu")), []
+    copies.put(torch.arange(6.0).reshape(2, 3), seen.append)
+    assert len(seen) == 1 and np.array_equal(seen[0], np.arange(6.0).reshape(2, 3))
+    copies.flush()
+    assert len(seen) == 1
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_copies_go_through_two_reused_pinned_buffers():
+    copies, seen = HostCopies(torch.device("cuda")), []
+    tensors = [torch.full((3, 5), float(i), device="cuda") for i in range(5)] + [torch.ones(2000, 600, device="cuda")]
+    for i, tensor in enumerate(tensors):
+        copies.put(tensor, lambda array: seen.append(array.copy()))
+        assert len(seen) == i  # each copy is consumed at the next put, once complete
+    assert len(seen) == len(tensors) - 1
+    copies.flush()
+    assert [array.shape for array in seen] == [(3, 5)] * 5 + [(2000, 600)]
+    for tensor, array in zip(tensors, seen):
+        assert np.array_equal(array, tensor.cpu().numpy())
+    assert all(buffer.is_pinned() for buffer in copies._buffers)
+
+
+def test_chunks_are_tokenized_ahead_on_a_producer_in_order():
+    from contextembed.encoders.transformer import _tokenized
+
+    threads = []
+
+    def tokenize(chunk):
+        threads.append(threading.current_thread().name)
+        if chunk == ["bad"]:
+            raise ValueError("sentence 4 is bad")
+        return [word.upper() for word in chunk]
+
+    chunks = [["a", "b"], ["c"], ["d"]]
+    assert list(_tokenized(iter(chunks), tokenize, ahead=True)) == [(c, [w.upper() for w in c]) for c in chunks]
+    assert all(name.startswith("contextembed-tokenize") for name in threads)
+    threads.clear()
+    assert list(_tokenized(iter(chunks), tokenize, ahead=False))[-1] == (["d"], ["D"])
+    assert threads == [threading.current_thread().name] * 3
+    produced = _tokenized(iter([["a"], ["bad"], ["c"]]), tokenize, ahead=True)
+    assert next(produced) == (["a"], ["A"])  # the outputs before the error come first
+    with pytest.raises(ValueError, match="sentence 4"):
+        next(produced)
+
+
+def test_a_list_gives_the_rows_of_an_iterator_over_several_chunks(tiny_bert_dir):
+    encoder = load_encoder(str(tiny_bert_dir), device="cpu", precision="fp32", chunk_size=2)
+    pooling = _pooling(encoder, "concat")
+    listed = list(encoder.iter_encode_pooled(SENTENCES * 3, pooling, "mean"))
+    streamed = list(encoder.iter_encode_pooled(iter(SENTENCES * 3), pooling, "mean"))
+    assert len(listed) == len(streamed) == 15
+    assert all(np.array_equal(a, b) for a, b in zip(listed, streamed))
