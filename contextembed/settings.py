@@ -199,6 +199,16 @@ def data_directory() -> Optional[Path]:
     return directory(DATA_ENV)
 
 
+def cache_directory(name: str, folder: str) -> str:
+    """The directory the variable ``name`` names (made absolute, ``~`` expanded), else ``folder`` in
+    contextembed's cache: ``$XDG_CACHE_HOME/contextembed`` (default ``~/.cache/contextembed``)."""
+    configured = raw(name)
+    if configured is not None:
+        return os.path.abspath(os.path.expanduser(configured))
+    base = raw("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "contextembed", folder)
+
+
 def usable_cores() -> int:
     """The CPU cores this process may run on (its affinity where the OS tells it, else all)."""
     if hasattr(os, "sched_getaffinity"):
@@ -226,6 +236,7 @@ __all__ = [
     "MAX_BYTES",
     "STREAMS_PER_CORE",
     "byte_size",
+    "cache_directory",
     "choice",
     "data_directory",
     "directory",

@@ -88,11 +88,7 @@ class TuningWarning(UserWarning):
 def tuning_root() -> str:
     """Where records live: ``CONTEXTEMBED_TUNING_DIR``, else ``$XDG_CACHE_HOME/contextembed/tuning``
     (``~/.cache/contextembed/tuning``)."""
-    configured = settings.raw(TUNING_DIR_ENV)
-    if configured is not None:
-        return os.path.abspath(os.path.expanduser(configured))
-    base = settings.raw("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "contextembed", "tuning")
+    return settings.cache_directory(TUNING_DIR_ENV, "tuning")
 
 
 def mode() -> str:

@@ -82,11 +82,7 @@ class EngineCacheWarning(UserWarning):
 def cache_root() -> str:
     """Where exports are cached: ``CONTEXTEMBED_ENGINE_CACHE``, else
     ``$XDG_CACHE_HOME/contextembed/engines`` (``~/.cache/contextembed/engines``)."""
-    configured = settings.raw(ENGINE_CACHE_ENV)
-    if configured is not None:
-        return os.path.abspath(os.path.expanduser(configured))
-    base = settings.raw("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "contextembed", "engines")
+    return settings.cache_directory(ENGINE_CACHE_ENV, "engines")
 
 
 def checked_cache_root() -> str:
