@@ -46,6 +46,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Literal, Optional, Union
 
 import numpy as np
@@ -187,39 +188,18 @@ def distill(
         raise ValueError(f"dim={dim} is wider than the teacher's features ({extractor.dim} columns with layers="
                          f"{layers!r}, combine={combine!r}); pass dim <= {extractor.dim}")
     tokenizer = _piece_tokenizer(teacher, subwords)
-    sentences = [[word] for word in _vocabulary_words(teacher)] if corpus is None else corpus
-    tokens = hashlib.blake2b(digest_size=16)
-    word_sums, piece_sums = _accumulate(teacher, extractor, sentences, case, tokenizer is not None, show_progress,
-                                        tokens)
-    # the vocabulary's own written forms need no pooled lowercase rows: its tokenizer splits the others
-    words, vectors, counts = _word_rows(word_sums, min_count, pool_lowercase=case == "keep" and corpus is not None)
-    pieces, piece_counts = None, None
-    if tokenizer is not None:
-        piece_ids, piece_vectors, piece_counts = piece_sums.means(min_count)
-        pieces = SubwordVectors(tokenizer, np.asarray(piece_ids), piece_vectors)
-    explained = None
-    if dim is not None:
-        pca, explained = _fit_pca(vectors, min(dim, len(vectors)) if auto_dim else dim)
-        vectors = pca.transform(vectors).astype(np.float32)
-        if pieces is not None:
-            pieces = pieces.transformed(pca.transform(pieces.vectors).astype(np.float32))
-    estimate = None
-    if weighting == "sif":
-        estimate = "word counts" if counts_list is not None else "corpus counts" if corpus is not None else "zipf rank"
-        # (words,) and (pieces,): p(w) of every row, then every row times its weight
-        probabilities = _word_probabilities(teacher, words, counts, counts_list, corpus is not None)
-        vectors = vectors * sif_weights(probabilities, sif_a)[:, None]
-        if pieces is not None:
-            piece_probabilities = (piece_counts / max(int(piece_counts.sum()), 1) if corpus is not None
-                                   else zipf_probabilities(pieces.ids, len(tokenizer)))
-            pieces = pieces.transformed(pieces.vectors * sif_weights(piece_probabilities, sif_a)[:, None])
+    reduction = reduce_teacher(teacher, extractor, corpus, case=case, min_count=min_count, pieces=tokenizer is not None,
+                               show_progress=show_progress)
+    words, counts = reduction.words, reduction.counts
+    vectors, pieces, explained, estimate = refine(reduction, dim=dim, auto_dim=auto_dim, weighting=weighting,
+                                                  sif_a=sif_a, frequencies=counts_list)
     student = StaticVectors(words, vectors, spec=os.fspath(out) if out is not None else f"distilled:{teacher.spec}",
                             lowercase=case == "fold", oov=oov, subwords=pieces, storage=storage)
     if out is not None:
         record = provenance.record(
             DISTILLED_ARTIFACT, teacher=teacher.spec, teacher_fingerprint=identity and identity.fingerprint,
             teacher_backend=teacher.backend, teacher_precision=getattr(teacher, "precision", None),
-            source=source, corpus=corpus_name or None, corpus_hash=tokens.hexdigest() if corpus is not None else None,
+            source=source, corpus=corpus_name or None, corpus_hash=reduction.corpus_hash,
             layers=list(extractor.pooling.layer_indexes), combine=combine, subword_pooling="mean", case=case,
             dim=student.width, min_count=min_count if corpus is not None else None, subwords=pieces is not None,
             oov=oov, words=len(words), occurrences=int(counts.sum()),
@@ -266,6 +246,83 @@ def _teacher_identity(teacher: Union[Encoder, str, os.PathLike]) -> Optional[Mod
         return identify(teacher.spec)
     except (OSError, ValueError):
         return None
+
+
+@dataclass
+class Reduction:
+    """One pass of the teacher over the corpus (or its vocabulary), before PCA and weighting.
+
+    ``refine`` turns it into the table's rows; keeping it lets several PCA widths and weightings be
+    compared without encoding again (benchmarks/distill.py).
+    """
+
+    #: the table's words; ``(words, width)`` float32 mean vectors; ``(words,)`` occurrences
+    words: list[str]
+    vectors: np.ndarray
+    counts: np.ndarray
+    #: the piece vectors (``None`` without a piece tokenizer or with ``subwords=False``) and their
+    #: ``(pieces,)`` occurrences
+    pieces: Optional[SubwordVectors]
+    piece_counts: Optional[np.ndarray]
+    #: the teacher's tokenizer (``None`` for ELMo): the Zipf ranks of words without a corpus
+    tokenizer: object
+    #: hash of the corpus's tokens; ``None`` for the vocabulary
+    corpus_hash: Optional[str]
+
+
+def reduce_teacher(teacher: Encoder, extractor: FeatureExtractor, corpus: Optional[Iterable[Sequence[str]]], *,
+                   case: str, min_count: int, pieces: bool, show_progress: bool = False) -> Reduction:
+    """Every word's (and piece's) mean contextual vector over ``corpus``, or over the teacher's
+    whole words encoded alone when ``corpus`` is ``None`` (see :func:`distill`, which checks the
+    arguments)."""
+    sentences = [[word] for word in _vocabulary_words(teacher)] if corpus is None else corpus
+    tokens = hashlib.blake2b(digest_size=16)
+    word_sums, piece_sums = _accumulate(teacher, extractor, sentences, case, pieces, show_progress, tokens)
+    # the vocabulary's own written forms need no pooled lowercase rows: its tokenizer splits the others
+    words, vectors, counts = _word_rows(word_sums, min_count, pool_lowercase=case == "keep" and corpus is not None)
+    piece_vectors, piece_counts = None, None
+    tokenizer = getattr(teacher, "tokenizer", None)
+    if pieces:
+        piece_ids, means, piece_counts = piece_sums.means(min_count)
+        piece_vectors = SubwordVectors(tokenizer, np.asarray(piece_ids), means)
+    return Reduction(words, vectors, counts, piece_vectors, piece_counts, tokenizer,
+                     tokens.hexdigest() if corpus is not None else None)
+
+
+def refine(reduction: Reduction, *, dim: Optional[int], weighting: str, sif_a: float = SIF_A,
+           frequencies: Optional[Mapping[str, int]] = None, auto_dim: bool = False):
+    """The table's rows from a :class:`Reduction`: PCA to ``dim`` columns (fitted on the words,
+    applied to the pieces too), then with ``weighting="sif"`` every row times its SIF weight.
+
+    Returns
+    -------
+    vectors : np.ndarray
+        ``(words, dim)`` float32.
+    pieces : SubwordVectors or None
+        The piece vectors, projected and weighted alike.
+    explained : float or None
+        The share of the variance PCA kept.
+    estimate : str or None
+        Where ``p(w)`` came from: ``"word counts"``, ``"corpus counts"`` or ``"zipf rank"``.
+    """
+    vectors, pieces, explained, estimate = reduction.vectors, reduction.pieces, None, None
+    if dim is not None:
+        pca, explained = _fit_pca(vectors, min(dim, len(vectors)) if auto_dim else dim)
+        vectors = pca.transform(vectors).astype(np.float32)
+        if pieces is not None:
+            pieces = pieces.transformed(pca.transform(pieces.vectors).astype(np.float32))
+    if weighting == "sif":
+        from_corpus = reduction.corpus_hash is not None
+        estimate = "word counts" if frequencies is not None else "corpus counts" if from_corpus else "zipf rank"
+        # (words,) and (pieces,): p(w) of every row, then every row times its weight
+        probabilities = _word_probabilities(reduction, frequencies)
+        vectors = vectors * sif_weights(probabilities, sif_a)[:, None]
+        if pieces is not None:
+            counts = reduction.piece_counts
+            piece_probabilities = (counts / max(int(counts.sum()), 1) if from_corpus
+                                   else zipf_probabilities(pieces.ids, len(reduction.tokenizer)))
+            pieces = pieces.transformed(pieces.vectors * sif_weights(piece_probabilities, sif_a)[:, None])
+    return vectors.astype(np.float32), pieces, explained, estimate
 
 
 def middle_layers(n_layers: int) -> list[int]:
@@ -316,16 +373,19 @@ def _check_weighting(weighting: str, sif_a: float, storage: Optional[TableStorag
     return weighting, float(sif_a), storage or TableStorage()
 
 
-def _word_probabilities(teacher: Encoder, words: list[str], counts: np.ndarray, counts_list: Optional[Mapping],
-                        from_corpus: bool) -> np.ndarray:
+def _word_probabilities(reduction: Reduction, frequencies: Optional[Mapping[str, int]]) -> np.ndarray:
     """``(words,)`` p(w): from the word-count list, else the corpus's counts, else the Zipf rank of
     each word's first piece in the teacher's vocabulary."""
-    if counts_list is not None:
-        return count_probabilities(words, counts_list, sum(counts_list.values()))
-    if from_corpus:
-        return counts / counts.sum()
-    first_ids = np.array([piece.ids[0] for piece in teacher.pieces([[word] for word in words])], dtype=np.int64)
-    return zipf_probabilities(first_ids, len(teacher.tokenizer))
+    if frequencies is not None:
+        return count_probabilities(reduction.words, frequencies, sum(frequencies.values()))
+    if reduction.corpus_hash is not None:
+        return reduction.counts / reduction.counts.sum()
+    from .alignment import PieceTokenizer
+
+    ids, counts = PieceTokenizer(reduction.tokenizer).words_alone(reduction.words)
+    # (words,) the id of each word's first piece
+    first_ids = ids[np.concatenate([[0], np.cumsum(counts)[:-1]])]
+    return zipf_probabilities(first_ids, len(reduction.tokenizer))
 
 
 def _counts_hash(counts: Mapping[str, int]) -> str:
