@@ -149,6 +149,8 @@ def main(argv=None) -> int:
     parser.add_argument("--versus-model2vec", action="store_true", help="compare with model2vec's distillation")
     parser.add_argument("--peer-python", default=str(ROOT.parent / "venv-m2v" / "bin" / "python"),
                         help="python of the side environment with model2vec[distill]")
+    parser.add_argument("--ner", action=argparse.BooleanOptionalAction, default=True,
+                        help="with --versus-model2vec: the NER probe of the rows in NER_ROWS (minutes each)")
     parser.add_argument("--cache", default=str(Path(tempfile.gettempdir()) / "contextembed_distill41"),
                         help="where the teacher passes are kept between runs")
     args = parser.parse_args(argv)
@@ -298,7 +300,7 @@ def ner_probe(encoder_spec, ner) -> float:
     return 100 * tagger.score(*dev)
 
 
-def score_ours(path: Path, texts, labels, ner) -> dict:
+def score_ours(path: Path, texts, labels) -> dict:
     loads = []
     for _ in range(3):
         start = time.perf_counter()
@@ -311,7 +313,13 @@ def score_ours(path: Path, texts, labels, ner) -> dict:
     scored = embedder.transform(texts[1])
     texts_per_s = len(texts[1]) / (time.perf_counter() - start)
     return {"accuracy": score_features(fit, scored, labels), "texts_per_s": texts_per_s,
-            "ner": ner_probe(str(path), ner), "bytes": folder_bytes(path), "load_s": min(loads)}
+            "bytes": folder_bytes(path), "load_s": min(loads)}
+
+
+#: the rows whose NER probe is run (each takes minutes on 2 cores), in this order
+NER_ROWS = ("vocabulary, PCA 256 + SIF (Zipf rank)", "model2vec distill (PCA 256, SIF, float16)",
+            "vocabulary, no PCA, no weighting (before)", "corpus, no PCA, no weighting (before)",
+            "corpus, PCA 256 + SIF (corpus counts)", "vocabulary, PCA 256", "vocabulary, SIF (Zipf rank)")
 
 
 def run_peer(python: str, *args) -> dict:
@@ -348,18 +356,13 @@ def model2vec_rows(args, cache: Path, texts, labels, ner, work: Path) -> dict:
         result = run_peer(args.peer_python, "score", path, work / "texts.txt", work / "words.txt", work / "f.npz")
         features = np.load(work / "f.npz")
         fit, scored = features["texts"][: len(texts[0])], features["texts"][len(texts[0]):]
-        table = StaticVectors(words, features["words"], lowercase=False)  # every probe word, as model2vec gives it
+        # every probe word as model2vec encodes it alone, as a table the probe looks up
+        StaticVectors(words, features["words"], lowercase=False).save(work / f"{path.name}-words")
         rows[name] = {"accuracy": score_features(fit, scored, labels), "texts_per_s": result["texts_per_s"],
-                      "ner": ner_probe_encoder(table, ner), "bytes": folder_bytes(path), "load_s": result["load_s"],
-                      "distill_s": seconds}
+                      "bytes": folder_bytes(path), "load_s": result["load_s"], "distill_s": seconds,
+                      "probe_path": work / f"{path.name}-words"}
         print(name, rows[name], flush=True)
     return rows
-
-
-def ner_probe_encoder(encoder, ner) -> float:
-    with tempfile.TemporaryDirectory() as folder:
-        encoder.save(Path(folder) / "t")
-        return ner_probe(str(Path(folder) / "t"), ner)
 
 
 def versus_model2vec(args) -> int:
@@ -400,12 +403,18 @@ def versus_model2vec(args) -> int:
             start = time.perf_counter()
             student.save(path, storage=storage)
             save_s = time.perf_counter() - start
-            rows[name] = {**score_ours(path, texts, labels, ner), "distill_s": pass_seconds[source] + seconds + save_s}
+            rows[name] = {**score_ours(path, texts, labels), "distill_s": pass_seconds[source] + seconds + save_s,
+                          "probe_path": path}
             print(name, rows[name], flush=True)
         try:
             rows.update(model2vec_rows(args, cache, texts, labels, ner, work))
         except RuntimeError as error:
             print(f"model2vec failed: {error}")
+        print_comparison(rows)
+        for name in NER_ROWS if args.ner else ():
+            if name in rows:
+                rows[name]["ner"] = ner_probe(str(rows[name]["probe_path"]), ner)
+                print(f"NER probe F1 of {name}: {rows[name]['ner']:.2f}", flush=True)
     print_comparison(rows)
     return 0
 
@@ -416,7 +425,8 @@ def print_comparison(rows: dict) -> None:
     print("|---|---|---|---|---|---|---|---|")
     for name, row in rows.items():
         ratio = f"{row['texts_per_s'] / reference['texts_per_s']:.2f}x" if reference else "-"
-        print(f"| {name} | {row['accuracy']:.4f} | {row['ner']:.2f} | {row['texts_per_s']:,.0f} | {ratio} "
+        ner = f"{row['ner']:.2f}" if "ner" in row else "-"
+        print(f"| {name} | {row['accuracy']:.4f} | {ner} | {row['texts_per_s']:,.0f} | {ratio} "
               f"| {row['bytes'] / 1e6:.1f} MB | {1000 * row['load_s']:.0f} ms | {row['distill_s']:.0f} s |")
 
 
