@@ -10,16 +10,19 @@ the saved files (and what a load decodes):
   vector (``scale="vector"``: ``max |row| / 127``) or per dimension (``scale="dimension"``:
   ``max |column| / 127``; better when columns differ in range, as after PCA). A row or column of
   zeros gets scale 1.
-- ``clusters=k``: the rows are replaced by the ``k`` centroids of a k-means of the table
-  (scikit-learn's ``KMeans``, ``MiniBatchKMeans`` above :data:`MINIBATCH_ROWS` rows) and each row
-  stores the index of its centroid (model2vec's ``vocabulary_quantization``); the centroids are
-  stored at the chosen precision. A table with at most ``k`` distinct rows (one loaded from a
-  clustered file) keeps its rows exactly, so saving a loaded table again changes nothing.
+- ``clusters=k``: the rows' directions (each row over its length) are clustered by k-means
+  (scikit-learn's ``KMeans``, ``MiniBatchKMeans`` above :data:`MINIBATCH_ROWS` rows), and each row
+  stores the index of its centroid and its own length: ``row = length * unit(centroid)``. As in
+  model2vec's ``vocabulary_quantization``, the lengths (which hold the SIF weights) survive the
+  clustering. The unit centroids are stored at the chosen precision. A table whose directions
+  take at most ``k`` distinct values (to 1e-5; one loaded from a clustered file) keeps them, so
+  saving a loaded table again gives the same table.
 
 The tensors of one table are ``vectors`` (``(rows, width)``, or ``(k, width)`` centroids),
-``scales`` (int8: ``(rows or k,)`` or ``(width,)`` float32) and ``assignment`` (clustered:
-``(rows,)`` int32). :func:`decode` checks every one of them (dtype, shape, finite positive scales,
-indices in range) and names the file in its errors.
+``scales`` (int8: ``(rows or k,)`` or ``(width,)`` float32), and for a clustered table
+``assignment`` (``(rows,)`` int32) and ``lengths`` (``(rows,)`` float32). :func:`decode` checks
+every one of them (dtype, shape, finite positive scales, finite non-negative lengths, indices in
+range) and names the file in its errors.
 """
 
 from __future__ import annotations
@@ -111,8 +114,11 @@ def encode(vectors: np.ndarray, storage: TableStorage) -> dict[str, np.ndarray]:
         If ``storage.clusters`` exceeds the number of rows.
     """
     tensors: dict[str, np.ndarray] = {}
+    if storage.clusters is not None and storage.clusters > len(vectors):
+        raise ValueError(f"clusters={storage.clusters} exceeds the table's {len(vectors)} rows: pass at most "
+                         f"{len(vectors)}")
     if storage.clusters is not None:
-        vectors, tensors["assignment"] = _cluster(vectors, storage.clusters)
+        vectors, tensors["assignment"], tensors["lengths"] = _cluster(vectors, storage.clusters)
     if storage.precision == "int8":
         tensors["vectors"], tensors["scales"] = _int8(vectors, storage.scale)
     else:
@@ -130,7 +136,7 @@ def decode(tensors: dict[str, np.ndarray], storage: TableStorage, path: str) -> 
         not finite or not positive, or a cluster index outside the centroids.
     """
     expected = {"vectors"} | ({"scales"} if storage.precision == "int8" else set()) \
-        | ({"assignment"} if storage.clusters is not None else set())
+        | ({"assignment", "lengths"} if storage.clusters is not None else set())
     if set(tensors) != expected:
         raise ModelFormatError(f"a {_described(storage)} table has the tensors {sorted(expected)}, found "
                                f"{sorted(tensors)}", path=path)
@@ -148,7 +154,9 @@ def decode(tensors: dict[str, np.ndarray], storage: TableStorage, path: str) -> 
         row = int(np.argmin(np.isfinite(vectors).all(axis=1)))
         raise ModelFormatError(f"row {row} of the saved vectors is not finite", path=path)
     if storage.clusters is not None:
-        vectors = vectors[_checked_assignment(tensors["assignment"], len(vectors), path)]
+        # (rows, width): each row's unit centroid times its length
+        rows = _checked_assignment(tensors["assignment"], len(vectors), path)
+        vectors = vectors[rows] * _checked_lengths(tensors["lengths"], len(rows), path)[:, None]
     return vectors
 
 
@@ -192,21 +200,38 @@ def _checked_assignment(assignment: np.ndarray, k: int, path: str) -> np.ndarray
     return assignment
 
 
-def _cluster(vectors: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(k', width)`` centroids (``k' <= k``) and each row's ``(rows,)`` int32 centroid index."""
-    if k > len(vectors):
-        raise ValueError(f"clusters={k} exceeds the table's {len(vectors)} rows: pass at most {len(vectors)}")
-    distinct, inverse = np.unique(vectors, axis=0, return_inverse=True)
-    if len(distinct) <= k:  # already at most k vectors (a clustered table loaded back): kept exactly
-        return distinct.astype(np.float32), inverse.reshape(-1).astype(np.int32)
-    from sklearn.cluster import KMeans, MiniBatchKMeans
+def _checked_lengths(lengths: np.ndarray, rows: int, path: str) -> np.ndarray:
+    if lengths.dtype != np.float32 or lengths.shape != (rows,):
+        raise ModelFormatError(f"expected a ({rows},) float32 tensor 'lengths', found {lengths.dtype} of shape "
+                               f"{lengths.shape}", path=path)
+    bad = np.flatnonzero(~(np.isfinite(lengths) & (lengths >= 0)))
+    if len(bad):
+        raise ModelFormatError(f"row {int(bad[0])} has length {lengths[bad[0]]}; lengths must be finite and not "
+                               "negative: the file is damaged, save the table again", path=path)
+    return lengths
 
-    if len(vectors) > MINIBATCH_ROWS:
-        model = MiniBatchKMeans(n_clusters=k, random_state=0, n_init=3, batch_size=4096)
+
+def _cluster(vectors: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(k', width)`` unit centroids (``k' <= k``) of the rows' directions, each row's ``(rows,)``
+    int32 centroid index and its ``(rows,)`` float32 length."""
+    # (rows,) and (rows, width): every row's length and direction (a zero row keeps a zero direction)
+    lengths = np.linalg.norm(vectors, axis=1).astype(np.float32)
+    directions = vectors / np.where(lengths > 0, lengths, 1)[:, None]
+    distinct, inverse = np.unique(np.round(directions, 5), axis=0, return_inverse=True)
+    if len(distinct) <= k:  # at most k directions already (a clustered table loaded back): kept
+        centroids, labels = distinct, inverse.reshape(-1)
     else:
-        model = KMeans(n_clusters=k, random_state=0, n_init=1)
-    labels = model.fit_predict(vectors)
-    return model.cluster_centers_.astype(np.float32), labels.astype(np.int32)
+        from sklearn.cluster import KMeans, MiniBatchKMeans
+
+        if len(vectors) > MINIBATCH_ROWS:
+            model = MiniBatchKMeans(n_clusters=k, random_state=0, n_init=1, batch_size=4096, max_iter=20)
+        else:
+            model = KMeans(n_clusters=k, random_state=0, n_init=1)
+        labels = model.fit_predict(directions)
+        centroids = model.cluster_centers_
+    norms = np.linalg.norm(centroids, axis=1, keepdims=True)
+    units = centroids / np.where(norms > 0, norms, 1)
+    return units.astype(np.float32), labels.astype(np.int32), lengths
 
 
 __all__ = ["Int8Scale", "StoragePrecision", "TableStorage", "decode", "encode"]

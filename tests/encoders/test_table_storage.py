@@ -66,23 +66,36 @@ def test_int8_of_a_zero_row_and_column_is_exact():
         assert not decode(tensors, storage, "t")[3].any() and not decode(tensors, storage, "t")[:, 2].any()
 
 
-def test_clustering_maps_every_row_to_its_centroid_and_a_loaded_table_saves_unchanged(tmp_path):
+def test_clustering_keeps_each_row_length_on_its_nearest_unit_centroid(tmp_path):
     vectors = _table(120, 8)
+    vectors[7] = 0
     storage = TableStorage("float32", clusters=10)
     tensors = encode(vectors, storage)
     assert tensors["vectors"].shape == (10, 8) and tensors["assignment"].shape == (120,)
-    decoded = decode(tensors, storage, "t")
     centroids = tensors["vectors"]
-    # each row's centroid is the nearest one (k-means' assignment)
-    nearest = ((vectors[:, None] - centroids[None]) ** 2).sum(-1).argmin(1)
-    np.testing.assert_array_equal(decoded, centroids[nearest])
-    assert _cosines(decoded, vectors).mean() > 0.3
+    np.testing.assert_allclose(np.linalg.norm(centroids, axis=1), 1, rtol=1e-5)
+    decoded = decode(tensors, storage, "t")
+    lengths = np.linalg.norm(vectors, axis=1)
+    np.testing.assert_allclose(np.linalg.norm(decoded, axis=1), lengths, rtol=1e-5, atol=1e-6)
+    assert not decoded[7].any()
+    # each row's direction is assigned to the centroid nearest to it (k-means' assignment)
+    directions = vectors / np.where(lengths > 0, lengths, 1)[:, None]
+    nearest = ((directions[:, None] - centroids[None]) ** 2).sum(-1).argmin(1)
+    keep = np.arange(120) != 7
+    agree = (centroids[nearest] * centroids[tensors["assignment"]]).sum(1)[keep]
+    assert (agree > 0.98).mean() > 0.95  # k-means centres, then unit length: nearly always the same one
+    assert _cosines(decoded[keep], vectors[keep]).mean() > 0.5
     table = StaticVectors([f"w{i}" for i in range(120)], vectors, storage=storage)
     table.save(tmp_path / "a")
     loaded = load_encoder(tmp_path / "a")
     loaded.save(tmp_path / "b")
-    np.testing.assert_array_equal(load_encoder(tmp_path / "b").table, loaded.table)
+    np.testing.assert_allclose(load_encoder(tmp_path / "b").table, loaded.table, rtol=1e-5, atol=1e-6)
     assert load_encoder(tmp_path / "b").storage == storage
+
+
+def test_clusters_above_the_rows_are_refused():
+    with pytest.raises(ValueError, match="clusters=9 exceeds the table's 5 rows"):
+        encode(_table(5, 4), TableStorage(clusters=9))
 
 
 @pytest.mark.parametrize("name", ["v2_plain", "v3_subwords"])
@@ -124,7 +137,10 @@ def test_every_storage_loads_back_and_works_in_every_adapter(distilled, storage,
         assert _cosines(loaded.table[:-1], distilled.table[:-1]).min() >= least
         assert _cosines(loaded.subwords.vectors, distilled.subwords.vectors).min() >= least
     else:
-        assert len(np.unique(loaded.table[:-1], axis=0)) <= storage.clusters
+        lengths = np.linalg.norm(loaded.table[:-1], axis=1, keepdims=True)
+        directions = np.unique(np.round(loaded.table[:-1] / lengths, 4), axis=0)
+        assert len(directions) <= storage.clusters
+        np.testing.assert_allclose(lengths[:, 0], np.linalg.norm(distilled.table[:-1], axis=1), rtol=1e-2)
     sentences = [["the", "Cat", "kitten"], ["Home", "zzqx"]]
     (rows,) = loaded.encode(sentences[:1])
     text = TextEmbedder(str(tmp_path / "t")).fit_transform([" ".join(s) for s in sentences])
@@ -206,7 +222,10 @@ def _forge(folder: Path, change) -> None:
         (TableStorage(clusters=2), lambda t: t["assignment"].__setitem__(0, -1), "row 0 names centroid -1"),
         (TableStorage(clusters=2), lambda t: t.update(assignment=t["assignment"].astype(np.int64)), "int32"),
         (TableStorage(clusters=2), lambda t: t.update(vectors=np.zeros((3, 4), np.float32)), "3 centroids, more than"),
-        (TableStorage(clusters=2), lambda t: t.update(assignment=t["assignment"][:4]), "4 rows but words.json 5"),
+        (TableStorage(clusters=2), lambda t: t.update(assignment=t["assignment"][:4]), "\\(4,\\) float32 tensor 'lengths'"),
+        (TableStorage(clusters=2), lambda t: t["lengths"].__setitem__(3, np.nan), "row 3 has length nan"),
+        (TableStorage(clusters=2), lambda t: t["lengths"].__setitem__(1, -1), "row 1 has length -1"),
+        (TableStorage(clusters=2), lambda t: t.pop("lengths"), "has the tensors \\['assignment', 'lengths', 'vectors'\\]"),
     ],
 )
 def test_forged_contents_are_named(saved, storage, change, message):
