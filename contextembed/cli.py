@@ -371,7 +371,7 @@ def add_distill_parser(subparsers) -> None:
     parser.add_argument("--combine", choices=COMBINES, default="mean", help="how the layers are combined")
     parser.add_argument("--dim", type=_pca_dim, default="auto",
                         help="reduce (and centre) to this many columns by PCA; none: no PCA; auto (default): "
-                        "256 without a corpus, none with one (measured best)")
+                        "the teacher's width (centred, nothing cut) without a corpus, none with one (measured best)")
     parser.add_argument("--weighting", choices=get_args(Weighting), default="auto",
                         help="sif: weight every vector by a/(a+p(w)) after PCA; auto (default): sif without a "
                         "corpus, none with one (measured best)")

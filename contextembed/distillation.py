@@ -69,9 +69,11 @@ Case = Literal["keep", "fold"]
 Weighting = Literal["auto", "sif", "none"]
 Source = Literal["corpus", "vocabulary"]
 
-#: what ``dim="auto"`` and ``weighting="auto"`` mean for each source (measured: docs/speed.md)
+#: what ``dim="auto"`` and ``weighting="auto"`` mean for each source (measured on SST-2 and the NER
+#: probe: docs/speed.md): without a corpus, PCA to the teacher's full width (centred, nothing cut)
+#: and SIF; with one, neither (both cost accuracy there)
 DEFAULTS: dict[str, dict] = {
-    "vocabulary": {"dim": 256, "weighting": "sif"},
+    "vocabulary": {"dim": "width", "weighting": "sif"},
     "corpus": {"dim": None, "weighting": "none"},
 }
 
@@ -182,8 +184,9 @@ def distill(
         raise ValueError(f"{teacher.spec or 'this encoder'} is static vectors already: distil a transformer or ELMo")
     layers = middle_layers(teacher.n_layers) if layers is None else layers
     extractor = FeatureExtractor(teacher, layers=layers, combine=combine, subword_pooling="mean")
-    if auto_dim:  # the source's default, at most the teacher's width
-        dim = DEFAULTS[source]["dim"] and min(DEFAULTS[source]["dim"], extractor.dim)
+    if auto_dim:  # the source's default: None, the teacher's width, or a width (at most the teacher's)
+        default = DEFAULTS[source]["dim"]
+        dim = extractor.dim if default == "width" else default and min(default, extractor.dim)
     if dim is not None and dim > extractor.dim:
         raise ValueError(f"dim={dim} is wider than the teacher's features ({extractor.dim} columns with layers="
                          f"{layers!r}, combine={combine!r}); pass dim <= {extractor.dim}")

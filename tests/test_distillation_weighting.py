@@ -91,8 +91,16 @@ def test_auto_takes_the_source_defaults_at_most_the_teacher_width(bert, tmp_path
     record = json.loads((tmp_path / source / DISTILLATION_FILE).read_text())
     default = DEFAULTS[source]
     assert record["weighting"] == default["weighting"]
-    assert student.width == (min(default["dim"], bert.width, len(student.words)) if default["dim"] else bert.width)
-    explicit = distill(bert, corpus=corpus, layers=-1, dim=student.width if default["dim"] else None,
+    if default["dim"] is None:
+        assert student.width == bert.width
+    else:  # PCA: at most the teacher's width and the number of words
+        width = bert.width if default["dim"] == "width" else default["dim"]
+        assert student.width == min(width, bert.width, len(student.words))
+    if default["dim"] is None:
+        assert record["pca_explained_variance"] is None
+    else:  # the full width keeps all the variance: the table is centred and rotated, nothing cut
+        assert record["pca_explained_variance"] == pytest.approx(1.0, abs=1e-5)
+    explicit = distill(bert, corpus=corpus, layers=-1, dim=None if default["dim"] is None else student.width,
                        weighting=default["weighting"])
     np.testing.assert_allclose(student.table, explicit.table, rtol=1e-6, atol=1e-7)
 
