@@ -224,7 +224,9 @@ def _cluster(vectors: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, np.nd
         from sklearn.cluster import KMeans, MiniBatchKMeans
 
         if len(vectors) > MINIBATCH_ROWS:
-            model = MiniBatchKMeans(n_clusters=k, random_state=0, n_init=1, batch_size=4096, max_iter=20)
+            # random starts, as model2vec's: k-means++ costs minutes for thousands of clusters
+            model = MiniBatchKMeans(n_clusters=k, random_state=0, n_init=1, init="random", batch_size=4096,
+                                    max_iter=20)
         else:
             model = KMeans(n_clusters=k, random_state=0, n_init=1)
         labels = model.fit_predict(directions)
