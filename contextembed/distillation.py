@@ -162,8 +162,15 @@ def distill(
     ValueError
         For an empty corpus, a corpus with no word reaching ``min_count``, a ``dim`` wider than the
         teacher or larger than the vocabulary, bad options, static teachers, ELMo teachers without
-        a corpus, ``subwords=True`` for a teacher without a piece tokenizer, and an ``out`` that is,
-        lies inside or contains the teacher's files.
+        a corpus, ``subwords=True`` for a teacher without a piece tokenizer, an ``out`` that is,
+        lies inside or contains the teacher's files, ``sif_a`` outside (0, 1], ``frequencies`` with
+        ``weighting="none"`` or with a count that is not an int >= 0, and ``storage.clusters``
+        above the number of words.
+    TypeError
+        For ``frequencies`` that is neither a mapping nor a path, and ``storage`` that is not a
+        :class:`~contextembed.encoders.table_storage.TableStorage`.
+    FileFormatError
+        For a word-count file with a line that is not ``word count`` (naming the file and line).
     FileExistsError
         If ``out`` holds files and ``overwrite`` is false.
     """
