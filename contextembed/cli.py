@@ -421,6 +421,8 @@ def _run_distill(args: argparse.Namespace) -> int:
         corpus = read_sentences(args.corpus, args.format, get_tokenizer(args.tokenizer))
     elif args.format is not None:
         raise ValueError("--format applies to --corpus only")
+    if args.int8_scale is not None and args.storage != "int8":
+        raise ValueError(f"--int8-scale applies to --storage int8, not --storage {args.storage}")
     storage = TableStorage(args.storage, args.int8_scale, args.clusters)  # checked before the teacher loads
     encoder = load_encoder(args.spec, device=args.device, precision=args.precision, backend=args.backend)
     student = distill(encoder, args.output, corpus=corpus, layers=args.layers, combine=args.combine, dim=args.dim,

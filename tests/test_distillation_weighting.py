@@ -162,7 +162,8 @@ def test_cli_weighting_pca_and_storage(tiny_bert_dir, tmp_path):
     loaded = load_encoder(out)
     assert loaded.storage.precision == "int8" and loaded.width == 32
     for flags, message in [(["--clusters", "0"], "--clusters"), (["--sif-a", "0"], "--sif-a"),
-                           (["--dim", "0"], "--dim"), (["--storage", "int4"], "--storage")]:
+                           (["--dim", "0"], "--dim"), (["--storage", "int4"], "--storage"),
+                           (["--int8-scale", "vector"], "--int8-scale applies to --storage int8")]:
         done = run_cli(["distill", str(tiny_bert_dir), str(tmp_path / "bad"), *flags, "--quiet"])
         assert done.returncode != 0 and message in done.stderr, done.stderr
     assert not (tmp_path / "bad").exists()
