@@ -16,11 +16,35 @@ vectors, and with ``case="fold"`` (a second corpus pass). Every encoder is score
   sentences -> all of dev.
 
     python benchmarks/distill.py [--precision fp32] [--only NAME ...] [--dims 64 256]
+
+``--versus-model2vec`` runs the comparison with model2vec's distillation instead (issue 41): the
+same teacher (MiniLM-L6, fp32), our vocabulary and corpus modes with each option (PCA width, SIF
+weighting, storage precision, clustering) beside model2vec 0.10's ``distill`` (PCA 256, SIF,
+float16) and its int8 and clustered copies, each scored in one run on
+
+- SST-2 held out: ``TextEmbedder`` (ours) or ``StaticModel.encode`` (model2vec), unit-normalised
+  mean vectors, ``LogisticRegression`` on the first 3,000 lines of train.tsv, scored on all the
+  other lines (64,349), and texts/s of that pass;
+- the NER probe above (each word's vector alone; model2vec's by ``encode`` of the word);
+- size on disk, load time (best of 3, in a warm process) and time to distill.
+
+Our corpus is CoNLL-2003 train plus the 3,000 SST-2 fitting lines (no scored line). model2vec runs
+in a side environment (``--peer-python``, default ../venv-m2v/bin/python: ``python -m venv
+/work/venv-m2v && /work/venv-m2v/bin/pip install "torch==2.13.0" "model2vec[distill]"
+scikit-learn``; it upgrades transformers); without it its rows are skipped. The teacher passes
+(ours and model2vec's) are cached in ``--cache`` (default /tmp/contextembed_distill41), so a
+second run re-scores without encoding again; their recorded times are reported.
+
+    python benchmarks/distill.py --versus-model2vec [--peer-python PY] [--cache DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import pickle
+import subprocess
 import sys
 import tempfile
 import time
@@ -122,7 +146,16 @@ def main(argv=None) -> int:
     parser.add_argument("--dims", nargs="*", type=int, default=[256], help="PCA widths of the concat variant")
     parser.add_argument("--only", nargs="*", default=None,
                         help="score only the students whose name holds one of these (e.g. 'mean of all')")
+    parser.add_argument("--versus-model2vec", action="store_true", help="compare with model2vec's distillation")
+    parser.add_argument("--peer-python", default=str(ROOT.parent / "venv-m2v" / "bin" / "python"),
+                        help="python of the side environment with model2vec[distill]")
+    parser.add_argument("--ner", action=argparse.BooleanOptionalAction, default=True,
+                        help="with --versus-model2vec: the NER probe of the rows in NER_ROWS (minutes each)")
+    parser.add_argument("--cache", default=str(Path(tempfile.gettempdir()) / "contextembed_distill41"),
+                        help="where the teacher passes are kept between runs")
     args = parser.parse_args(argv)
+    if args.versus_model2vec:
+        return versus_model2vec(args)
     if not SST2.exists() or not (CONLL / "train.txt").exists():
         print(f"skipped: {SST2} or {CONLL} is not present")
         return 0
@@ -189,6 +222,213 @@ def main(argv=None) -> int:
         print(f"| {name} | {first:,.0f} | {first / teacher_speed:,.0f}x | {repeated:,.0f} | {repeated / teacher_speed:,.0f}x "
               f"| {accuracy:.4f} | {100 * accuracy / base_acc:.1f}% | {f1:.2f} | {100 * f1 / base_f1:.1f}% | {cover_text} |")
     return 0
+
+
+
+# -- issue 41: beside model2vec ------------------------------------------------------------------
+
+M2V_WORKER = Path(__file__).resolve().parent / "_model2vec_worker.py"
+#: vocabulary clusters of the small-table rows (model2vec's vocabulary_quantization alike)
+CLUSTERS = 4096
+
+
+def folder_bytes(path: Path) -> int:
+    return sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file())
+
+
+def cached_reduction(cache: Path, name: str, make) -> tuple[object, float]:
+    """``make()`` (a teacher pass) and its seconds, kept in ``cache/name.pkl`` between runs."""
+    path = cache / f"{name}.pkl"
+    if path.exists():
+        with open(path, "rb") as handle:
+            return pickle.load(handle)
+    start = time.perf_counter()
+    reduction = make()
+    result = (reduction, time.perf_counter() - start)
+    with open(path.with_suffix(".tmp"), "wb") as handle:
+        pickle.dump(result, handle)
+    os.replace(path.with_suffix(".tmp"), path)
+    return result
+
+
+def our_students(reductions: dict, corpus_counts: dict) -> dict:
+    """``{name: (StaticVectors, storage, seconds of refine, source)}``: every option on the two passes."""
+    from contextembed.distillation import refine
+    from contextembed.encoders.table_storage import TableStorage
+
+    plans = [
+        ("vocabulary, no PCA, no weighting (before)", "vocabulary", None, "none", None),
+        ("vocabulary, PCA 256", "vocabulary", 256, "none", None),
+        ("vocabulary, SIF (Zipf rank)", "vocabulary", None, "sif", None),
+        ("vocabulary, PCA 256 + SIF (Zipf rank)", "vocabulary", 256, "sif", None),
+        ("vocabulary, PCA 384 (centred) + SIF (Zipf rank)", "vocabulary", 384, "sif", None),
+        ("vocabulary, PCA 128 + SIF (Zipf rank)", "vocabulary", 128, "sif", None),
+        ("vocabulary, PCA 256 + SIF (corpus word counts)", "vocabulary", 256, "sif", corpus_counts),
+        ("corpus, no PCA, no weighting (before)", "corpus", None, "none", None),
+        ("corpus, SIF (corpus counts)", "corpus", None, "sif", None),
+        ("corpus, PCA 256", "corpus", 256, "none", None),
+        ("corpus, PCA 256 + SIF (corpus counts)", "corpus", 256, "sif", None),
+        ("corpus, PCA 384 (centred) + SIF (corpus counts)", "corpus", 384, "sif", None),
+    ]
+    students = {}
+    for name, source, dim, weighting, frequencies in plans:
+        reduction = reductions[source]
+        start = time.perf_counter()
+        vectors, pieces, _, _ = refine(reduction, dim=dim, weighting=weighting, frequencies=frequencies)
+        student = StaticVectors(reduction.words, vectors, lowercase=False, oov="mean", subwords=pieces)
+        students[name] = (student, TableStorage(), time.perf_counter() - start, source)
+    small = {"vocabulary, PCA 384 (centred) + SIF (Zipf rank)": [
+                 ("float16", TableStorage("float16")), ("int8 per vector", TableStorage("int8")),
+                 ("int8 per dimension", TableStorage("int8", "dimension")),
+                 (f"{CLUSTERS} clusters, int8", TableStorage("int8", clusters=CLUSTERS))],
+             "corpus, no PCA, no weighting (before)": [
+                 ("float16", TableStorage("float16")), ("int8 per dimension", TableStorage("int8", "dimension"))]}
+    for base, storages in small.items():
+        student, _, seconds, source = students[base]
+        for label, storage in storages:
+            students[f"{base}, {label}"] = (student, storage, seconds, source)
+    return students
+
+
+def score_features(fit, score, labels) -> float:
+    fit_labels, score_labels = labels
+    classifier = LogisticRegression(max_iter=2000).fit(fit, fit_labels)
+    return float(classifier.score(score, score_labels))
+
+
+def ner_probe(encoder_spec, ner) -> float:
+    (train_x, train_y), dev = ner
+    tagger = SequenceTagger(TokenEmbedder(encoder_spec), window=0, shape_features=False,
+                            classifier=LogisticRegression(max_iter=1000)).fit(train_x, train_y)
+    return 100 * tagger.score(*dev)
+
+
+def score_ours(path: Path, texts, labels) -> dict:
+    loads = []
+    for _ in range(3):
+        start = time.perf_counter()
+        load_encoder(path)
+        loads.append(time.perf_counter() - start)
+    embedder = TextEmbedder(str(path), cache=None).fit(texts[0][:256])
+    fit = embedder.transform(texts[0])
+    embedder.transform(texts[1][:256])  # warm-up
+    start = time.perf_counter()
+    scored = embedder.transform(texts[1])
+    texts_per_s = len(texts[1]) / (time.perf_counter() - start)
+    return {"accuracy": score_features(fit, scored, labels), "texts_per_s": texts_per_s,
+            "bytes": folder_bytes(path), "load_s": min(loads)}
+
+
+#: the rows whose NER probe is run (each takes minutes on 2 cores), in this order
+NER_ROWS = ("vocabulary, PCA 384 (centred) + SIF (Zipf rank)", "model2vec distill (PCA 256, SIF, float16)",
+            "vocabulary, no PCA, no weighting (before)", "corpus, no PCA, no weighting (before)")
+
+
+def run_peer(python: str, *args) -> dict:
+    done = subprocess.run([python, str(M2V_WORKER), *map(str, args)], capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "model2vec worker failed")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def model2vec_rows(args, cache: Path, texts, labels, ner, work: Path) -> dict:
+    """model2vec's distill (PCA 256, SIF, float16) and its int8 and clustered copies, scored as ours."""
+    from throughput import minilm_model_dir
+
+    if not Path(args.peer_python).exists():
+        print(f"model2vec skipped: no side environment at {args.peer_python} (see the docstring)")
+        return {}
+    base = cache / "model2vec-pca256"
+    if not base.exists():
+        run_peer(args.peer_python, "distill", minilm_model_dir(), base, "--pca-dims", "256")
+    seconds = json.loads(Path(str(base) + ".json").read_text())["seconds"]
+    models = {"model2vec distill (PCA 256, SIF, float16)": base}
+    # (its vocabulary_quantization runs KMeans with 10 random starts: too slow for this run on 2 cores)
+    for label, extra in [("int8", ["--quantize-to", "int8"])]:
+        target = work / f"model2vec-{len(models)}"
+        run_peer(args.peer_python, "variant", base, target, *extra)
+        models[f"model2vec distill, {label}"] = target
+    (work / "texts.txt").write_text("\n".join(texts[0] + texts[1]), encoding="utf-8")
+    (train_x, _), (dev_x, _) = ner
+    words = sorted({w for s in list(train_x) + list(dev_x) for w in s})
+    (work / "words.txt").write_text("\n".join(words), encoding="utf-8")
+    rows = {}
+    for name, path in models.items():
+        result = run_peer(args.peer_python, "score", path, work / "texts.txt", work / "words.txt", work / "f.npz")
+        features = np.load(work / "f.npz")
+        fit, scored = features["texts"][: len(texts[0])], features["texts"][len(texts[0]):]
+        # every probe word as model2vec encodes it alone, as a table the probe looks up
+        StaticVectors(words, features["words"], lowercase=False).save(work / f"{path.name}-words")
+        rows[name] = {"accuracy": score_features(fit, scored, labels), "texts_per_s": result["texts_per_s"],
+                      "bytes": folder_bytes(path), "load_s": result["load_s"], "distill_s": seconds,
+                      "probe_path": work / f"{path.name}-words"}
+        print(name, rows[name], flush=True)
+    return rows
+
+
+def versus_model2vec(args) -> int:
+    from collections import Counter
+
+    from contextembed.distillation import middle_layers, reduce_teacher
+
+    if not SST2.exists() or not (CONLL / "train.txt").exists():
+        print(f"skipped: {SST2} or {CONLL} is not present")
+        return 0
+    cache = Path(args.cache)
+    cache.mkdir(parents=True, exist_ok=True)
+    all_texts, all_labels = read_labelled_text(SST2)
+    all_labels = np.asarray(all_labels)
+    texts = (list(all_texts[:SST_TRAIN]), list(all_texts[SST_TRAIN:]))
+    labels = (all_labels[:SST_TRAIN], all_labels[SST_TRAIN:])
+    train_sentences = read_conll(CONLL / "train.txt")
+    ner = ((train_sentences[0][:NER_TRAIN], train_sentences[1][:NER_TRAIN]), read_conll(CONLL / "dev.txt"))
+    split = get_tokenizer("auto")
+    corpus = list(train_sentences[0]) + [split(t) for t in texts[0]]
+    print(f"SST-2: fit on {len(texts[0])} lines, scored on {len(texts[1])}; corpus: {len(corpus)} sentences, "
+          f"{sum(map(len, corpus))} words (CoNLL-2003 train + the SST-2 fitting lines); teacher minilm-l6 fp32; "
+          f"{os.cpu_count()} CPUs", flush=True)
+    teacher = load_encoder("minilm-l6", precision="fp32")
+    extractor = FeatureExtractor(teacher, layers=middle_layers(teacher.n_layers), combine="mean",
+                                 subword_pooling="mean")
+    reductions, pass_seconds = {}, {}
+    for source, sentences in (("vocabulary", None), ("corpus", corpus)):
+        reductions[source], pass_seconds[source] = cached_reduction(
+            cache, source, lambda: reduce_teacher(teacher, extractor, sentences, case="keep", min_count=1, pieces=True))
+        print(f"{source} pass: {pass_seconds[source]:.0f} s", flush=True)
+    corpus_counts = dict(Counter(w for s in corpus for w in s))
+    rows = {}
+    with tempfile.TemporaryDirectory(prefix="distill41_") as folder:
+        work = Path(folder)
+        for name, (student, storage, seconds, source) in our_students(reductions, corpus_counts).items():
+            path = work / f"ours{len(rows)}"
+            start = time.perf_counter()
+            student.save(path, storage=storage)
+            save_s = time.perf_counter() - start
+            rows[name] = {**score_ours(path, texts, labels), "distill_s": pass_seconds[source] + seconds + save_s,
+                          "probe_path": path}
+            print(name, rows[name], flush=True)
+        try:
+            rows.update(model2vec_rows(args, cache, texts, labels, ner, work))
+        except RuntimeError as error:
+            print(f"model2vec failed: {error}")
+        print_comparison(rows)
+        for name in NER_ROWS if args.ner else ():
+            if name in rows:
+                rows[name]["ner"] = ner_probe(str(rows[name]["probe_path"]), ner)
+                print(f"NER probe F1 of {name}: {rows[name]['ner']:.2f}", flush=True)
+    print_comparison(rows)
+    return 0
+
+
+def print_comparison(rows: dict) -> None:
+    reference = rows.get("model2vec distill (PCA 256, SIF, float16)")
+    print("\n| distilled table | SST-2 acc | NER probe F1 | texts/s | x model2vec | size on disk | load | distill |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name, row in rows.items():
+        ratio = f"{row['texts_per_s'] / reference['texts_per_s']:.2f}x" if reference else "-"
+        ner = f"{row['ner']:.2f}" if "ner" in row else "-"
+        print(f"| {name} | {row['accuracy']:.4f} | {ner} | {row['texts_per_s']:,.0f} | {ratio} "
+              f"| {row['bytes'] / 1e6:.1f} MB | {1000 * row['load_s']:.0f} ms | {row['distill_s']:.0f} s |")
 
 
 if __name__ == "__main__":

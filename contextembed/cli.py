@@ -345,8 +345,9 @@ def _run_embed(args: argparse.Namespace) -> int:
 def add_distill_parser(subparsers) -> None:
     from typing import get_args
 
-    from .distillation import Case
+    from .distillation import Case, Weighting
     from .encoders.static import OovVector
+    from .encoders.table_storage import Int8Scale, StoragePrecision
     from .io import INPUT_FORMATS, TOKENIZERS
     from .bounds import Bound
 
@@ -370,8 +371,23 @@ def add_distill_parser(subparsers) -> None:
                         help="teacher layers: all | hidden | an int | comma-separated ints, written --layers=-4,-3,-2,-1 "
                         "(default: the two middle layers, e.g. 3,4 of a 6-layer transformer)")
     parser.add_argument("--combine", choices=COMBINES, default="mean", help="how the layers are combined")
-    parser.add_argument("--dim", type=Bound(int, 1, 2**16, "--dim").parse, default=None,
-                        help="reduce to this many columns by PCA")
+    parser.add_argument("--dim", type=_pca_dim, default="auto",
+                        help="reduce (and centre) to this many columns by PCA; none: no PCA; auto (default): "
+                        "the teacher's width (centred, nothing cut) without a corpus, none with one (measured best)")
+    parser.add_argument("--weighting", choices=get_args(Weighting), default="auto",
+                        help="sif: weight every vector by a/(a+p(w)) after PCA; auto (default): sif without a "
+                        "corpus, none with one (measured best)")
+    parser.add_argument("--sif-a", type=Bound(float, 0, 1, "--sif-a", low_open=True).parse, default=1e-4,
+                        help="SIF's constant a (default 1e-4)")
+    parser.add_argument("--frequencies", default=None,
+                        help="a 'word count' file giving p(w) (default: the corpus's counts, or the Zipf rank "
+                        "of each word's first piece in the teacher's vocabulary)")
+    parser.add_argument("--storage", choices=get_args(StoragePrecision), default="float32",
+                        help="how the saved vectors are stored (float16 and int8: a half and a quarter the size)")
+    parser.add_argument("--int8-scale", choices=get_args(Int8Scale), default=None,
+                        help="int8's scales: one per vector (default) or per dimension")
+    parser.add_argument("--clusters", type=Bound(int, 1, 2**31 - 1, "--clusters").parse, default=None,
+                        help="store this many k-means centroids and an index per word instead of every vector")
     parser.add_argument("--min-count", type=Bound(int, 1, 10**9, "--min-count").parse, default=1,
                         help="corpus words seen fewer times are left out")
     parser.add_argument("--case", choices=get_args(Case), default="keep",
@@ -385,8 +401,18 @@ def add_distill_parser(subparsers) -> None:
     parser.set_defaults(handler=_run_distill)
 
 
+def _pca_dim(text: str):
+    """``--dim``: ``auto``, ``none`` or a width from 1 to 65,536."""
+    from .bounds import Bound
+
+    if text in ("auto", "none"):
+        return None if text == "none" else text
+    return Bound(int, 1, 2**16, "--dim").parse(text)
+
+
 def _run_distill(args: argparse.Namespace) -> int:
     from .distillation import check_output, distill
+    from .encoders.table_storage import TableStorage
     from .encoders import load_encoder
     from .io import read_sentences
     from .tokenizers import get_tokenizer
@@ -397,8 +423,12 @@ def _run_distill(args: argparse.Namespace) -> int:
         corpus = read_sentences(args.corpus, args.format, get_tokenizer(args.tokenizer))
     elif args.format is not None:
         raise ValueError("--format applies to --corpus only")
+    if args.int8_scale is not None and args.storage != "int8":
+        raise ValueError(f"--int8-scale applies to --storage int8, not --storage {args.storage}")
+    storage = TableStorage(args.storage, args.int8_scale, args.clusters)  # checked before the teacher loads
     encoder = load_encoder(args.spec, device=args.device, precision=args.precision, backend=args.backend)
     student = distill(encoder, args.output, corpus=corpus, layers=args.layers, combine=args.combine, dim=args.dim,
+                      weighting=args.weighting, sif_a=args.sif_a, frequencies=args.frequencies, storage=storage,
                       min_count=args.min_count, case=args.case, subwords=args.subwords, oov=args.oov,
                       overwrite=args.overwrite, show_progress=not args.quiet,
                       corpus_name=args.corpus or "")

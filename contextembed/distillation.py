@@ -22,7 +22,17 @@ Ethayarajh, 2019; measured in docs/speed.md). Three more choices decide what a l
 - **subwords** (default: when the teacher has a piece tokenizer): the same pass averages every
   piece's contextual vectors too, and a word outside the table takes the mean of its pieces'
   vectors (:class:`contextembed.encoders.subwords.SubwordVectors`) instead of one shared OOV vector.
-- **dim**: the table (and the piece vectors, by the same projection) reduced by PCA.
+- **dim**: the table (and the piece vectors, by the same projection) reduced by PCA, which also
+  centres it (the common direction every mean of vectors shares is removed).
+- **weighting** ``"sif"``: after PCA, every row (word or piece) is multiplied by its SIF weight
+  ``a / (a + p(w))`` (:mod:`contextembed._sif`), ``p(w)`` from the corpus's counts, a word-count
+  list (``frequencies``) or, without either, the Zipf rank of the word's first piece in the
+  teacher's vocabulary: model2vec's post-processing, in place of the IDF a corpus would give.
+- **storage**: float32, float16, int8 or a clustered vocabulary on disk
+  (:mod:`contextembed.encoders.table_storage`).
+
+``dim="auto"`` and ``weighting="auto"`` take the defaults measured best for each source on SST-2
+and the NER probe (:data:`DEFAULTS`; benchmarks/distill.py, docs/speed.md).
 
 The result is saved as a static encoder directory that :func:`contextembed.load_encoder` reads
 and every adapter uses, with ``distillation.json``: its provenance record
@@ -35,24 +45,37 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Hashable, Iterable, Iterator, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Literal, Optional, Union
 
 import numpy as np
 import torch
 
 from . import provenance
+from ._sif import SIF_A, count_probabilities, read_word_counts, sif_weights, zipf_probabilities
 from ._files import atomic_directory, check_apart, check_writable
 from .encoders.base import Encoder
 from .encoders.identity import ModelIdentity, identify
 from .encoders.static import OovVector, StaticVectors
 from .encoders.subwords import SubwordVectors
+from .encoders.table_storage import TableStorage
 from .extraction import FeatureExtractor
 from .options import check_choice
 from .pooling import LayerSpec
 from .sentences import _check_tokens
 
 Case = Literal["keep", "fold"]
+Weighting = Literal["auto", "sif", "none"]
+Source = Literal["corpus", "vocabulary"]
+
+#: what ``dim="auto"`` and ``weighting="auto"`` mean for each source (measured on SST-2 and the NER
+#: probe: docs/speed.md): without a corpus, PCA to the teacher's full width (centred, nothing cut)
+#: and SIF; with one, neither (both cost accuracy there)
+DEFAULTS: dict[str, dict] = {
+    "vocabulary": {"dim": "width", "weighting": "sif"},
+    "corpus": {"dim": None, "weighting": "none"},
+}
 
 #: provenance of a distilled directory, beside the static encoder's own files
 DISTILLATION_FILE = "distillation.json"
@@ -69,7 +92,11 @@ def distill(
     corpus: Optional[Iterable[Sequence[str]]] = None,
     layers: Optional[LayerSpec] = None,
     combine: str = "mean",
-    dim: Optional[int] = None,
+    dim: Union[int, None, Literal["auto"]] = "auto",
+    weighting: Weighting = "auto",
+    sif_a: float = SIF_A,
+    frequencies: Union[Mapping[str, int], str, os.PathLike, None] = None,
+    storage: Optional[TableStorage] = None,
     min_count: int = 1,
     case: Case = "keep",
     subwords: Optional[bool] = None,
@@ -97,8 +124,22 @@ def distill(
         Which teacher layers and how they are combined (default: the two middle layers,
         :func:`middle_layers`, averaged); see :class:`contextembed.FeatureExtractor`. Word pieces
         are averaged.
-    dim : int, optional
-        Reduce the vectors to this many columns by PCA (at most the teacher's width).
+    dim : int, "auto" or None
+        Reduce (and centre) the vectors to this many columns by PCA (at most the teacher's width);
+        ``None``: no PCA; ``"auto"``: the default of the source (:data:`DEFAULTS`).
+    weighting : {"auto", "sif", "none"}
+        ``"sif"``: multiply every row (and piece vector), after PCA, by ``sif_a / (sif_a + p(w))``;
+        ``"auto"``: the default of the source (:data:`DEFAULTS`).
+    sif_a : float
+        SIF's constant, in (0, 1].
+    frequencies : mapping or path, optional
+        Word counts for ``p(w)`` (``{word: count}``, or a file of ``word count`` lines,
+        :func:`contextembed._sif.read_word_counts`). Default: the corpus's own counts, or without a
+        corpus the Zipf rank of each word's first piece in the teacher's vocabulary. Piece vectors
+        are weighted by the corpus's piece counts, or by their Zipf rank.
+    storage : TableStorage, optional
+        How the saved table is stored (float32 rows by default; float16, int8, clustered:
+        :class:`contextembed.encoders.table_storage.TableStorage`); recorded in the table's files.
     min_count : int
         Corpus words (and pieces) seen fewer times are left out. Only with a corpus.
     case : {"keep", "fold"}
@@ -122,14 +163,26 @@ def distill(
     ValueError
         For an empty corpus, a corpus with no word reaching ``min_count``, a ``dim`` wider than the
         teacher or larger than the vocabulary, bad options, static teachers, ELMo teachers without
-        a corpus, ``subwords=True`` for a teacher without a piece tokenizer, and an ``out`` that is,
-        lies inside or contains the teacher's files.
+        a corpus, ``subwords=True`` for a teacher without a piece tokenizer, an ``out`` that is,
+        lies inside or contains the teacher's files, ``sif_a`` outside (0, 1], ``frequencies`` with
+        ``weighting="none"`` or with a count that is not an int >= 0, and ``storage.clusters``
+        above the number of words.
+    TypeError
+        For ``frequencies`` that is neither a mapping nor a path, and ``storage`` that is not a
+        :class:`~contextembed.encoders.table_storage.TableStorage`.
+    FileFormatError
+        For a word-count file with a line that is not ``word count`` (naming the file and line).
     FileExistsError
         If ``out`` holds files and ``overwrite`` is false.
     """
     from .encoders import load_encoder
 
     _check_options(dim, min_count, oov, case, subwords, corpus)
+    weighting, sif_a, storage = _check_weighting(weighting, sif_a, storage, frequencies)
+    source = "vocabulary" if corpus is None else "corpus"
+    auto_dim = isinstance(dim, str)
+    weighting = DEFAULTS[source]["weighting"] if weighting == "auto" else weighting
+    counts_list = read_word_counts(frequencies) if isinstance(frequencies, (str, os.PathLike)) else frequencies
     identity = check_output(encoder, out, overwrite=overwrite)
     if isinstance(encoder, Encoder) and backend is not None:
         raise ValueError(f"backend={backend!r} applies to a teacher given as a spec; the loaded teacher already runs "
@@ -139,38 +192,32 @@ def distill(
         raise ValueError(f"{teacher.spec or 'this encoder'} is static vectors already: distil a transformer or ELMo")
     layers = middle_layers(teacher.n_layers) if layers is None else layers
     extractor = FeatureExtractor(teacher, layers=layers, combine=combine, subword_pooling="mean")
+    if auto_dim:  # the source's default: None, the teacher's width, or a width (at most the teacher's)
+        default = DEFAULTS[source]["dim"]
+        dim = extractor.dim if default == "width" else default and min(default, extractor.dim)
     if dim is not None and dim > extractor.dim:
         raise ValueError(f"dim={dim} is wider than the teacher's features ({extractor.dim} columns with layers="
                          f"{layers!r}, combine={combine!r}); pass dim <= {extractor.dim}")
     tokenizer = _piece_tokenizer(teacher, subwords)
-    source = "vocabulary" if corpus is None else "corpus"
-    sentences = [[word] for word in _vocabulary_words(teacher)] if corpus is None else corpus
-    tokens = hashlib.blake2b(digest_size=16)
-    word_sums, piece_sums = _accumulate(teacher, extractor, sentences, case, tokenizer is not None, show_progress,
-                                        tokens)
-    # the vocabulary's own written forms need no pooled lowercase rows: its tokenizer splits the others
-    words, vectors, counts = _word_rows(word_sums, min_count, pool_lowercase=case == "keep" and corpus is not None)
-    pieces = None
-    if tokenizer is not None:
-        piece_ids, piece_vectors = piece_sums.means(min_count)
-        pieces = SubwordVectors(tokenizer, np.asarray(piece_ids), piece_vectors)
-    explained = None
-    if dim is not None:
-        pca, explained = _fit_pca(vectors, dim)
-        vectors = pca.transform(vectors).astype(np.float32)
-        if pieces is not None:
-            pieces = pieces.transformed(pca.transform(pieces.vectors).astype(np.float32))
+    reduction = reduce_teacher(teacher, extractor, corpus, case=case, min_count=min_count, pieces=tokenizer is not None,
+                               show_progress=show_progress)
+    words, counts = reduction.words, reduction.counts
+    vectors, pieces, explained, estimate = refine(reduction, dim=dim, auto_dim=auto_dim, weighting=weighting,
+                                                  sif_a=sif_a, frequencies=counts_list)
     student = StaticVectors(words, vectors, spec=os.fspath(out) if out is not None else f"distilled:{teacher.spec}",
-                            lowercase=case == "fold", oov=oov, subwords=pieces)
+                            lowercase=case == "fold", oov=oov, subwords=pieces, storage=storage)
     if out is not None:
         record = provenance.record(
             DISTILLED_ARTIFACT, teacher=teacher.spec, teacher_fingerprint=identity and identity.fingerprint,
             teacher_backend=teacher.backend, teacher_precision=getattr(teacher, "precision", None),
-            source=source, corpus=corpus_name or None, corpus_hash=tokens.hexdigest() if corpus is not None else None,
+            source=source, corpus=corpus_name or None, corpus_hash=reduction.corpus_hash,
             layers=list(extractor.pooling.layer_indexes), combine=combine, subword_pooling="mean", case=case,
             dim=student.width, min_count=min_count if corpus is not None else None, subwords=pieces is not None,
             oov=oov, words=len(words), occurrences=int(counts.sum()),
-            subword_pieces=None if pieces is None else len(pieces.ids), pca_explained_variance=explained)
+            subword_pieces=None if pieces is None else len(pieces.ids), pca_explained_variance=explained,
+            weighting=weighting, sif_a=sif_a if weighting == "sif" else None, frequencies=estimate,
+            frequencies_hash=_counts_hash(counts_list) if estimate == "word counts" else None,
+            storage=student.storage.as_record())
         with atomic_directory(out, overwrite=overwrite, what="distilled encoder directory") as folder:
             student._write(folder)
             provenance.write(os.path.join(folder, DISTILLATION_FILE), record)
@@ -212,6 +259,83 @@ def _teacher_identity(teacher: Union[Encoder, str, os.PathLike]) -> Optional[Mod
         return None
 
 
+@dataclass
+class Reduction:
+    """One pass of the teacher over the corpus (or its vocabulary), before PCA and weighting.
+
+    ``refine`` turns it into the table's rows; keeping it lets several PCA widths and weightings be
+    compared without encoding again (benchmarks/distill.py).
+    """
+
+    #: the table's words; ``(words, width)`` float32 mean vectors; ``(words,)`` occurrences
+    words: list[str]
+    vectors: np.ndarray
+    counts: np.ndarray
+    #: the piece vectors (``None`` without a piece tokenizer or with ``subwords=False``) and their
+    #: ``(pieces,)`` occurrences
+    pieces: Optional[SubwordVectors]
+    piece_counts: Optional[np.ndarray]
+    #: the teacher's tokenizer (``None`` for ELMo): the Zipf ranks of words without a corpus
+    tokenizer: object
+    #: hash of the corpus's tokens; ``None`` for the vocabulary
+    corpus_hash: Optional[str]
+
+
+def reduce_teacher(teacher: Encoder, extractor: FeatureExtractor, corpus: Optional[Iterable[Sequence[str]]], *,
+                   case: str, min_count: int, pieces: bool, show_progress: bool = False) -> Reduction:
+    """Every word's (and piece's) mean contextual vector over ``corpus``, or over the teacher's
+    whole words encoded alone when ``corpus`` is ``None`` (see :func:`distill`, which checks the
+    arguments)."""
+    sentences = [[word] for word in _vocabulary_words(teacher)] if corpus is None else corpus
+    tokens = hashlib.blake2b(digest_size=16)
+    word_sums, piece_sums = _accumulate(teacher, extractor, sentences, case, pieces, show_progress, tokens)
+    # the vocabulary's own written forms need no pooled lowercase rows: its tokenizer splits the others
+    words, vectors, counts = _word_rows(word_sums, min_count, pool_lowercase=case == "keep" and corpus is not None)
+    piece_vectors, piece_counts = None, None
+    tokenizer = getattr(teacher, "tokenizer", None)
+    if pieces:
+        piece_ids, means, piece_counts = piece_sums.means(min_count)
+        piece_vectors = SubwordVectors(tokenizer, np.asarray(piece_ids), means)
+    return Reduction(words, vectors, counts, piece_vectors, piece_counts, tokenizer,
+                     tokens.hexdigest() if corpus is not None else None)
+
+
+def refine(reduction: Reduction, *, dim: Optional[int], weighting: str, sif_a: float = SIF_A,
+           frequencies: Optional[Mapping[str, int]] = None, auto_dim: bool = False):
+    """The table's rows from a :class:`Reduction`: PCA to ``dim`` columns (fitted on the words,
+    applied to the pieces too), then with ``weighting="sif"`` every row times its SIF weight.
+
+    Returns
+    -------
+    vectors : np.ndarray
+        ``(words, dim)`` float32.
+    pieces : SubwordVectors or None
+        The piece vectors, projected and weighted alike.
+    explained : float or None
+        The share of the variance PCA kept.
+    estimate : str or None
+        Where ``p(w)`` came from: ``"word counts"``, ``"corpus counts"`` or ``"zipf rank"``.
+    """
+    vectors, pieces, explained, estimate = reduction.vectors, reduction.pieces, None, None
+    if dim is not None:
+        pca, explained = _fit_pca(vectors, min(dim, len(vectors)) if auto_dim else dim)
+        vectors = pca.transform(vectors).astype(np.float32)
+        if pieces is not None:
+            pieces = pieces.transformed(pca.transform(pieces.vectors).astype(np.float32))
+    if weighting == "sif":
+        from_corpus = reduction.corpus_hash is not None
+        estimate = "word counts" if frequencies is not None else "corpus counts" if from_corpus else "zipf rank"
+        # (words,) and (pieces,): p(w) of every row, then every row times its weight
+        probabilities = _word_probabilities(reduction, frequencies)
+        vectors = vectors * sif_weights(probabilities, sif_a)[:, None]
+        if pieces is not None:
+            counts = reduction.piece_counts
+            piece_probabilities = (counts / max(int(counts.sum()), 1) if from_corpus
+                                   else zipf_probabilities(pieces.ids, len(reduction.tokenizer)))
+            pieces = pieces.transformed(pieces.vectors * sif_weights(piece_probabilities, sif_a)[:, None])
+    return vectors.astype(np.float32), pieces, explained, estimate
+
+
 def middle_layers(n_layers: int) -> list[int]:
     """The two middle layers of ``n_layers`` hidden states (embeddings = layer 0): ``[3, 4]`` of a
     6-layer transformer's 7, ``[6, 7]`` of BERT-base's 13, ``[1, 2]`` of ELMo's 3; ``[0]`` alone."""
@@ -221,10 +345,11 @@ def middle_layers(n_layers: int) -> list[int]:
     return [middle, middle + 1]
 
 
-def _check_options(dim: Optional[int], min_count: int, oov: str, case: str, subwords: Optional[bool],
+def _check_options(dim: Union[int, None, str], min_count: int, oov: str, case: str, subwords: Optional[bool],
                    corpus: Optional[Iterable]) -> None:
-    if dim is not None and (isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim < 1):
-        raise ValueError(f"dim must be a positive int or None, got {dim!r}")
+    if dim is not None and dim != "auto" and (isinstance(dim, bool) or not isinstance(dim, (int, np.integer))
+                                               or dim < 1):
+        raise ValueError(f"dim must be a positive int, 'auto' or None, got {dim!r}")
     if isinstance(min_count, bool) or not isinstance(min_count, (int, np.integer)) or min_count < 1:
         raise ValueError(f"min_count must be a positive int, got {min_count!r}")
     if corpus is None and min_count != 1:
@@ -234,6 +359,51 @@ def _check_options(dim: Optional[int], min_count: int, oov: str, case: str, subw
         raise ValueError(f"subwords must be True, False or None, got {subwords!r}")
     check_choice("oov", oov, OovVector)
     check_choice("case", case, Case)
+
+
+def _check_weighting(weighting: str, sif_a: float, storage: Optional[TableStorage],
+                     frequencies: object) -> tuple[str, float, TableStorage]:
+    check_choice("weighting", weighting, Weighting)
+    if isinstance(sif_a, bool) or not isinstance(sif_a, (int, float, np.floating)) or not 0 < sif_a <= 1:
+        raise ValueError(f"sif_a must be a number in (0, 1], got {sif_a!r}")
+    if storage is not None and not isinstance(storage, TableStorage):
+        raise TypeError(f"storage must be a TableStorage or None, got {type(storage).__name__}")
+    if frequencies is not None:
+        if weighting == "none":
+            raise ValueError("frequencies weight the vectors: they need weighting='sif' (or 'auto'), not 'none'")
+        if not isinstance(frequencies, (str, os.PathLike, Mapping)):
+            raise TypeError(f"frequencies must be a mapping of word counts or a file path, got "
+                            f"{type(frequencies).__name__}")
+        if isinstance(frequencies, Mapping):
+            bad = next(((w, c) for w, c in frequencies.items() if not isinstance(w, str) or isinstance(c, bool)
+                        or not isinstance(c, (int, np.integer)) or c < 0), None)
+            if bad is not None:
+                raise ValueError(f"frequencies maps words (str) to counts (int >= 0); got {bad[0]!r}: {bad[1]!r}")
+            if not any(frequencies.values()):
+                raise ValueError("frequencies holds no word counted more than 0 times")
+    return weighting, float(sif_a), storage or TableStorage()
+
+
+def _word_probabilities(reduction: Reduction, frequencies: Optional[Mapping[str, int]]) -> np.ndarray:
+    """``(words,)`` p(w): from the word-count list, else the corpus's counts, else the Zipf rank of
+    each word's first piece in the teacher's vocabulary."""
+    if frequencies is not None:
+        return count_probabilities(reduction.words, frequencies, sum(frequencies.values()))
+    if reduction.corpus_hash is not None:
+        return reduction.counts / reduction.counts.sum()
+    from .alignment import PieceTokenizer
+
+    ids, counts = PieceTokenizer(reduction.tokenizer).words_alone(reduction.words)
+    # (words,) the id of each word's first piece
+    first_ids = ids[np.concatenate([[0], np.cumsum(counts)[:-1]])]
+    return zipf_probabilities(first_ids, len(reduction.tokenizer))
+
+
+def _counts_hash(counts: Mapping[str, int]) -> str:
+    digest = hashlib.blake2b(digest_size=16)
+    for word, count in sorted(counts.items()):
+        digest.update(word.encode("utf-8", "surrogatepass") + b"\x1f" + str(int(count)).encode() + b"\x1e")
+    return digest.hexdigest()
 
 
 def _piece_tokenizer(teacher: Encoder, subwords: Optional[bool]):
@@ -275,11 +445,11 @@ class _Sums:
         n = len(self.index)
         return list(self.index), self.sums[:n].numpy(), self.counts[:n]
 
-    def means(self, min_count: int) -> tuple[list, np.ndarray]:
-        """Keys seen at least ``min_count`` times and their ``(keys, width)`` float32 means."""
+    def means(self, min_count: int) -> tuple[list, np.ndarray, np.ndarray]:
+        """Keys seen at least ``min_count`` times, their ``(keys, width)`` float32 means and ``(keys,)`` counts."""
         keys, sums, counts = self.totals()
         keep = np.flatnonzero(counts >= min_count)
-        return [keys[i] for i in keep], (sums[keep] / counts[keep, None]).astype(np.float32)
+        return [keys[i] for i in keep], (sums[keep] / counts[keep, None]).astype(np.float32), counts[keep]
 
 
 def _accumulate(teacher: Encoder, extractor: FeatureExtractor, corpus: Iterable[Sequence[str]], case: str,
@@ -394,4 +564,4 @@ def _fit_pca(vectors: np.ndarray, dim: int):
     return pca, float(pca.explained_variance_ratio_.sum())
 
 
-__all__ = ["DISTILLATION_FILE", "distill", "middle_layers", "whole_words"]
+__all__ = ["DEFAULTS", "DISTILLATION_FILE", "distill", "middle_layers", "whole_words"]

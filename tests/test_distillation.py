@@ -141,7 +141,7 @@ def test_vocabulary_mode_encodes_whole_words_alone(bert):
     words = whole_words(bert)
     assert words and all(bert.pieces([[w]])[0].n_pieces == 1 for w in words)
     assert not any(w.startswith("##") or w in ("[CLS]", "[SEP]", "[PAD]") for w in words)
-    student = distill(bert, layers=-1)
+    student = distill(bert, layers=-1, dim=None, weighting="none")
     assert student.words == words
     (alone,) = FeatureExtractor(bert, layers=-1, combine="mean", subword_pooling="mean").words([[words[5]]])
     np.testing.assert_allclose(student.table[5], alone[0], rtol=1e-5, atol=1e-6)
@@ -154,7 +154,7 @@ def test_roberta_vocabulary_strips_the_space_marker(tiny_roberta_dir):
 
 
 def test_vocabulary_mode_keeps_the_whole_words_as_pieces(bert):
-    student = distill(bert, layers=-1)
+    student = distill(bert, layers=-1, dim=None, weighting="none")
     ids = [int(bert.pieces([[w]])[0].ids[0]) for w in student.words]
     assert student.subwords.ids.tolist() == ids
     np.testing.assert_array_equal(student.subwords.vectors, student.table[:-1])

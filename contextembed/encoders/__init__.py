@@ -4,6 +4,7 @@ from .base import Encoder, PieceEncoding, check_sentences
 from .elmo import ElmoEncoder
 from .loading import NAMED_MODELS, load_encoder, register_directory_format
 from .static import StaticVectors
+from .table_storage import TableStorage
 from .vector_files import write_word2vec
 
 __all__ = [
@@ -12,6 +13,7 @@ __all__ = [
     "NAMED_MODELS",
     "PieceEncoding",
     "StaticVectors",
+    "TableStorage",
     "check_sentences",
     "load_encoder",
     "register_directory_format",

@@ -28,12 +28,14 @@ from typing import Literal, Optional, Union
 
 import numpy as np
 
+from .._files import atomic_directory
 from ..options import check_choice
 from ..pooling.layers import LayerSpec
 from ..pooling.subword import SubwordPooling, check_subword_pooling
 from .base import Encoder, PieceEncoding, Sentences, ShowProgress, check_sentence_chunks, progress_bar
 from .static_directory import is_saved_directory, read_saved_table, write_saved_table
 from .subwords import SubwordVectors
+from .table_storage import TableStorage
 from .vector_files import (  # noqa: F401  (re-exported)
     FORMAT_DESCRIPTIONS,
     StaticFormat,
@@ -70,6 +72,10 @@ class StaticVectors(Encoder):
     subwords : SubwordVectors, optional
         Piece vectors of a tokenizer (a distilled table's teacher): a word not in the vocabulary
         takes the mean of its known pieces' vectors (:mod:`contextembed.encoders.subwords`).
+    storage : TableStorage, optional
+        How :meth:`save` stores the vectors (float32 rows by default; float16, int8 or clustered:
+        :mod:`contextembed.encoders.table_storage`). A table loaded from a directory keeps the
+        storage it was saved with; in memory the table is float32 either way.
 
     Raises
     ------
@@ -94,8 +100,11 @@ class StaticVectors(Encoder):
         lowercase: Union[bool, Literal["auto"]] = "auto",
         oov: OovVector = "zeros",
         subwords: Optional[SubwordVectors] = None,
+        storage: Optional[TableStorage] = None,
     ) -> None:
         check_choice("oov", oov, OovVector)
+        if storage is not None and not isinstance(storage, TableStorage):
+            raise TypeError(f"storage must be a TableStorage or None, got {type(storage).__name__}")
         words = list(words)
         vectors = check_table(words, vectors)
         if subwords is not None and subwords.width != vectors.shape[1]:
@@ -112,6 +121,7 @@ class StaticVectors(Encoder):
         self.table = np.vstack([vectors, oov_vector[None].astype(np.float32)])
         self.oov = oov
         self.subwords = subwords
+        self.storage = storage or TableStorage()
 
     @property
     def n_layers(self) -> int:
@@ -196,15 +206,40 @@ class StaticVectors(Encoder):
 
     # -- loading and saving -------------------------------------------------------------------
 
-    def _write(self, folder: str) -> None:
+    def save(self, directory: Union[str, os.PathLike], *, overwrite: bool = False,
+             storage: Optional[TableStorage] = None) -> None:
+        """As :meth:`Encoder.save`; ``storage`` (default: :attr:`storage`) says how the vectors (and
+        the piece vectors) are stored: float32, float16, int8 or clustered
+        (:mod:`~contextembed.encoders.table_storage`).
+
+        Raises
+        ------
+        ValueError
+            For ``storage.clusters`` above the number of rows (before anything is written).
+        """
+        storage = self._checked_storage(storage)
+        with atomic_directory(directory, overwrite=overwrite, what="encoder directory") as folder:
+            self._write(folder, storage)
+
+    def _checked_storage(self, storage: Optional[TableStorage]) -> TableStorage:
+        if storage is not None and not isinstance(storage, TableStorage):
+            raise TypeError(f"storage must be a TableStorage or None, got {type(storage).__name__}")
+        storage = storage or getattr(self, "storage", TableStorage())  # pickles from before storage existed
+        if storage.clusters is not None and storage.clusters > len(self.words):
+            raise ValueError(f"clusters={storage.clusters} exceeds the table's {len(self.words)} rows: pass at most "
+                             f"{len(self.words)}")
+        return storage
+
+    def _write(self, folder: str, storage: Optional[TableStorage] = None) -> None:
         """The vectors, the exact word list and the lookup options (see :meth:`Encoder.save` and
         :mod:`~contextembed.encoders.static_directory`): every word exactly, whatever characters it
         holds, and every row, duplicates included."""
+        storage = self._checked_storage(storage)
         if self.subwords is not None:
-            self.subwords.save(folder)
+            self.subwords.save(folder, storage)
         # (vocab, width), the OOV row left out
         write_saved_table(folder, self.words, self.table[:-1], lowercase=self.lowercase, oov=self.oov,
-                          subwords=self.subwords is not None)
+                          subwords=self.subwords is not None, storage=storage)
 
     @classmethod
     def load(
@@ -266,8 +301,8 @@ def load_saved_directory(path: Union[str, os.PathLike], **options) -> StaticVect
     saved = read_saved_table(path, options.pop("unicode_errors", "strict"))
     options = {**saved.options, **options, "spec": options.get("spec", path)}
     if saved.subwords:
-        options["subwords"] = SubwordVectors.load(path)
-    encoder = StaticVectors(saved.words, saved.vectors, **options)
+        options["subwords"] = SubwordVectors.load(path, saved.storage)
+    encoder = StaticVectors(saved.words, saved.vectors, storage=saved.storage, **options)
     _warn_duplicates(encoder, saved.source, saved.row_name)
     return encoder
 

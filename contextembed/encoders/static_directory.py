@@ -4,10 +4,20 @@ Format version 2 holds ``vectors.safetensors`` (one float32 tensor ``"vectors"``
 width)``, every row including duplicates), ``words.json`` (the exact list of words, any ``str``)
 and ``contextembed_static.json`` (``format_version``, ``lowercase``, ``oov``). Version 3 is the same
 with a ``subwords`` folder beside them (:class:`~contextembed.encoders.subwords.SubwordVectors`,
-which reads and writes that folder itself) and ``"subwords": true``. The earlier layout (version 1),
+which reads and writes that folder itself) and ``"subwords": true``. Version 4 is a table stored
+otherwise than as float32 rows (float16, int8 with its scales, or clustered:
+:mod:`~contextembed.encoders.table_storage`), its options naming the ``"storage"`` and whether
+``"subwords"`` are present. The earlier layout (version 1),
 ``vectors.bin`` (word2vec binary) + ``contextembed_static.json`` without a version, is still read,
 because pickled estimators embed it. The directory is written under a temporary name and renamed
 into place by :meth:`Encoder.save <contextembed.encoders.base.Encoder.save>`.
+
+Every save since version 4 exists also writes ``contextembed_provenance.json``
+(:mod:`contextembed.provenance`, artifact ``"static vectors table"``): the storage, the number of
+rows and columns, and the hash of every file that holds vectors or words. A reader that finds it
+checks it before reading the table, so an edited, truncated or swapped file is a
+:class:`~contextembed.errors.ProvenanceError`; version 4 must have it. Tables saved before it
+existed (versions 1 to 3, no record) load exactly as before.
 
 This module reads and writes the table and its options; the encoder is built from them by
 :func:`contextembed.encoders.static.load_saved_directory`.
@@ -22,7 +32,9 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .. import provenance
 from ..errors import ModelFormatError
+from .table_storage import TableStorage, decode, encode
 from .vector_files import UnicodeErrors, read_vectors
 
 #: the files :meth:`StaticVectors.save` writes (format version 2)
@@ -33,6 +45,12 @@ SAVED_TENSOR = "vectors"
 SAVED_FORMAT_VERSION = 2
 #: a table with subword vectors (a ``subwords`` folder beside the table) is format version 3
 SUBWORDS_FORMAT_VERSION = 3
+#: a table stored as float16, int8 or clustered (the options name its ``"storage"``)
+STORAGE_FORMAT_VERSION = 4
+#: what a saved table's provenance record calls it
+TABLE_ARTIFACT = "static vectors table"
+#: the piece vectors' file inside the ``subwords`` folder (hashed in the provenance record)
+PIECES_FILE = "subwords/piece_vectors.safetensors"
 #: the vectors file of the earlier layout (format version 1: word2vec binary), still read
 LEGACY_SAVED_VECTORS = "vectors.bin"
 
@@ -45,8 +63,10 @@ class SavedTable(NamedTuple):
     vectors: np.ndarray
     #: the saved lookup options: ``lowercase`` and ``oov``
     options: dict
-    #: whether a ``subwords`` folder belongs to the table (format version 3)
+    #: whether a ``subwords`` folder belongs to the table (format version 3, or 4 saying so)
     subwords: bool
+    #: how the vectors were stored (float32 rows for every version before 4)
+    storage: TableStorage
     #: the file the rows were read from, and where row ``i`` is in it (for messages)
     source: str
     row_name: Callable[[int], str]
@@ -58,8 +78,9 @@ def is_saved_directory(path: str) -> bool:
 
 
 def write_saved_table(folder: str, words: list[str], vectors: np.ndarray, *, lowercase: bool, oov: str,
-                      subwords: bool) -> None:
-    """Write the table into ``folder`` (format version 2, or 3 with ``subwords``).
+                      subwords: bool, storage: TableStorage = TableStorage()) -> None:
+    """Write the table into ``folder`` (format version 2, 3 with ``subwords``, 4 when ``storage`` is
+    not float32 rows) and its provenance record.
 
     Parameters
     ----------
@@ -70,32 +91,60 @@ def write_saved_table(folder: str, words: list[str], vectors: np.ndarray, *, low
     lowercase, oov
         The encoder's lookup options.
     subwords : bool
-        Whether the encoder writes a ``subwords`` folder beside the table.
+        Whether the encoder wrote a ``subwords`` folder beside the table (before this call: its
+        piece vectors' hash is recorded).
+    storage : TableStorage
+        How the vectors are stored (:mod:`~contextembed.encoders.table_storage`).
+
+    Raises
+    ------
+    ValueError
+        If ``storage.clusters`` exceeds the number of rows.
     """
     from safetensors.numpy import save_file
 
+    if storage.clusters is not None and storage.clusters > len(vectors):
+        raise ValueError(f"clusters={storage.clusters} exceeds the table's {len(vectors)} rows: pass at most "
+                         f"{len(vectors)}")
     options = {"format_version": SAVED_FORMAT_VERSION, "lowercase": lowercase, "oov": oov}
     if subwords:
         options.update(format_version=SUBWORDS_FORMAT_VERSION, subwords=True)
-    save_file({SAVED_TENSOR: np.ascontiguousarray(vectors)}, os.path.join(folder, SAVED_VECTORS))
+    if not storage.is_default:
+        options.update(format_version=STORAGE_FORMAT_VERSION, subwords=subwords, storage=storage.as_record())
+    save_file(encode(vectors, storage), os.path.join(folder, SAVED_VECTORS))
     _write_json(os.path.join(folder, SAVED_WORDS), words)
     _write_json(os.path.join(folder, SAVED_OPTIONS), options)
+    provenance.write(os.path.join(folder, provenance.PROVENANCE_FILE),
+                     _table_record(folder, storage, len(words), vectors.shape[1], subwords))
+
+
+def _table_record(folder: str, storage: TableStorage, rows: int, width: int, subwords: bool) -> dict:
+    """The provenance record of the table in ``folder``: its storage, shape and files' hashes."""
+    files = [SAVED_VECTORS, SAVED_WORDS, SAVED_OPTIONS] + ([PIECES_FILE] if subwords else [])
+    return provenance.record(TABLE_ARTIFACT, storage=storage.as_record(), rows=rows, width=width,
+                             files={name: provenance.file_hash(os.path.join(folder, name)) for name in files})
 
 
 def read_saved_table(path: str, unicode_errors: UnicodeErrors = "strict") -> SavedTable:
     """Read the table of a saved directory (any version; the earlier layout's ``vectors.bin`` with
-    ``unicode_errors``).
+    ``unicode_errors``), after checking its provenance record where it has one.
 
     Raises
     ------
     ModelFormatError
-        For missing, unreadable or inconsistent files; the message names the file.
+        For missing, unreadable or inconsistent files (int8 scales that are not finite and
+        positive, cluster indices outside the centroids); the message names the file.
+    ProvenanceError
+        For a file changed since the table was saved (edited, truncated, swapped), or a version 4
+        table without its record.
     FileFormatError
         For a damaged ``vectors.bin`` of the earlier layout (naming the entry).
     """
     path = os.fspath(path)
     saved = _read_saved_options(os.path.join(path, SAVED_OPTIONS))
     version = saved.pop("format_version")
+    subwords = saved.pop("subwords")
+    storage = saved.pop("storage")
     if version == 1:
         legacy = os.path.join(path, LEGACY_SAVED_VECTORS)
         if not os.path.isfile(legacy):
@@ -103,16 +152,28 @@ def read_saved_table(path: str, unicode_errors: UnicodeErrors = "strict") -> Sav
                 f"{SAVED_OPTIONS} describes the earlier layout, but {LEGACY_SAVED_VECTORS} is missing", path=path
             )
         found = read_vectors(legacy, "word2vec-binary", unicode_errors=unicode_errors)
-        return SavedTable(found.words, found.vectors, saved, False, legacy, found.row_name)
+        return SavedTable(found.words, found.vectors, saved, False, storage, legacy, found.row_name)
     words_path = os.path.join(path, SAVED_WORDS)
-    words, vectors = _read_saved_words(words_path), _read_saved_vectors(os.path.join(path, SAVED_VECTORS))
+    found_record = provenance.read(os.path.join(path, provenance.PROVENANCE_FILE), artifact=f"static table {path}")
+    if found_record is None and version == STORAGE_FORMAT_VERSION:
+        raise ModelFormatError(f"a format {version} table must have its {provenance.PROVENANCE_FILE}, which is "
+                               "missing: save the table again", path=path)
+    words = _read_saved_words(words_path)
+    if found_record is not None:  # before the vectors are read: a changed file is named as such
+        expected = _table_record(path, storage, len(words), found_record.get("width"), subwords)
+        provenance.check(found_record, expected, artifact=f"static table {path}",
+                         fix="its files changed after it was saved: save the table again")
+    vectors = _read_saved_vectors(os.path.join(path, SAVED_VECTORS), storage)
+    if found_record is not None and vectors.shape[1] != found_record["width"]:
+        raise ModelFormatError(f"{SAVED_VECTORS} holds {vectors.shape[1]} columns, its record "
+                               f"{found_record['width']!r}: save the table again", path=path)
     if vectors.shape[0] != len(words):
         raise ModelFormatError(
             f"{SAVED_VECTORS} holds {vectors.shape[0]} rows but {SAVED_WORDS} {len(words)} words; the "
             "directory mixes two saves: save the encoder again",
             path=path,
         )
-    return SavedTable(words, vectors, saved, version == SUBWORDS_FORMAT_VERSION, words_path, _index_name)
+    return SavedTable(words, vectors, saved, subwords, storage, words_path, _index_name)
 
 
 def _index_name(i: int) -> str:
@@ -127,32 +188,42 @@ def _write_json(path: str, value: object) -> None:
 
 
 def _read_saved_options(path: str) -> dict:
-    """``{"format_version", "lowercase", "oov"}`` from ``contextembed_static.json`` (version 1 has none);
-    its ``"subwords": true`` is checked against the version (3 alone has subword vectors)."""
+    """``{"format_version", "lowercase", "oov", "subwords", "storage"}`` from ``contextembed_static.json``
+    (version 1 has none). ``"subwords": true`` belongs to version 3, and version 4 names both
+    ``"subwords"`` and its ``"storage"``; the earlier versions get float32 rows."""
     try:
         with open(path, encoding="utf-8") as handle:
             saved = json.load(handle)
     except (OSError, ValueError) as error:
         raise ModelFormatError(f"cannot read the saved options: {error}", path=path) from None
-    known = {"format_version", "lowercase", "oov", "subwords"}
+    known = {"format_version", "lowercase", "oov", "subwords", "storage"}
     if not isinstance(saved, dict) or not set(saved) <= known:
         raise ModelFormatError(
             f"expected a JSON object with keys among {sorted(known)}, got {saved!r:.200}", path=path
         )
     saved.setdefault("format_version", 1)
-    if saved["format_version"] not in (1, SAVED_FORMAT_VERSION, SUBWORDS_FORMAT_VERSION):
+    versions = (1, SAVED_FORMAT_VERSION, SUBWORDS_FORMAT_VERSION, STORAGE_FORMAT_VERSION)
+    if saved["format_version"] not in versions:
         raise ModelFormatError(
-            f"format_version {saved['format_version']!r} is not one this contextembed reads (1, "
-            f"{SAVED_FORMAT_VERSION}, {SUBWORDS_FORMAT_VERSION}); it was written by a newer contextembed: upgrade it",
+            f"format_version {saved['format_version']!r} is not one this contextembed reads "
+            f"({', '.join(map(str, versions))}); it was written by a newer contextembed: upgrade it",
             path=path,
         )
-    subwords = saved.pop("subwords", False)
-    if subwords is not (saved["format_version"] == SUBWORDS_FORMAT_VERSION):
+    if saved["format_version"] == STORAGE_FORMAT_VERSION:
+        if not isinstance(saved.get("subwords"), bool) or "storage" not in saved:
+            raise ModelFormatError(f'format_version {STORAGE_FORMAT_VERSION} names "subwords" (true or false) and '
+                                   f'"storage", got {saved!r:.200}: save the encoder again', path=path)
+        saved["storage"] = TableStorage.from_record(saved["storage"], path)
+        return saved
+    subwords = saved.setdefault("subwords", False)
+    if subwords is not (saved["format_version"] == SUBWORDS_FORMAT_VERSION) or "storage" in saved:
         raise ModelFormatError(
             f'"subwords": {json.dumps(subwords)} does not fit format_version {saved["format_version"]} (version '
-            f"{SUBWORDS_FORMAT_VERSION}, and only it, has subword vectors): save the encoder again",
+            f"{SUBWORDS_FORMAT_VERSION}, and only it, has subword vectors; version {STORAGE_FORMAT_VERSION} alone names "
+            '"storage"): save the encoder again',
             path=path,
         )
+    saved["storage"] = TableStorage()
     return saved
 
 
@@ -167,24 +238,20 @@ def _read_saved_words(path: str) -> list[str]:
     return words
 
 
-def _read_saved_vectors(path: str) -> np.ndarray:
+def _read_saved_vectors(path: str, storage: TableStorage) -> np.ndarray:
+    """``(rows, width)`` float32, decoded from ``storage`` and checked (finite, one tensor set)."""
+    return decode(read_tensors(path, "the saved vectors"), storage, path)
+
+
+def read_tensors(path: str, what: str) -> dict[str, np.ndarray]:
+    """The tensors of the safetensors file ``path``; ``ModelFormatError`` naming ``what`` and the file."""
     from safetensors import SafetensorError
     from safetensors.numpy import load_file
 
     try:
-        tensors = load_file(path)
+        return load_file(path)
     except (OSError, SafetensorError) as error:
-        raise ModelFormatError(f"cannot read the saved vectors: {error}", path=path) from None
-    vectors = tensors.get(SAVED_TENSOR)
-    if set(tensors) != {SAVED_TENSOR} or vectors.dtype != np.float32 or vectors.ndim != 2:
-        found = {name: (str(t.dtype), t.shape) for name, t in tensors.items()}
-        raise ModelFormatError(
-            f"expected one float32 (vocab, width) tensor named {SAVED_TENSOR!r}, found {found}", path=path
-        )
-    if not np.isfinite(vectors).all():
-        row = int(np.argmin(np.isfinite(vectors).all(axis=1)))
-        raise ModelFormatError(f"row {row} of the saved vectors is not finite", path=path)
-    return vectors
+        raise ModelFormatError(f"cannot read {what}: {error}", path=path) from None
 
 
-__all__ = ["SavedTable", "is_saved_directory", "read_saved_table", "write_saved_table"]
+__all__ = ["SavedTable", "is_saved_directory", "read_saved_table", "read_tensors", "write_saved_table"]

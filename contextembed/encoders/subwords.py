@@ -15,11 +15,14 @@ from __future__ import annotations
 
 import os
 import threading
+from dataclasses import replace
+from typing import Optional
 
 import numpy as np
 
 from ..alignment import PieceTokenizer
 from ..errors import ModelFormatError
+from .table_storage import TableStorage, decode, encode
 
 #: the tokenizer's files and the piece vectors, in a ``subwords`` folder of the static directory
 SUBWORD_FOLDER = "subwords"
@@ -165,43 +168,46 @@ class SubwordVectors:
         """The same pieces with new ``(pieces, width')`` vectors (e.g. a PCA projection)."""
         return SubwordVectors(self.tokenizer, self.ids, vectors)
 
-    def save(self, folder: str) -> None:
-        """The tokenizer (``save_pretrained``) and the piece vectors, in ``folder/subwords``."""
+    def save(self, folder: str, storage: Optional[TableStorage] = None) -> None:
+        """The tokenizer (``save_pretrained``) and the piece vectors, in ``folder/subwords``, the vectors
+        stored as ``storage`` says (float32 rows by default; clustered into at most as many
+        centroids as there are pieces)."""
         from safetensors.numpy import save_file
 
+        storage = storage or TableStorage()
+        if storage.clusters is not None and storage.clusters > len(self.ids):
+            storage = replace(storage, clusters=len(self.ids))
         path = os.path.join(folder, SUBWORD_FOLDER)
         os.makedirs(path)
         self.tokenizer.save_pretrained(path)
-        save_file({"ids": self.ids, "vectors": np.ascontiguousarray(self.vectors)}, os.path.join(path, SUBWORD_VECTORS))
+        save_file({"ids": self.ids, **encode(self.vectors, storage)}, os.path.join(path, SUBWORD_VECTORS))
 
     @classmethod
-    def load(cls, folder: str) -> "SubwordVectors":
-        """Read what :meth:`save` wrote in ``folder/subwords``; never touches the network.
+    def load(cls, folder: str, storage: Optional[TableStorage] = None) -> "SubwordVectors":
+        """Read what :meth:`save` wrote in ``folder/subwords`` (with the table's ``storage``); never
+        touches the network.
 
         Raises
         ------
         ModelFormatError
             For a missing or unreadable tokenizer or vectors file, or inconsistent contents.
         """
-        from safetensors import SafetensorError
-        from safetensors.numpy import load_file
-
         from .hf_files import load_tokenizer
+        from .static_directory import read_tensors
 
         path = os.path.join(folder, SUBWORD_FOLDER)
         vectors_path = os.path.join(path, SUBWORD_VECTORS)
         if not os.path.isfile(vectors_path):
             raise ModelFormatError(f"the saved options name subwords, but {SUBWORD_FOLDER}/{SUBWORD_VECTORS} is "
                                    "missing: save the encoder again", path=folder)
-        try:
-            tensors = load_file(vectors_path)
-        except (OSError, SafetensorError) as error:
-            raise ModelFormatError(f"cannot read the piece vectors: {error}", path=vectors_path) from None
-        if set(tensors) != {"ids", "vectors"}:
+        tensors = read_tensors(vectors_path, "the piece vectors")
+        if "ids" not in tensors:
             raise ModelFormatError(f"expected tensors 'ids' and 'vectors', found {sorted(tensors)}", path=vectors_path)
+        ids = tensors.pop("ids")
+        vectors = decode(tensors, storage or TableStorage(), vectors_path)
         tokenizer = load_tokenizer(path, {})
         try:
-            return cls(tokenizer, tensors["ids"], tensors["vectors"])
+            return cls(tokenizer, ids, vectors)
         except ValueError as error:
             raise ModelFormatError(str(error), path=vectors_path) from None
 

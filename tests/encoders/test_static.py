@@ -243,7 +243,8 @@ def test_save_keeps_any_word_exactly(tmp_path):
         original = StaticVectors(ODD_WORDS, vectors, lowercase=False, oov="mean")
         original.save(tmp_path / "copy")
         copy = load_encoder(tmp_path / "copy")
-    assert sorted(os.listdir(tmp_path / "copy")) == ["contextembed_static.json", "vectors.safetensors", "words.json"]
+    assert sorted(os.listdir(tmp_path / "copy")) == ["contextembed_provenance.json", "contextembed_static.json",
+                                                     "vectors.safetensors", "words.json"]
     assert copy.words == ODD_WORDS and (copy.lowercase, copy.oov) == (False, "mean")
     np.testing.assert_array_equal(_bits(copy.table), _bits(original.table))
     options = json.loads((tmp_path / "copy" / "contextembed_static.json").read_text())
@@ -288,9 +289,15 @@ def test_the_earlier_saved_layout_still_loads(tmp_path, vectors):
 
 
 def test_broken_saved_directories_are_clear_errors(tmp_path, vectors):
+    from contextembed.errors import ProvenanceError
+    from contextembed.provenance import PROVENANCE_FILE
+
     target = tmp_path / "copy"
     StaticVectors(WORDS, vectors).save(target)
     (target / "words.json").write_text(json.dumps(WORDS[:-1]))
+    with pytest.raises(ProvenanceError, match="its files changed after it was saved"):  # the record sees it first
+        load_saved_directory(str(target))
+    (target / PROVENANCE_FILE).unlink()  # as a table saved before records existed: the content checks alone
     with _raises_at(target, "holds 6 rows but words.json 5 words", error=ModelFormatError):
         load_saved_directory(str(target))
     (target / "words.json").write_text('{"the": 0}')
@@ -300,8 +307,8 @@ def test_broken_saved_directories_are_clear_errors(tmp_path, vectors):
     (target / "vectors.safetensors").write_bytes(b"\x00" * 10)
     with _raises_at(target / "vectors.safetensors", "cannot read the saved vectors", error=ModelFormatError):
         load_saved_directory(str(target))
-    (target / "contextembed_static.json").write_text('{"format_version": 4, "lowercase": true, "oov": "zeros"}')
-    with _raises_at(target / "contextembed_static.json", "format_version 4", "upgrade", error=ModelFormatError):
+    (target / "contextembed_static.json").write_text('{"format_version": 5, "lowercase": true, "oov": "zeros"}')
+    with _raises_at(target / "contextembed_static.json", "format_version 5", "upgrade", error=ModelFormatError):
         load_saved_directory(str(target))
     (target / "contextembed_static.json").write_text('{"lowercase": true}')  # version 1 needs vectors.bin
     with _raises_at(target, "vectors.bin is missing", error=ModelFormatError):

@@ -103,9 +103,15 @@ def test_table_and_pieces_must_be_equally_wide(tokenizer):
 
 
 def test_broken_subword_folders_are_clear_errors(tmp_path, table):
+    from contextembed.errors import ProvenanceError
+    from contextembed.provenance import PROVENANCE_FILE
+
     table.save(tmp_path / "table")
     folder = tmp_path / "table" / SUBWORD_FOLDER
     (folder / SUBWORD_VECTORS).write_bytes(b"\x00" * 8)
+    with pytest.raises(ProvenanceError, match="its files changed after it was saved"):  # the record sees it first
+        load_encoder(tmp_path / "table")
+    (tmp_path / "table" / PROVENANCE_FILE).unlink()  # as a table saved before records existed: the content checks
     with pytest.raises(ModelFormatError, match="cannot read the piece vectors") as error:
         load_encoder(tmp_path / "table")
     assert SUBWORD_VECTORS in str(error.value)
