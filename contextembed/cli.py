@@ -465,7 +465,7 @@ def add_tune_parser(subparsers) -> None:
 
 
 def _run_tune(args: argparse.Namespace) -> int:
-    from .tuning import tune
+    from .encoders import tune
 
     print(json.dumps(tune(args.spec, device=args.device, precision=args.precision, backend=args.backend,
                           refresh=args.refresh), indent=2))

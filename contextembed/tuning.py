@@ -27,7 +27,7 @@ Settings
     process, write nothing). A directory that cannot be written costs the measurement, never the
     job: one warning naming ``CONTEXTEMBED_TUNING_DIR``, and the process measures for itself.
 
-``contextembed tune MODEL`` (:func:`tune`) does all of it ahead of time, so that a container image
+``contextembed tune MODEL`` (:func:`contextembed.encoders.tune`) does all of it ahead of time, so that a container image
 or a cluster's workers are prepared once.
 """
 
@@ -93,7 +93,7 @@ def tuning_root() -> str:
 
 def mode() -> str:
     """``CONTEXTEMBED_TUNING`` (:data:`TUNING_MODES`); ``"on"`` when unset; ``"refresh"`` inside
-    :func:`tune` with ``refresh=True``.
+    :func:`refreshing`.
 
     Raises
     ------
@@ -104,45 +104,21 @@ def mode() -> str:
     return "refresh" if _REFRESH.get() and configured == "on" else configured
 
 
-def tune(spec, *, device: str = "auto", precision: str = "auto", backend: str = "auto", refresh: bool = False) -> dict:
-    """Measure for ``spec`` what ``"auto"`` chooses on this machine and record it (what
-    ``contextembed tune`` runs): this CPU's precisions, and for a transformer with ``backend="auto"``
-    torch against the OpenVINO engine, whose export and compiled model are cached too. Later
-    processes on this machine read the records instead of measuring.
-
-    Parameters
-    ----------
-    spec : str
-        The model, as for :func:`contextembed.load_encoder`.
-    device, precision, backend : str
-        As for :func:`contextembed.load_encoder`; tuning measures where they say ``"auto"``.
-    refresh : bool
-        Measure again and rewrite the records even where they match.
-
-    Returns
-    -------
-    dict
-        ``model``; ``chosen``: the backend and precision of each load (``"backend=torch"`` and
-        ``"backend=<backend>"``); ``records``: each record's file name and result (the measured speedups over
-        fp32 or torch, the choices); ``seconds``; ``tuning_dir``.
-    """
-    from .encoders import load_encoder
-
-    start = time.perf_counter()
-    forget()
-    token = _REFRESH.set(bool(refresh))
+@contextlib.contextmanager
+def refreshing(enabled: bool = True) -> Iterator[None]:
+    """Within the block, measurements are made again and their records rewritten (as with
+    ``CONTEXTEMBED_TUNING=refresh``, unless that says ``off``)."""
+    token = _REFRESH.set(bool(enabled))
     try:
-        chosen = {}
-        for asked in ["torch"] + ([backend] if backend != "torch" else []):
-            encoder = load_encoder(spec, device=device, precision=precision, backend=asked)
-            chosen[f"backend={asked}"] = {"backend": encoder.backend, "precision": getattr(encoder, "precision", None)}
-            del encoder
+        yield
     finally:
         _REFRESH.reset(token)
+
+
+def results() -> dict[str, dict]:
+    """What this process read or measured since :func:`forget`: each record's file name and result."""
     with _RESULTS_LOCK:
-        records = {os.path.basename(path): result for path, result in sorted(_RESULTS.items())}
-    return {"model": str(spec), "chosen": chosen, "records": records, "tuning_dir": tuning_root(),
-            "seconds": round(time.perf_counter() - start, 1)}
+        return {os.path.basename(path): result for path, result in sorted(_RESULTS.items())}
 
 
 # -- what a record depends on ---------------------------------------------------------------------
@@ -421,14 +397,14 @@ def announce(what: str, remembered_in: str = "") -> Iterator[None]:
 # -- checks of recorded results -------------------------------------------------------------------
 
 
-def check_speedup(value, name: str) -> float:
+def recorded_speedup(value, name: str) -> float:
     """A recorded speedup: a finite number in (0, 1000]; else ``ValueError`` naming ``name``."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1000:
         raise ValueError(f"recorded {name}={value!r} is not a speedup (a number in (0, 1000])")
     return float(value)
 
 
-def check_choice(value, choices, name: str) -> str:
+def recorded_choice(value, choices, name: str) -> str:
     """A recorded choice: one of ``choices``; else ``ValueError`` naming ``name``."""
     if not isinstance(value, str) or value not in choices:
         raise ValueError(f"recorded {name}={value!r} is not one of {', '.join(map(repr, choices))}")
@@ -436,5 +412,5 @@ def check_choice(value, choices, name: str) -> str:
 
 
 __all__ = ["ANNOUNCE_AFTER", "ARTIFACT", "LOCK_WAIT", "TUNING_DIR_ENV", "TUNING_ENV", "TUNING_MODES",
-           "TuningWarning", "announce", "announcing", "check_choice", "check_speedup", "cpu_flags", "forget",
-           "machine", "mode", "remembered", "tune", "tuning_root"]
+           "TuningWarning", "announce", "announcing", "cpu_flags", "forget", "machine", "mode", "recorded_choice",
+           "recorded_speedup", "refreshing", "remembered", "results", "tuning_root"]

@@ -2,7 +2,7 @@
 
 from .base import Encoder, PieceEncoding, check_sentences
 from .elmo import ElmoEncoder
-from .loading import NAMED_MODELS, load_encoder, register_directory_format
+from .loading import NAMED_MODELS, load_encoder, register_directory_format, tune
 from .static import StaticVectors
 from .table_storage import TableStorage
 from .vector_files import write_word2vec
@@ -16,6 +16,7 @@ __all__ = [
     "TableStorage",
     "check_sentences",
     "load_encoder",
+    "tune",
     "register_directory_format",
     "write_word2vec",
 ]

@@ -433,9 +433,9 @@ def auto_precision(make, probe: dict[str, np.ndarray], n_layers: int, key: dict)
         return built[name]
 
     def check(result: dict) -> None:
-        tuning.check_choice(result.get("precision"), _auto_candidates(), "precision")
+        tuning.recorded_choice(result.get("precision"), _auto_candidates(), "precision")
         for name, value in result.get("speedups", {}).items():
-            tuning.check_speedup(value, name)
+            tuning.recorded_speedup(value, name)
 
     result = tuning.remembered(
         "engine precision", {**key, "method": PRECISION_METHOD, "candidates": list(_auto_candidates())},

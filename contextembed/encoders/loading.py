@@ -330,3 +330,45 @@ def _did_you_mean(name: str) -> str:
     """``" Did you mean 'minilm-l6'?"`` for the bundled name closest to ``name``; ``""`` if none is."""
     guess = difflib.get_close_matches(os.path.basename(name).lower(), NAMED_MODELS, n=1, cutoff=0.6)
     return f" Did you mean {guess[0]!r}?" if guess else ""
+
+
+def tune(spec: Union[str, os.PathLike], *, device: str = "auto", precision: str = "auto", backend: str = "auto",
+         refresh: bool = False) -> dict:
+    """Measure for ``spec`` what ``"auto"`` chooses on this machine and record it (what
+    ``contextembed tune`` runs): this CPU's precisions, and for a transformer with ``backend="auto"``
+    torch against the OpenVINO engine, whose export and compiled model are cached too. Later
+    processes on this machine read the records (:mod:`contextembed.tuning`) instead of measuring.
+
+    Parameters
+    ----------
+    spec : str or path
+        The model, as for :func:`load_encoder`.
+    device : str
+        As for :func:`load_encoder`.
+    precision, backend : str
+        As for :func:`load_encoder`; tuning measures where they say ``"auto"``. Which to choose for
+        a task and a machine: ``docs/choosing.md``.
+    refresh : bool
+        Measure again and rewrite the records even where they match.
+
+    Returns
+    -------
+    dict
+        ``model``; ``chosen``: the backend and precision of each load (``"backend=torch"`` and
+        ``"backend=<backend>"``); ``records``: each record's file name and result (the measured
+        speedups over fp32 or torch, the choices); ``tuning_dir``; ``seconds``.
+    """
+    import time
+
+    from .. import tuning
+
+    start = time.perf_counter()
+    tuning.forget()
+    chosen = {}
+    with tuning.refreshing(refresh):
+        for asked in ["torch"] + ([backend] if backend != "torch" else []):
+            encoder = load_encoder(spec, device=device, precision=precision, backend=asked)
+            chosen[f"backend={asked}"] = {"backend": encoder.backend, "precision": getattr(encoder, "precision", None)}
+            del encoder
+    return {"model": os.fspath(spec), "chosen": chosen, "records": tuning.results(), "tuning_dir": tuning.tuning_root(),
+            "seconds": round(time.perf_counter() - start, 1)}

@@ -395,9 +395,9 @@ class TransformerEncoder(Encoder):
                     "engine_precision": forward.precision}
 
         def check(result: dict) -> None:
-            tuning.check_choice(result.get("backend"), ("torch", "openvino"), "backend")
+            tuning.recorded_choice(result.get("backend"), ("torch", "openvino"), "backend")
             if result.get("speedup") is not None:
-                tuning.check_speedup(result["speedup"], "speedup")
+                tuning.recorded_speedup(result["speedup"], "speedup")
 
         names = self._input_names()
         sentences = engine.calibration_sentences(self._calibration) if precision in ("int8", "auto") else []
