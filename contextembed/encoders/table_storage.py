@@ -52,6 +52,8 @@ class TableStorage:
     Parameters
     ----------
     precision : {"float32", "float16", "int8"}
+        How the table's values are stored on disk (they are float32 once loaded). Sizes and the
+        quality each keeps, and which to choose: ``docs/choosing.md`` and ``docs/speed.md``.
     scale : {"vector", "dimension"}
         Where int8's scales are taken; ignored (and recorded as ``None``) for the float precisions.
     clusters : int, optional
