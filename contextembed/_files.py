@@ -87,10 +87,10 @@ def _running_since(pid: int, written: float) -> bool:
         return True
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):  # no such process (or an id no process can have)
         return False
-    except (PermissionError, OverflowError, OSError):
-        return pid < 2**31  # another user's process: assume it is the writer
+    except OSError:  # another user's process: assume it is the writer
+        return True
     try:  # the process's start: its /proc entry's time stamp (Linux); elsewhere assume it is the writer
         started = os.stat(f"/proc/{pid}").st_ctime
     except OSError:

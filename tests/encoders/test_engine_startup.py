@@ -238,3 +238,11 @@ def test_engine_auto_leaves_int8_out_without_dot_product_units(monkeypatch):
     assert engine._auto_candidates() == ("fp32",)
     monkeypatch.setattr(tuning, "cpu_flags", lambda: frozenset({"avx2", "avx_vnni"}))
     assert engine._auto_candidates() == ("fp32", "int8")
+
+
+def test_a_partial_named_with_an_impossible_process_id_is_stale(tmp_path):
+    from contextembed._files import remove_stale_partials
+
+    huge = tmp_path / f".a.{2**70}-deadbeef.partial"  # no process can have this id
+    huge.mkdir()
+    assert remove_stale_partials(tmp_path) == [str(huge)]
