@@ -253,8 +253,8 @@ def cached_reduction(cache: Path, name: str, make) -> tuple[object, float]:
 
 def our_students(reductions: dict, corpus_counts: dict) -> dict:
     """``{name: (StaticVectors, storage, seconds of refine, source)}``: every option on the two passes."""
-    from contextembed.distillation import refine
-    from contextembed.encoders.table_storage import TableStorage
+    from contextembed._distillation import refine
+    from contextembed.encoders._table_storage import TableStorage
 
     plans = [
         ("vocabulary, no PCA, no weighting (before)", "vocabulary", None, "none", None),
@@ -369,7 +369,7 @@ def model2vec_rows(args, cache: Path, texts, labels, ner, work: Path) -> dict:
 def versus_model2vec(args) -> int:
     from collections import Counter
 
-    from contextembed.distillation import middle_layers, reduce_teacher
+    from contextembed._distillation import middle_layers, reduce_teacher
 
     if not SST2.exists() or not (CONLL / "train.txt").exists():
         print(f"skipped: {SST2} or {CONLL} is not present")

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import conll_sentences, synthetic_sentences, timed  # noqa: E402
 
 from contextembed import load_encoder  # noqa: E402
-from contextembed.encoders.elmo import ElmoEncoder, elmo_options  # noqa: E402
+from contextembed.encoders._elmo import ElmoEncoder, elmo_options  # noqa: E402
 from contextembed.extraction import FeatureExtractor  # noqa: E402
 
 

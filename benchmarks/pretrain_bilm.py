@@ -28,10 +28,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _pretrain_data import require, write_corpus  # noqa: E402
 
 from contextembed import load_encoder  # noqa: E402
-from contextembed.encoders.elmo import save_bilm  # noqa: E402
+from contextembed.encoders._elmo import save_bilm  # noqa: E402
 from contextembed.io import read_conll  # noqa: E402
 from contextembed.pretraining import BiLMConfig, TrainingOptions, pretrain_bilm  # noqa: E402
-from contextembed.pretraining.bilm import BiLMLanguageModel  # noqa: E402
+from contextembed.pretraining._bilm import BiLMLanguageModel  # noqa: E402
 
 
 def probe_f1(spec: str, train, dev) -> float:

@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _pretrain_data import require, write_corpus  # noqa: E402
 
 from contextembed.pretraining import MLMConfig, TrainingOptions, pretrain_mlm, read_corpus  # noqa: E402
-from contextembed.pretraining.mlm import BertObjective, SpecialIds, load_tokenizer, tokenize_documents  # noqa: E402
+from contextembed.pretraining._mlm import BertObjective, SpecialIds, load_tokenizer, tokenize_documents  # noqa: E402
 
 
 def masking_statistics(out: Path, corpus: Path, config: MLMConfig, batch_size: int) -> dict:

@@ -44,8 +44,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _pretrain_data import conll_path, write_corpus  # noqa: E402
 
 from contextembed.pretraining import MLMConfig, TrainingOptions, pretrain_mlm, read_corpus  # noqa: E402
-from contextembed.pretraining.corpus import split_held_out  # noqa: E402
-from contextembed.pretraining.mlm import (  # noqa: E402
+from contextembed.pretraining._corpus import split_held_out  # noqa: E402
+from contextembed.pretraining._mlm import (  # noqa: E402
     BertObjective,
     SpecialIds,
     bert_config,

@@ -73,7 +73,7 @@ class MeasuredActor:
 
 def with_ray(spec: str, precision: str, sentences) -> tuple[float, list, dict]:
     from contextembed.engines import BatchEmbedder
-    from contextembed.engines.arrow import column_arrays
+    from contextembed.engines._arrow import column_arrays
     from contextembed.engines.ray import LOCAL_ENVIRONMENT
 
     os.environ.update(LOCAL_ENVIRONMENT)

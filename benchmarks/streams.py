@@ -1,5 +1,5 @@
 """Batches run one at a time on every thread against several at once, one thread each
-(``contextembed.streams``), measured alternating in one process.
+(``contextembed._streams``), measured alternating in one process.
 
 For each precision: MiniLM-L6 word features (concat of the last four layers) of CoNLL-2003 dev
 sentences and of long documents (60 sentences joined: windows of 510 pieces), the ``TextEmbedder``
@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import SHARED, conll_sentences, synthetic_sentences  # noqa: E402
 
-from contextembed.streams import STREAMS_ENV  # noqa: E402
+from contextembed._streams import STREAMS_ENV  # noqa: E402
 
 #: the two ways compared: one batch at a time on all threads, and the default (a stream per thread)
 WAYS = {"one batch": "1", "streams": ""}
@@ -52,7 +52,7 @@ def runner(precision: str, corpus: str):
     if corpus == "elmo":
         import torch
 
-        from contextembed.encoders.elmo import ElmoEncoder, elmo_options
+        from contextembed.encoders._elmo import ElmoEncoder, elmo_options
 
         torch.manual_seed(0)
         elmo = ElmoEncoder.from_options(elmo_options("small"), device="cpu", precision=precision)

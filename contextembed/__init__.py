@@ -2,7 +2,13 @@
 
 import logging
 
-from .distillation import distill
+from . import _moved
+
+# old module paths (saved pickles and skops files name them) import as the private modules they became
+_moved.install()
+
+from ._distillation import distill
+from ._forking import set_child_threads
 from .encoders import ElmoEncoder, Encoder, PieceEncoding, StaticVectors, load_encoder
 from .errors import MissingDependencyError, ModelNotFoundError
 from .pooling import LayerPooling, ScalarMix, resolve_layers
@@ -26,4 +32,5 @@ __all__ = [
     "distill",
     "load_encoder",
     "resolve_layers",
+    "set_child_threads",
 ]

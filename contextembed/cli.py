@@ -169,14 +169,14 @@ def parse_layers(text: str):
 def add_encoder_arguments(parser: argparse.ArgumentParser) -> None:
     """Options shared by every command that loads an encoder."""
     parser.add_argument("spec", help="model name (minilm-l6, glove-6b-50d), directory or vectors file")
-    from .devices import PRECISION_NAMES, check_device, check_precision
+    from ._devices import PRECISION_NAMES, check_device, check_precision
 
     parser.add_argument("--device", default="auto", type=_checked(check_device, "device"),
                         help="auto (CUDA when present), cpu, cuda, cuda:N")
     parser.add_argument("--precision", default="auto", type=_checked(check_precision, "precision"),
                         metavar="{" + ",".join(PRECISION_NAMES) + "}",
                         help="compute precision of transformer and ELMo encoders; static vectors take auto or fp32")
-    from .backends import BACKEND_NAMES
+    from ._backends import BACKEND_NAMES
 
     parser.add_argument("--backend", default="torch", choices=BACKEND_NAMES,
                         help="what runs a transformer's forward pass: torch (exact), openvino (CPU, the openvino "
@@ -227,7 +227,7 @@ def _by_level(name: str, word_none: str = "") -> str:
 
 
 def add_embed_parser(subparsers) -> None:
-    from .bounds import CONNECT_TIMEOUT, Bound
+    from ._bounds import CONNECT_TIMEOUT, Bound
     from .corpus import ENGINES, OUTPUT_FORMATS
     from .extraction import LEVEL_DEFAULTS
     from .io import DOC_SEPS, INPUT_FORMATS, LEVELS, OUTPUT_DTYPES, TOKENIZERS
@@ -345,11 +345,11 @@ def _run_embed(args: argparse.Namespace) -> int:
 def add_distill_parser(subparsers) -> None:
     from typing import get_args
 
-    from .distillation import Case, Weighting
-    from .encoders.static import OovVector
-    from .encoders.table_storage import Int8Scale, StoragePrecision
+    from ._distillation import Case, Weighting
+    from .encoders._static import OovVector
+    from .encoders._table_storage import Int8Scale, StoragePrecision
     from .io import INPUT_FORMATS, TOKENIZERS
-    from .bounds import Bound
+    from ._bounds import Bound
 
     parser = subparsers.add_parser(
         "distill",
@@ -403,7 +403,7 @@ def add_distill_parser(subparsers) -> None:
 
 def _pca_dim(text: str):
     """``--dim``: ``auto``, ``none`` or a width from 1 to 65,536."""
-    from .bounds import Bound
+    from ._bounds import Bound
 
     if text in ("auto", "none"):
         return None if text == "none" else text
@@ -411,8 +411,8 @@ def _pca_dim(text: str):
 
 
 def _run_distill(args: argparse.Namespace) -> int:
-    from .distillation import check_output, distill
-    from .encoders.table_storage import TableStorage
+    from ._distillation import check_output, distill
+    from .encoders._table_storage import TableStorage
     from .encoders import load_encoder
     from .io import read_sentences
     from .tokenizers import get_tokenizer
@@ -437,7 +437,7 @@ def _run_distill(args: argparse.Namespace) -> int:
 
 
 def _pretrain_parser(subparsers) -> None:
-    from .pretraining.cli import add_pretrain_parser
+    from .pretraining._cli import add_pretrain_parser
 
     add_pretrain_parser(subparsers)
 

@@ -19,9 +19,9 @@ from typing import Literal, Optional, get_args
 import numpy as np
 import torch
 
-from .documents import check_context, in_context
-from .encoders.base import Encoder, PieceEncoding, Sentences, progress_bar
-from .options import check_choice
+from ._documents import check_context, in_context
+from .encoders._base import Encoder, PieceEncoding, Sentences, progress_bar
+from ._options import check_choice
 from .pooling import (
     TEXT_DEFAULTS,
     LayerPooling,
@@ -33,10 +33,10 @@ from .pooling import (
     normalize_rows,
     pool_layers_numpy,
 )
-from .pooling.layers import OutputDtype, check_output_dtype
-from .pooling.subword import subword_output_width
-from .pooling.text import pool_text_numpy
-from .sentences import check_sentence_chunks
+from .pooling._layers import OutputDtype, check_output_dtype
+from .pooling._subword import subword_output_width
+from .pooling._text import pool_text_numpy
+from ._sentences import check_sentence_chunks
 
 Level = Literal["word", "text"]
 LEVELS: tuple[str, ...] = get_args(Level)
@@ -96,7 +96,7 @@ class FeatureExtractor:
         level="text").texts(sentences)`` equals ``TextEmbedder(encoder).fit_transform(sentences)``.
     context : int
         Word features only: encode each sentence with up to this many pieces of its document's text
-        on each side (:mod:`contextembed.documents`; documents given to :meth:`iter_words`); 0 (the
+        on each side (:mod:`contextembed._documents`; documents given to :meth:`iter_words`); 0 (the
         default): each sentence alone. Transformers only (a ``ValueError`` for other encoders).
     dtype : {"float32", "float16"}
         Of the word rows (:meth:`iter_words`): transformers round them to float16 where they were

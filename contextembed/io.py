@@ -58,9 +58,9 @@ option are checked before the model is loaded. A feature that is NaN or infinite
 
 Provenance
 ----------
-Every output records what made it (:mod:`contextembed.provenance`, artifact ``"embedding output"``):
+Every output records what made it (:mod:`contextembed._provenance`, artifact ``"embedding output"``):
 the input's content hash, its format and tokenizer, the model's fingerprint
-(:func:`contextembed.encoders.identity.identify`), every option that changes the features as the
+(:func:`contextembed.encoders._identity.identify`), every option that changes the features as the
 loaded encoder resolved it (``level``, ``layers`` as indexes, ``combine``, ``subword_pooling``,
 ``text_pooling`` and ``normalize`` at text level, the precision and backend the encoder runs, its device type,
 its ``window`` / ``stride`` / ``pad_multiple``, and ``context`` and ``doc_sep`` where context is used),
@@ -91,11 +91,11 @@ from typing import Literal, Optional, get_args
 
 import numpy as np
 
-from . import provenance, terminal
+from . import _provenance as provenance, _terminal as terminal
 from ._files import atomic_file, check_writable
 from .errors import FileFormatError, ProvenanceError
-from .options import check_choice
-from .pooling.layers import OutputDtype  # noqa: F401  (defined with the pooling that delivers it)
+from ._options import check_choice
+from .pooling._layers import OutputDtype  # noqa: F401  (defined with the pooling that delivers it)
 from .extraction import LEVELS, Level, level_options  # noqa: F401  (Level, LEVELS re-exported)
 from .tokenizers import TOKENIZERS, Tokenizer, get_tokenizer, spacy_tokenizer  # noqa: F401  (the one registry)
 from .tokenizers import whitespace_tokenize as whitespace_tokenizer
@@ -668,7 +668,7 @@ def output_fields(spec, output_path: str, extractor, *, input_hash: str, input_f
     at text level the text pooling and ``normalize``; the precision and backend it runs, its device
     type, its window settings) and the output's dtype and format.
     """
-    from .encoders.identity import identify
+    from .encoders._identity import identify
 
     encoder = extractor.encoder
     device = getattr(encoder, "device", None)
@@ -982,7 +982,7 @@ def embed_file(
     vector (:data:`contextembed.pooling.TEXT_DEFAULTS`, what ``TextEmbedder()`` gives). Text options
     given at word level are an error.
     ``context`` (word level, transformers): each sentence is encoded with up to that many pieces of
-    its document's text on each side (:mod:`contextembed.documents`); the documents are the file's
+    its document's text on each side (:mod:`contextembed._documents`); the documents are the file's
     (:func:`read_documents`; ``doc_sep="blank"`` makes blank lines of plain text end one).
     The options, the output path (see :func:`check_output`) and the whole input (first of two
     readings) are checked before the model is loaded; the output appears only once complete, and an
@@ -1040,7 +1040,7 @@ def _write_rows(writer: ArrayWriter, extractor, chunks, level: str, *, total: in
                 documents: np.ndarray) -> None:
     """Encode each chunk of sentences and append its rows: one per token, or one per sentence. The
     bar shows 0 of the sentences at once, and the encoder counts them on it as its forward passes
-    finish (:func:`contextembed.encoders.base.progress_bar`), so the first estimate comes early."""
+    finish (:func:`contextembed.encoders._base.progress_bar`), so the first estimate comes early."""
     with terminal.progress_bar(total, unit="sent", show=show_progress) as progress:
         if extractor.context:
             _write_rows_in_context(writer, extractor, chunks, documents, progress)

@@ -9,7 +9,7 @@ or one holding only spaces, takes the default.
 variable                               accepted                                     default
 =====================================  ===========================================  ====================
 ``CONTEXTEMBED_CPU_STREAMS``           whole number >= 1: batches run at once on a  torch's intra-op
-                                       CPU (:mod:`contextembed.streams`); above     thread count
+                                       CPU (:mod:`contextembed._streams`); above     thread count
                                        :data:`STREAMS_PER_CORE` x the cores this
                                        process may use it is capped there, with a
                                        warning
@@ -18,7 +18,7 @@ variable                               accepted                                 
                                        :mod:`contextembed.sklearn`
 ``CONTEXTEMBED_AUTO_CPU_PRECISION``    ``bf16``, ``fp32`` or ``int8``: what         measured on this CPU
                                        ``precision="auto"`` runs on a CPU
-                                       (:mod:`contextembed.devices`)
+                                       (:mod:`contextembed._devices`)
 ``CONTEXTEMBED_TUNING``                ``on``, ``refresh`` or ``off``: whether      ``on``
                                        what ``auto`` measures is read from and
                                        written to tuning records

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Union
 
-from .sentences import unencodable_position
+from ._sentences import unencodable_position
 
 Tokenizer = Callable[[str], list[str]]
 _WORD_OR_PUNCT = re.compile(r"\w+(?:[-'’.]\w+)*|[^\w\s]")
@@ -73,7 +73,7 @@ def tokenize_item(item, split: Tokenizer, where: str) -> list[str]:
     ValueError
         A character UTF-8 cannot encode (a lone surrogate), with its position.
     """
-    from .sentences import check_encodable
+    from ._sentences import check_encodable
 
     if isinstance(item, str):
         position = unencodable_position(item)

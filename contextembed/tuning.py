@@ -1,7 +1,7 @@
 """Measure once per machine, remember it: what ``"auto"`` measured, recorded on disk with its provenance.
 
-``precision="auto"`` and ``backend="auto"`` choose by measuring (:mod:`contextembed.devices`,
-:mod:`contextembed.encoders.engine`). Measured in every process, that cost seconds at each start and
+``precision="auto"`` and ``backend="auto"`` choose by measuring (:mod:`contextembed._devices`,
+:mod:`contextembed.encoders._engine`). Measured in every process, that cost seconds at each start and
 could choose differently from one process to the next as the machine's load changed. Here, as
 FFTW's "wisdom" does for its plans, each measurement is written to a *tuning record* and every
 later process on the same machine reuses it: the same choice everywhere, measured once.
@@ -9,7 +9,7 @@ later process on the same machine reuses it: the same choice everywhere, measure
 Records
     One JSON file per measurement in :func:`tuning_root` (``CONTEXTEMBED_TUNING_DIR``, default
     ``$XDG_CACHE_HOME/contextembed/tuning``), named by a hash of what it depends on. Its provenance
-    (:mod:`contextembed.provenance`) holds the measurement's kind and inputs (a model's fingerprint,
+    (:mod:`contextembed._provenance`) holds the measurement's kind and inputs (a model's fingerprint,
     the precision asked for), the machine (:func:`machine`: CPU model, flags, the cores and threads
     in use) and the versions of contextembed, torch and the engine. A record is used only if all of
     those match this process and its result passes the measurement's own check (a known choice, a
@@ -46,7 +46,7 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping
 from typing import Optional
 
-from . import provenance, settings
+from . import _provenance as provenance, settings
 from ._files import atomic_file, remove_stale_partials
 from .errors import ProvenanceError
 
@@ -130,7 +130,7 @@ def machine() -> dict:
     threads or on another CPU is not this machine's)."""
     import torch
 
-    from .streams import cpu_streams
+    from ._streams import cpu_streams
 
     model, flags = _cpu_description()
     streams_, threads = cpu_streams()

@@ -112,7 +112,7 @@ def tiny_roberta_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_elmo_dir(tmp_path_factory) -> Path:
     """A randomly initialised 1-layer ELMo (8-wide LSTM, 4-wide projection) in AllenNLP's layout."""
-    from contextembed.encoders.elmo import ElmoEncoder
+    from contextembed.encoders._elmo import ElmoEncoder
 
     options = {"char_cnn": {"activation": "relu", "embedding": {"dim": 4}, "filters": [[1, 4], [2, 4]],
                             "max_characters_per_token": 50, "n_characters": 262, "n_highway": 1},
@@ -155,7 +155,7 @@ def conll_dev() -> Path:
 def untuned(monkeypatch):
     """No tuning record is read or written (``CONTEXTEMBED_TUNING=off``) and nothing measured before
     is remembered: for tests that count or replace measurements."""
-    from contextembed import devices, tuning
+    from contextembed import _devices as devices, tuning
 
     monkeypatch.setenv(tuning.TUNING_ENV, "off")
     monkeypatch.setattr(devices, "_SPEEDUPS", {})

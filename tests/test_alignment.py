@@ -4,7 +4,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from transformers import AutoTokenizer
 
-from contextembed.alignment import PieceTokenizer, check_window, plan_windows
+from contextembed._alignment import PieceTokenizer, check_window, plan_windows
 
 # words that tokenizers turn into nothing, odd punctuation, unicode, long words
 WORDS = st.one_of(

@@ -120,23 +120,23 @@ def test_a_circle_of_lazy_imports_is_found():
 def test_a_name_imported_through_its_package_is_an_arrow_to_its_module():
     graph = _graph()
     # engines/batch.py imports ``from ..sklearn import TextEmbedder``: an arrow to sklearn.text itself
-    assert "contextembed.sklearn.text" in graph["contextembed.engines.batch"]
+    assert "contextembed.sklearn._text" in graph["contextembed.engines._batch"]
 
 
 def test_the_layers_below_run_one_way():
     """What each module split out to break a circle stays below the modules that use it."""
     graph = _graph()
     below = {
-        "contextembed.jobs": ("contextembed.corpus", "contextembed.engines"),
-        "contextembed.precisions": ("contextembed.devices", "contextembed.quantization"),
-        "contextembed.quantization": ("contextembed.devices",),
-        "contextembed.encoders.vector_files": ("contextembed.encoders.static",),
-        "contextembed.encoders.static_directory": ("contextembed.encoders.static",),
+        "contextembed._jobs": ("contextembed.corpus", "contextembed.engines"),
+        "contextembed._precisions": ("contextembed._devices", "contextembed._quantization"),
+        "contextembed._quantization": ("contextembed._devices",),
+        "contextembed.encoders._vector_files": ("contextembed.encoders._static",),
+        "contextembed.encoders._static_directory": ("contextembed.encoders._static",),
     }
     for module, above in below.items():
         upward = sorted(m for m in graph[module] if m.startswith(above))
         assert not upward, f"{module} imports {upward}, which are above it"
-    assert "contextembed.jobs" in graph["contextembed.engines.ray"] and "contextembed.jobs" in graph["contextembed.corpus"]
+    assert "contextembed._jobs" in graph["contextembed.engines.ray"] and "contextembed._jobs" in graph["contextembed.corpus"]
 
 
 def test_the_core_never_imports_the_adapters():
@@ -162,7 +162,7 @@ def test_every_engine_has_a_runner_listed_by_name():
 def test_options_are_listed_once():
     """Each option's valid values come from its Literal, not from a second hand-written tuple."""
     from contextembed.pooling import COMBINES, SUBWORD_POOLINGS, TEXT_POOLINGS, Combine, SubwordPooling, TextPooling
-    from contextembed.precisions import PRECISION_NAMES, Precision
+    from contextembed._precisions import PRECISION_NAMES, Precision
 
     for values, literal in ((COMBINES, Combine), (SUBWORD_POOLINGS, SubwordPooling), (TEXT_POOLINGS, TextPooling),
                             (PRECISION_NAMES, Precision)):
@@ -173,14 +173,14 @@ def test_options_are_listed_once():
 
 
 def test_one_function_checks_a_choice():
-    """``contextembed.options.check_choice`` is the only check of a value against its Literal: no
+    """``contextembed._options.check_choice`` is the only check of a value against its Literal: no
     module keeps its own copy."""
     copies = []
     for path in PACKAGE.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.FunctionDef) and node.name.lstrip("_") == "check_choice":
                 copies.append(_module_name(path))
-    assert copies == ["contextembed.options"]
+    assert copies == ["contextembed._options"]
 
 
 def test_the_table7_configurations_live_beside_their_scripts():

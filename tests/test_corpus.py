@@ -11,10 +11,10 @@ import pytest
 
 from contextembed.cli import main
 from contextembed.corpus import embed_corpus, find_inputs, is_corpus, plan
-from contextembed.encoders.identity import identify
+from contextembed.encoders._identity import identify
 from contextembed.errors import FileFormatError, ProvenanceError
 from contextembed.io import embed_file, read_output_record, read_output_shape
-from contextembed.provenance import file_hash
+from contextembed._provenance import file_hash
 
 WORDS = "the quick brown fox jumps over lazy dog New York".split()
 

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from _cli import run_cli
-from contextembed import StaticVectors, distill, load_encoder, provenance
-from contextembed.distillation import DISTILLATION_FILE, middle_layers, whole_words
+from contextembed import StaticVectors, distill, load_encoder, _provenance as provenance
+from contextembed._distillation import DISTILLATION_FILE, middle_layers, whole_words
 from contextembed.extraction import FeatureExtractor
 
 CORPUS = [["the", "cat", "sat"], ["the", "dog", "ran", "home"], [], ["a", "cat", "ran"]]
@@ -289,7 +289,7 @@ def test_cli_refuses_the_teacher_as_output_before_any_work(teacher, tmp_path, ca
 
 
 def test_the_distilled_directory_records_its_provenance(teacher, tmp_path):
-    from contextembed.encoders.identity import identify
+    from contextembed.encoders._identity import identify
 
     distill(str(teacher), tmp_path / "a", corpus=CORPUS, layers=[-1], subwords=False)
     record = provenance.read(tmp_path / "a" / DISTILLATION_FILE)

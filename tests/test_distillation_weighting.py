@@ -10,7 +10,7 @@ import pytest
 
 from contextembed import distill, load_encoder
 from contextembed._sif import read_word_counts
-from contextembed.distillation import DEFAULTS, DISTILLATION_FILE
+from contextembed._distillation import DEFAULTS, DISTILLATION_FILE
 from contextembed.errors import FileFormatError
 
 CORPUS = [["the", "cat", "sat"], ["the", "dog", "ran", "home"], ["a", "cat", "ran"], ["The", "Cat"]] * 3

@@ -38,7 +38,7 @@ from pathlib import Path
 
 import pytest
 
-from contextembed import forking
+from contextembed import _forking as forking
 
 import socket_guard
 
@@ -265,7 +265,7 @@ def _check_ini(body: str, where: str) -> None:
     """A docs fragment of a spaCy config (parent sections added): defaults and builders must hold."""
     import spacy
 
-    from contextembed.spacy.component import DEFAULT_CONFIG
+    from contextembed.spacy._component import DEFAULT_CONFIG
 
     sections = re.findall(r"^\[([^\]]+)\]", body, re.MULTILINE)
     parents = {".".join(name.split(".")[:i]) for name in sections for i in range(1, name.count(".") + 1)}

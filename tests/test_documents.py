@@ -1,4 +1,4 @@
-"""Document context (contextembed.documents, the transformer's context rows): against a plain reference.
+"""Document context (contextembed._documents, the transformer's context rows): against a plain reference.
 
 The reference encodes each sentence inside its document's text with the raw transformers model:
 the document's words tokenized at once (``is_split_into_words``), the sentence's pieces with up to
@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 import torch
 
-from contextembed.alignment import split_context
-from contextembed.documents import InContext, check_context, in_context
+from contextembed._alignment import split_context
+from contextembed._documents import InContext, check_context, in_context
 from contextembed.encoders import load_encoder
 from contextembed.extraction import FeatureExtractor
 
@@ -180,7 +180,7 @@ def test_bad_context(encoder, bad, error, match):
 
 
 def test_context_refused_by_static_vectors_and_elmo(tiny_elmo_dir, tmp_path):
-    from contextembed.encoders.static import StaticVectors
+    from contextembed.encoders._static import StaticVectors
 
     static = StaticVectors(["a", "b"], np.ones((2, 3), dtype=np.float32), spec="table")
     assert check_context(0, static) == 0

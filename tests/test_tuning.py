@@ -15,8 +15,8 @@ import warnings
 
 import pytest
 
-from contextembed import devices, tuning
-from contextembed.streams import intra_op_threads
+from contextembed import _devices as devices, tuning
+from contextembed._streams import intra_op_threads
 from contextembed.errors import SettingError
 from contextembed.tuning import TuningWarning
 
@@ -212,7 +212,7 @@ def test_slow_steps_are_announced_on_stderr_only_when_announcing(records, monkey
 
 def test_cpu_precision_is_remembered_across_processes(records):
     """Fresh interpreters: the first measures (and says so), the second reads the same choice."""
-    code = ("import contextembed.tuning as t, contextembed.devices as d; t.ANNOUNCE_AFTER = 0\n"
+    code = ("import contextembed.tuning as t, contextembed._devices as d; t.ANNOUNCE_AFTER = 0\n"
             "with t.announcing(): print(d.auto_cpu_precision(int8_allowed=True), d.cpu_speedups())")
     env = {**os.environ, tuning.TUNING_DIR_ENV: str(records)}
     env.pop(devices.AUTO_CPU_PRECISION_ENV, None)

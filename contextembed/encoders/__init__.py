@@ -1,22 +1,29 @@
 """Plain-torch encoders behind one interface (static vectors, ELMo-style biLM, transformers)."""
 
-from .base import Encoder, PieceEncoding, check_sentences
-from .elmo import ElmoEncoder
-from .loading import NAMED_MODELS, load_encoder, register_directory_format, tune
-from .static import StaticVectors
-from .table_storage import TableStorage
-from .vector_files import write_word2vec
+from .._devices import auto_cpu_precision, cpu_bf16_speedup
+from ._base import Encoder, PieceEncoding, check_sentences
+from ._elmo import BiLMEncoderModule, ElmoEncoder, elmo_options, save_bilm, sentence_char_ids
+from ._loading import NAMED_MODELS, load_encoder, register_directory_format, tune
+from ._static import StaticVectors
+from ._table_storage import TableStorage
+from ._vector_files import write_word2vec
 
 __all__ = [
+    "BiLMEncoderModule",
     "ElmoEncoder",
     "Encoder",
     "NAMED_MODELS",
     "PieceEncoding",
     "StaticVectors",
     "TableStorage",
+    "auto_cpu_precision",
     "check_sentences",
+    "cpu_bf16_speedup",
+    "elmo_options",
     "load_encoder",
     "tune",
     "register_directory_format",
+    "save_bilm",
+    "sentence_char_ids",
     "write_word2vec",
 ]

@@ -23,8 +23,8 @@ from typing import Optional, Union
 import numpy as np
 import torch
 
-from .. import forking, streams
-from ..alignment import (
+from .. import _forking as forking, _streams as streams
+from .._alignment import (
     PairTemplate,
     PieceTokenizer,
     SentencePieces,
@@ -34,22 +34,22 @@ from ..alignment import (
     plan_windows,
     split_context,
 )
-from ..documents import InContext
-from ..backends import check_backend, check_calibration
+from .._documents import InContext
+from .._backends import check_backend, check_calibration
 from ..errors import EngineError
-from ..devices import auto_cpu_precision, check_precision, check_settings, compute_dtype, resolve_device, resolve_precision
-from ..quantization import INT8_MIN_COSINE, int8_fidelity, original_state_dict, quantize_int8
-from ..pooling.layers import LayerPooling, LayerSpec, pool_layers_numpy
-from ..pooling.subword import (
+from .._devices import auto_cpu_precision, check_precision, check_settings, compute_dtype, resolve_device, resolve_precision
+from .._quantization import INT8_MIN_COSINE, int8_fidelity, original_state_dict, quantize_int8
+from ..pooling._layers import LayerPooling, LayerSpec, pool_layers_numpy
+from ..pooling._subword import (
     SubwordPooling,
     check_subword_pooling,
     pool_subwords,
     pool_subwords_numpy,
     subword_output_width,
 )
-from . import engine, unpadded
+from . import _engine as engine, _unpadded as unpadded
 from ._host_copies import HostCopies
-from .base import (
+from ._base import (
     Encoder,
     PairPieces,
     Pairs,
@@ -61,7 +61,7 @@ from .base import (
     progress_bar,
     warn_long_pairs,
 )
-from .hf_files import check_directory, check_tokenizer_fits, load_model, load_tokenizer
+from ._hf_files import check_directory, check_tokenizer_fits, load_model, load_tokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ _OFFSET_POSITION_TYPES = {
 
 #: piece selectors for each subword pooling that can be done by gathering pieces directly
 _DIRECT = {"first": ("starts",), "last": ("ends",), "first_last": ("starts", "ends")}
-#: each :data:`~contextembed.pooling.layers.OutputDtype` in torch
+#: each :data:`~contextembed.pooling._layers.OutputDtype` in torch
 _OUTPUT_DTYPES = {"float32": torch.float32, "float16": torch.float16}
 #: default padded pieces per forward pass: big passes feed a GPU; on a CPU they run slower per piece
 GPU_BATCH_TOKENS = 8192
@@ -185,11 +185,11 @@ class TransformerEncoder(Encoder):
         ``"auto"`` picks CUDA when present.
     precision : {"auto", "fp32", "bf16", "fp16", "int8"}
         Compute precision; outputs are always float32. ``"int8"``: int8 linear layers with a
-        scale per token (CPU only, :mod:`contextembed.quantization`). ``"auto"``: bf16 on CUDA; on
+        scale per token (CPU only, :mod:`contextembed._quantization`). ``"auto"``: bf16 on CUDA; on
         a CPU the fastest of fp32, bf16 and int8 as measured once per machine and remembered
         (:mod:`contextembed.tuning`; bf16 only on CPUs
         with native bf16 units and 1.25x faster than fp32, int8 only 1.15x faster than both:
-        :func:`contextembed.devices.auto_cpu_precision`), int8 only if the quantized model keeps
+        :func:`contextembed._devices.auto_cpu_precision`), int8 only if the quantized model keeps
         a mean cosine of at least 0.99 to fp32 on every hidden state of a few probe sentences.
         Which to choose for a task and a machine: ``docs/choosing.md``.
     window, stride : int, optional
@@ -216,7 +216,7 @@ class TransformerEncoder(Encoder):
         0.83x the speed and no extra padding moved a sentence's vectors across batch neighbours by at
         most 3.8e-6 (fp32) and 0 (int8) on MiniLM.
     backend : {"torch", "openvino", "auto"}
-        What runs the forward pass (:mod:`contextembed.backends`); ``"auto"`` measures both on a probe
+        What runs the forward pass (:mod:`contextembed._backends`); ``"auto"`` measures both on a probe
         batch once per machine and model (remembered: :mod:`contextembed.tuning`), and keeps torch
         (logged to ``contextembed``) where the engine is not installed, not on a CPU, or cannot
         export the model.
@@ -226,7 +226,7 @@ class TransformerEncoder(Encoder):
         (a generator will do): token lists, or raw texts, which are split by the tokenizer the
         estimators use for raw text (``tokenizer="auto"``); empty ones are left out, and at most
         300 are used. Only with ``backend="openvino"`` or ``"auto"`` and ``precision="int8"`` or
-        ``"auto"`` (:func:`contextembed.backends.check_calibration`); elsewhere a ``ValueError``.
+        ``"auto"`` (:func:`contextembed._backends.check_calibration`); elsewhere a ``ValueError``.
         A token that is not a str is a ``TypeError`` naming the sentence and token index.
     """
 
@@ -312,7 +312,7 @@ class TransformerEncoder(Encoder):
         self.model = model.to(device=self.device, dtype=self.dtype).eval().requires_grad_(False)
         self._set_padding(self.precision in ("bf16", "fp16", "int8"))
         #: where batches are padded to a multiple of positions (bf16, fp16, int8), padding costs nothing
-        #: outside attention in BERT-structured models (contextembed.encoders.unpadded: 1.2x the words/s
+        #: outside attention in BERT-structured models (contextembed.encoders._unpadded: 1.2x the words/s
         #: in bf16 and int8 on MiniLM); padding to the longest only leaves too little to win
         self._unpadded = self.pad_multiple > 1 and unpadded.supports(self.model)
 
@@ -485,7 +485,7 @@ class TransformerEncoder(Encoder):
 
     def _quantized(self, model, tokenizer, auto: bool):
         """``model`` with int8 linear layers; for ``precision="auto"``, only if they keep the
-        features (:func:`contextembed.quantization.int8_fidelity` >= ``INT8_MIN_COSINE``), else the
+        features (:func:`contextembed._quantization.int8_fidelity` >= ``INT8_MIN_COSINE``), else the
         fp32 model, and ``self.precision`` becomes what ``auto`` picks without int8."""
         model_type = f"{model.config.model_type!r}"
         if not auto:
@@ -501,7 +501,7 @@ class TransformerEncoder(Encoder):
         return model
 
     def _int8_fidelity(self, model, quantized, probe_length: int) -> float:
-        """:func:`~contextembed.quantization.int8_fidelity` of ``quantized`` to ``model``, measured once
+        """:func:`~contextembed._quantization.int8_fidelity` of ``quantized`` to ``model``, measured once
         per machine and model and remembered (:mod:`contextembed.tuning`)."""
         from .. import tuning
 
@@ -529,7 +529,7 @@ class TransformerEncoder(Encoder):
         """Load a local model directory (config, weights, tokenizer); never downloads.
 
         The directory is checked first and the loaded model against its checkpoint (see
-        :mod:`contextembed.encoders.hf_files`): missing tokenizer files, truncated or corrupt files,
+        :mod:`contextembed.encoders._hf_files`): missing tokenizer files, truncated or corrupt files,
         and weights that do not cover the configured model raise
         :class:`~contextembed.errors.ModelFormatError` naming the file.
         """
@@ -660,7 +660,7 @@ class TransformerEncoder(Encoder):
         """Encode sentence pairs jointly, with the model's own pair template and segment ids.
 
         Each pair is one model input, ``[CLS] A [SEP] B [SEP]`` for BERT, ``<s> A </s></s> B </s>``
-        for RoBERTa (:func:`contextembed.alignment.pair_template`). A pair longer than the model
+        for RoBERTa (:func:`contextembed._alignment.pair_template`). A pair longer than the model
         takes is encoded by the window policy of :meth:`_pair_windows`, with one
         :class:`LongPairWarning` per call.
 
@@ -744,7 +744,7 @@ class TransformerEncoder(Encoder):
         self, items: Iterable[InContext], layers: LayerSpec = "all", *, show_progress: bool = False
     ) -> Iterator[PieceEncoding]:
         """Each sentence encoded in one input with the context pieces around it (the context rule of
-        :mod:`contextembed.alignment`); a sentence of ``window`` pieces or more in its windows, as
+        :mod:`contextembed._alignment`); a sentence of ``window`` pieces or more in its windows, as
         alone. Only the sentence's own pieces come out (``cls``: the input's first piece)."""
         for item in self._iter_in_context(items, layers, ("all",), show_progress):
             yield PieceEncoding(item.joined(0), item.pieces.offsets, item.cls, item.pieces.ids)
@@ -841,7 +841,7 @@ class TransformerEncoder(Encoder):
 
     def _run_rows(self, rows: list[_Row], layer_index: tuple[int, ...], pooled: Optional[_Pooled] = None,
                   progress: Optional["_ChunkProgress"] = None) -> None:
-        """Run length-sorted batches of ``rows``; on a CPU several at once (:mod:`contextembed.streams`:
+        """Run length-sorted batches of ``rows``; on a CPU several at once (:mod:`contextembed._streams`:
         each batch's results are filed under its windows, whatever order the batches finish in).
         ``progress`` counts the chunk's items as the batches finish, and all of them at the end."""
         rows = sorted(rows, key=lambda row: len(row.ids))
@@ -1090,7 +1090,7 @@ def _max_positions(model, tokenizer) -> int:
 @contextmanager
 def _quiet_transformers():
     """Silence transformers' loading progress bar and its logged loading report (which
-    :func:`~contextembed.encoders.hf_files.check_loading_report` checks instead: a pretraining
+    :func:`~contextembed.encoders._hf_files.check_loading_report` checks instead: a pretraining
     checkpoint's MLM/NSP heads are fine, missing encoder weights are an error), restoring the
     caller's settings afterwards."""
     from transformers.utils import logging as hf_logging

@@ -5,11 +5,11 @@ batch of rows to features and loads the encoder once per worker process;
 :mod:`contextembed.engines.ray` (``pip install "contextembed[ray]"``) and
 :mod:`contextembed.engines.dask` (``pip install "contextembed[dask]"``) run it on those engines.
 Nothing here is imported by the rest of the package (:data:`contextembed.corpus.RUNNERS` names the
-Ray engine by its module path; the engines import :mod:`contextembed.jobs`, below the corpus), and
+Ray engine by its module path; the engines import :mod:`contextembed._jobs`, below the corpus), and
 Ray and Dask are imported only by their modules. See ``docs/scale.md``.
 """
 
-from .arrow import read_parquet_features
-from .batch import BatchEmbedder
+from ._arrow import read_parquet_features
+from ._batch import BatchEmbedder
 
 __all__ = ["BatchEmbedder", "read_parquet_features"]

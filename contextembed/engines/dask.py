@@ -21,7 +21,7 @@ Dask raises a worker's error on the client as it was raised (its class and messa
 
 from __future__ import annotations
 
-from .batch import FEATURES, BatchEmbedder
+from ._batch import FEATURES, BatchEmbedder
 
 
 def _dask():

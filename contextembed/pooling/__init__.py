@@ -1,6 +1,6 @@
 """Plain-torch pooling: layers -> one vector, pieces -> words, words -> texts."""
 
-from .layers import (
+from ._layers import (
     COMBINES,
     Combine,
     LayerPooling,
@@ -10,7 +10,7 @@ from .layers import (
     pool_layers_numpy,
     resolve_layers,
 )
-from .subword import (
+from ._subword import (
     SUBWORD_POOLINGS,
     SubwordPooling,
     check_subword_pooling,
@@ -18,7 +18,7 @@ from .subword import (
     pool_subwords_numpy,
     subword_output_width,
 )
-from .text import (
+from ._text import (
     TEXT_DEFAULTS,
     TEXT_POOLINGS,
     TextDefaults,

@@ -4,12 +4,12 @@ Library functions behind ``contextembed pretrain``; each writes a directory (or 
 :func:`contextembed.load_encoder` loads.
 """
 
-from .bilm import BiLMConfig, pretrain_bilm
-from .corpus import Corpus, read_corpus, split_held_out
-from .masking import MaskingOptions, mask_tokens
-from .mlm import BERT_PRESETS, MLMConfig, pretrain_mlm
-from .static import StaticConfig, most_similar, pretrain_static
-from .training import TrainingDivergedError, TrainingOptions
+from ._bilm import BiLMConfig, pretrain_bilm
+from ._corpus import Corpus, read_corpus, split_held_out
+from ._masking import MaskingOptions, mask_tokens
+from ._mlm import BERT_PRESETS, MLMConfig, pretrain_mlm
+from ._static import StaticConfig, most_similar, pretrain_static
+from ._training import TrainingDivergedError, TrainingOptions
 
 __all__ = [
     "BERT_PRESETS",

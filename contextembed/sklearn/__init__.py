@@ -6,14 +6,14 @@
 """
 
 from ._encoding import clear_cache, clear_encoders, set_cache_size
-from .pairs import TextPairEmbedder
-from .persistence import TRUSTED_TYPES
-from .tagger_features import SHAPE_NAMES, context_window, shape_features, word_shape
-from .neural_tagger import BiLSTMCRFTagger
-from .scoring import detect_scheme, entity_f1, entity_f1_scorer, entity_report, format_report
-from .tagger import SequenceTagger, is_cased
-from .text import TextEmbedder
-from .token import TokenEmbedder
+from ._pairs import TextPairEmbedder
+from ._persistence import TRUSTED_TYPES
+from ._tagger_features import SHAPE_NAMES, context_window, shape_features, word_shape
+from ._neural_tagger import BiLSTMCRFTagger
+from ._scoring import detect_scheme, entity_f1, entity_f1_scorer, entity_report, format_report
+from ._tagger import SequenceTagger, is_cased
+from ._text import TextEmbedder
+from ._token import TokenEmbedder
 
 __all__ = [
     "BiLSTMCRFTagger",

@@ -16,13 +16,13 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from .. import tuning
-from ..encoders.base import Encoder
-from ..encoders.identity import locate
-from ..encoders.loading import NAMED_MODELS
+from ..encoders._base import Encoder
+from ..encoders._identity import locate
+from ..encoders._loading import NAMED_MODELS
 from ..errors import ModelNotFoundError
 from ..plotting import LayerWeights, estimator_name, layer_labels
 from ..pooling import LayerPooling, check_combine, check_subword_pooling, subword_output_width
-from ..streams import intra_op_threads
+from .._streams import intra_op_threads
 from ._embedded import pack_encoder, unpack_encoder
 from ._encoding import UNITS, EncoderRef, Kind, disk_cache, encode_all, get_encoder, resolved
 from ._probe import MixResult, ProbeSettings, learn_mix
@@ -228,7 +228,7 @@ def check_available(spec: str) -> None:
 
 
 def _in_hub_cache(spec: str) -> bool:
-    from ..encoders.loading import cached_snapshot
+    from ..encoders._loading import cached_snapshot
 
     return cached_snapshot(spec) is not None
 

@@ -35,7 +35,7 @@ from typing import Optional, Union
 
 import numpy as np
 
-from ..sentences import check_sentences
+from .._sentences import check_sentences
 from ..tokenizers import get_tokenizer, tokenize_item
 
 #: what the token-level estimators take as ``X``

@@ -6,7 +6,7 @@ A packed encoder is plain data, stored alike by pickle, joblib and ``skops.io``:
      "fingerprint": "9a1e...",   # identity fingerprint of those files (encoders.identity.fingerprint)
      "provenance": b'{"artifact": "embedded encoder", "family": "transformer", "model": "5f3c...", ...}'}
 
-The provenance record (:mod:`contextembed.provenance`) says what the files are: the fingerprint of
+The provenance record (:mod:`contextembed._provenance`) says what the files are: the fingerprint of
 the model the estimator was fitted with (``model``), the encoder family and the files' fingerprint.
 
 Loading an estimator may mean loading an untrusted file (``skops.io.load`` is documented as safe
@@ -21,7 +21,7 @@ nothing visible before the content is checked:
    (:func:`embedded_root`).
 3. There, their fingerprint must equal the recorded one, and the provenance record the one expected
    for this estimator (the model it was fitted with; the family the files are).
-4. Only then is the directory renamed to its content address (:func:`~contextembed.provenance.tree_hash`),
+4. Only then is the directory renamed to its content address (:func:`~contextembed._provenance.tree_hash`),
    atomically; a folder already there with the same content (an earlier or concurrent unpacking)
    is reused.
 
@@ -40,9 +40,9 @@ import threading
 import unicodedata
 from typing import Optional
 
-from .. import provenance
-from ..encoders.base import Encoder
-from ..encoders.identity import ModelIdentity, fingerprint
+from .. import _provenance as provenance
+from ..encoders._base import Encoder
+from ..encoders._identity import ModelIdentity, fingerprint
 from ..errors import ModelFormatError
 from ._encoding import EncoderRef
 
@@ -269,8 +269,8 @@ def _verify(folder: str, packed: dict, ref: EncoderRef) -> None:
 
 def _saved_family(folder: str) -> Optional[str]:
     """The encoder family whose :meth:`Encoder.save` layout ``folder`` has (as ``load_encoder`` tells)."""
-    from ..encoders.elmo.encoder import is_elmo_directory
-    from ..encoders.static import is_saved_directory
+    from ..encoders._elmo.encoder import is_elmo_directory
+    from ..encoders._static import is_saved_directory
 
     if is_elmo_directory(folder):
         return "elmo"

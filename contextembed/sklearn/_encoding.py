@@ -37,10 +37,10 @@ from typing import Literal, Optional, Union
 
 import numpy as np
 
-from ..documents import InContext
-from ..encoders.base import Encoder, PairPieces, PieceEncoding, ShowProgress
-from ..encoders.identity import ModelIdentity, fingerprint, identify, locate
-from ..encoders.loading import load_encoder
+from .._documents import InContext
+from ..encoders._base import Encoder, PairPieces, PieceEncoding, ShowProgress
+from ..encoders._identity import ModelIdentity, fingerprint, identify, locate
+from ..encoders._loading import load_encoder
 from ..settings import MAX_BYTES, byte_size, parse_byte_size
 from ._progress import SILENT, EncodingProgress
 
@@ -71,7 +71,7 @@ class EncoderRef:
         Padded pieces per forward pass (``None``: the encoder's default).
     identity : ModelIdentity or None
         The model the estimator was fitted with (recorded by ``fit``); loading checks that the
-        files found are still that model (:func:`~contextembed.encoders.identity.locate`).
+        files found are still that model (:func:`~contextembed.encoders._identity.locate`).
     """
 
     spec: str
@@ -94,7 +94,7 @@ class EncoderRef:
     def cache_key(self) -> str:
         """A hash naming this encoder's outputs: resolved device type and precision, and the model's
         files (their content, not their path: the same model anywhere shares its cache entries)."""
-        from ..devices import resolve_device, resolve_precision
+        from .._devices import resolve_device, resolve_precision
 
         device = resolve_device(self.device)
         # what the encoder runs ("auto" differs across machines, and int8 falls back where it would
@@ -148,11 +148,11 @@ def describe_choices(encoder: Encoder, ref: EncoderRef) -> str:
 
 def resolved(ref: EncoderRef) -> EncoderRef:
     """``ref`` pinned to what its loaded encoder runs: ``backend="auto"`` replaced by the backend it
-    chose (:func:`contextembed.backends.concrete_backend`) and, on the engine, ``precision="auto"``
+    chose (:func:`contextembed._backends.concrete_backend`) and, on the engine, ``precision="auto"``
     by the precision it measured (the engine's choice is not one :func:`_encode_block`'s
     ``speedups`` carry). Every process loading the pinned reference (joblib, Ray and Dask workers)
     runs the same numeric path; the loaded encoder is registered under it too, so nothing reloads."""
-    from ..backends import concrete_backend
+    from .._backends import concrete_backend
 
     encoder = get_encoder(ref)
     backend = concrete_backend(encoder)
@@ -360,7 +360,7 @@ def pair_key(encoder_key: str, pair: tuple[Sequence[str], Sequence[str]]) -> str
 
 def context_key(encoder_key: str, item: InContext) -> str:
     """Hash of the encoder identity, the context size and a sentence with its neighbours' words
-    (:class:`~contextembed.documents.InContext`): the same sentence among other neighbours, or with
+    (:class:`~contextembed._documents.InContext`): the same sentence among other neighbours, or with
     another ``context``, is another encoding (never equal to a sentence's or a pair's key)."""
     return _token_lists_key(encoder_key, b"context" + item.size.to_bytes(4, "little"),
                             (item.left, item.words, item.right))
@@ -421,12 +421,12 @@ def _encode_block(ref: EncoderRef, items: list, kind: Kind = "sentence", threads
     ``threads`` pins torch's intra-op threads to the caller's count: CPU kernels may split their
     reductions differently with another count, and results must not depend on the worker.
     ``speedups``: the caller's measurements behind ``precision="auto"``, so a worker picks what the
-    caller picked (:func:`contextembed.devices.adopt_speedups`). ``progress`` counts the items as
+    caller picked (:func:`contextembed._devices.adopt_speedups`). ``progress`` counts the items as
     the encoder's forward passes finish (in the caller's process only: a worker gets none), so that
     its bar moves and measures a rate long before the block is done.
     """
-    from ..devices import adopt_speedups
-    from ..streams import intra_op_threads
+    from .._devices import adopt_speedups
+    from .._streams import intra_op_threads
 
     adopt_speedups(speedups or {})
     with intra_op_threads(threads):
@@ -510,10 +510,10 @@ def _encode_missing(ref: EncoderRef, items: list, n_jobs: Optional[int], kind: K
     else:
         import torch
 
-        from .. import forking
+        from .. import _forking as forking
 
-        forking.install()  # the multiprocessing backend forks: see contextembed.forking
-        from ..devices import measured_speedups
+        forking.install()  # the multiprocessing backend forks: see contextembed._forking
+        from .._devices import measured_speedups
 
         threads, speedups = torch.get_num_threads(), measured_speedups()
         tasks = (delayed(_encode_block)(ref, block, kind, threads, speedups) for block in blocks)

@@ -43,7 +43,7 @@ precision : {"auto", "fp32", "bf16", "fp16"}
     Compute dtype of the encoder; features are float32 either way.
     Which to choose for a task and a machine: ``docs/choosing.md``.
 backend : {"torch", "openvino", "auto"}
-    What runs a transformer's forward pass (:mod:`contextembed.backends`): its own PyTorch
+    What runs a transformer's forward pass (:mod:`contextembed._backends`): its own PyTorch
     forward (the exact path), OpenVINO on a cached export (the ``openvino`` extra), or the faster
     of the two as measured once per machine and model (remembered: :mod:`contextembed.tuning`).
     ``"auto"`` is resolved once, in ``fit`` (``backend_``), and

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..pooling.layers import ScalarMix
+from ..pooling._layers import ScalarMix
 from ._progress import bar
 
 
@@ -105,7 +105,7 @@ def learn_mix(
         ``(rows, n_extra)`` float32 features joined to the mixed vector (e.g. word shape).
     window : np.ndarray, optional
         ``(examples, n_window)`` int64 rows of ``hidden`` that make each example (a token's
-        neighbours, ``-1`` beyond the edge: :func:`contextembed.sklearn.tagger_features.window_index`; or a
+        neighbours, ``-1`` beyond the edge: :func:`contextembed.sklearn._tagger_features.window_index`; or a
         pair's two sides); ``labels`` and ``groups`` are then per example. Default: each row alone.
     interactions : bool
         Join a two-row window as ``[u; v; |u - v|; u * v]`` (sentence pairs) instead of side by side.

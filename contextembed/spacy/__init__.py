@@ -6,10 +6,11 @@ points, so ``spacy train`` finds them without an import.
 """
 
 from .architectures import encoder_v1, encoder_v2, listener_v1
-from .component import ContextEmbedder, make_contextembed
-from .doc_features import DocFeatures
-from .listener import ContextListener
-from .loader import EncoderLoader
+from ._component import ContextEmbedder, make_contextembed
+from ._doc_features import DocFeatures
+from ._hooks import install_hooks
+from ._listener import ContextListener
+from ._loader import EncoderLoader
 
 __all__ = [
     "ContextEmbedder",
@@ -18,6 +19,7 @@ __all__ = [
     "EncoderLoader",
     "encoder_v1",
     "encoder_v2",
+    "install_hooks",
     "listener_v1",
     "make_contextembed",
 ]

@@ -23,13 +23,13 @@ from typing import Optional, Union
 from spacy.util import registry
 from thinc.api import Linear, Model
 
-from ..backends import Backend
-from ..devices import Precision
-from ..pooling.layers import check_mix_options
-from .combine_layers import CombineLayers
-from .listener import ContextListener
-from .loader import EncoderLoader
-from .scalar_mix import ScalarMix
+from .._backends import Backend
+from .._devices import Precision
+from ..pooling._layers import check_mix_options
+from ._combine_layers import CombineLayers
+from ._listener import ContextListener
+from ._loader import EncoderLoader
+from ._scalar_mix import ScalarMix
 
 
 @registry.misc("contextembed.Encoder.v2")
@@ -56,7 +56,7 @@ def encoder_v2(
         :func:`contextembed.load_encoder` (bf16 on CUDA and on CPUs with native bf16, else fp32).
         Which to choose for a task and a machine: ``docs/choosing.md``.
     backend : {"torch", "openvino", "auto"}
-        What runs a transformer's forward pass (:mod:`contextembed.backends`): its own PyTorch
+        What runs a transformer's forward pass (:mod:`contextembed._backends`): its own PyTorch
         forward, OpenVINO on a cached export (CPU, the ``openvino`` extra), or the faster of the two
         as measured when the encoder loads. Like ``device`` and ``precision`` it may differ when a
         saved pipeline is loaded: the encoder is frozen and its features are computed again.
@@ -134,8 +134,8 @@ def listener_v1(
 ) -> Model:
     """:func:`listener_v2` with the pooling named by ``combine`` (and the scalar-mix options).
 
-    ``combine`` is typed ``str`` (not :data:`~contextembed.pooling.layers.Combine`) so that
-    :func:`~contextembed.pooling.layers.check_mix_options` reports a bad value in this library's words.
+    ``combine`` is typed ``str`` (not :data:`~contextembed.pooling._layers.Combine`) so that
+    :func:`~contextembed.pooling._layers.check_mix_options` reports a bad value in this library's words.
 
     ``combine="scalar_mix"`` is ELMo's ``gamma * sum_k softmax(w)_k h_k`` with ``layer_norm`` and
     ``layer_dropout`` (see :class:`contextembed.ScalarMix`); ``concat`` multiplies the width by the
@@ -148,7 +148,7 @@ def listener_v1(
 
 @registry.layers("contextembed.ScalarMix.v1")
 def scalar_mix_v1(layer_norm: bool = False, layer_dropout: float = 0.0) -> Model:
-    """ELMo's trainable scalar mix of the chosen layers (see :mod:`contextembed.spacy.scalar_mix`)."""
+    """ELMo's trainable scalar mix of the chosen layers (see :mod:`contextembed.spacy._scalar_mix`)."""
     return ScalarMix(layer_norm, layer_dropout)
 
 

@@ -2,7 +2,7 @@
 
 ``contextembed-spacy-factory``
     the ``[components.contextembed]`` block with every default of the ``contextembed`` factory
-    (:data:`contextembed.spacy.component.DEFAULT_CONFIG`), then the factory's docstring.
+    (:data:`contextembed.spacy._component.DEFAULT_CONFIG`), then the factory's docstring.
 ``contextembed-spacy-registry``
     one section per builder that contextembed registers with spaCy (``@misc``, ``@architectures``,
     ``@layers``): its config block, generated from the function's signature, then its docstring.
@@ -128,12 +128,12 @@ class _Generated(SphinxDirective):
 
 class SpacyFactory(_Generated):
     def lines(self) -> list[str]:
-        from contextembed.spacy.component import DEFAULT_CONFIG
+        from contextembed.spacy._component import DEFAULT_CONFIG
 
         title = "The ``contextembed`` component"
         text = config_text("components.contextembed", {"factory": "contextembed", **DEFAULT_CONFIG})
         return [title, "-" * len(title), "", "Every setting at its default:", *_literal_block(text),
-                ".. autofunction:: contextembed.spacy.component.make_contextembed", "   :no-index:", ""]
+                ".. autofunction:: contextembed.spacy._component.make_contextembed", "   :no-index:", ""]
 
 
 class SpacyRegistry(_Generated):

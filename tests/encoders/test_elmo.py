@@ -15,7 +15,7 @@ import torch
 h5py = pytest.importorskip("h5py")
 
 from contextembed import load_encoder  # noqa: E402
-from contextembed.encoders.elmo import (  # noqa: E402
+from contextembed.encoders._elmo import (  # noqa: E402
     BiLMEncoderModule,
     ElmoEncoder,
     ElmoFormatError,
@@ -336,7 +336,7 @@ def test_expected_shapes_of_the_released_small_model():
 
 @pytest.mark.parametrize("options", [OPTIONS, elmo_options("tiny")], ids=["test", "tiny"])
 def test_expected_shapes_match_the_module_layout(options, tf_weights):
-    from contextembed.encoders.elmo.weights import weight_specs
+    from contextembed.encoders._elmo.weights import weight_specs
 
     module = BiLMEncoderModule(options, init=False)
     assert expected_shapes(options) == {spec.dataset: spec.shape for spec in weight_specs(module)}
@@ -348,7 +348,7 @@ def test_pretrained_module_and_release_are_interchangeable(tmp_path):
     """A module built from a preset (as the pretrainer does) saves to a directory load_encoder reads."""
     torch.manual_seed(0)
     module = BiLMEncoderModule(elmo_options("tiny"))
-    from contextembed.encoders.elmo import save_bilm
+    from contextembed.encoders import save_bilm
 
     save_bilm(module, tmp_path / "ours")
     encoder = load_encoder(tmp_path / "ours", device="cpu", precision="fp32")
@@ -358,6 +358,32 @@ def test_pretrained_module_and_release_are_interchangeable(tmp_path):
     expected = states.layers()
     for row, (words, out) in enumerate(zip(SENTENCES[:2], encoder.encode(SENTENCES[:2]))):
         np.testing.assert_allclose(out, expected[:, row, 1 : len(words) + 1].numpy(), rtol=0, atol=1e-6)
+
+
+def test_save_bilm_never_replaces_a_model_unless_asked(tmp_path, monkeypatch):
+    from contextembed.encoders import save_bilm
+    from contextembed.encoders._elmo import encoder as elmo_encoder
+
+    torch.manual_seed(0)
+    first, second = BiLMEncoderModule(elmo_options("tiny")), BiLMEncoderModule(elmo_options("tiny"))
+    save_bilm(first, tmp_path / "model")
+    saved = {path.name: path.read_bytes() for path in (tmp_path / "model").iterdir()}
+    with pytest.raises(FileExistsError, match="overwrite=True"):
+        save_bilm(second, tmp_path / "model")
+
+    def interrupted(module, path, extra=None):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(elmo_encoder, "save_weights", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        save_bilm(second, tmp_path / "model", overwrite=True)
+    assert {path.name: path.read_bytes() for path in (tmp_path / "model").iterdir()} == saved
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["model"]  # no temporary left
+    monkeypatch.undo()
+    save_bilm(second, tmp_path / "model", overwrite=True)
+    reloaded = load_encoder(tmp_path / "model", device="cpu", precision="fp32").module
+    for (name, ours), theirs in zip(second.state_dict().items(), reloaded.state_dict().values()):
+        torch.testing.assert_close(theirs, ours, rtol=0, atol=0, msg=name)
 
 
 def test_module_trains(tmp_path):
@@ -505,7 +531,7 @@ def test_int8_precision_quantizes_the_character_cnn(elmo_dir, elmo, tmp_path):
 
 
 def test_auto_precision_follows_the_core_rule(elmo_dir):
-    from contextembed.devices import resolve_precision
+    from contextembed._devices import resolve_precision
 
     encoder = ElmoEncoder.load(elmo_dir, device="cpu")
     assert encoder.precision == resolve_precision("auto", torch.device("cpu"))
@@ -514,7 +540,7 @@ def test_auto_precision_follows_the_core_rule(elmo_dir):
 def test_lstms_in_lockstep_equal_each_alone():
     from torch.nn.utils.rnn import pack_sequence
 
-    from contextembed.encoders.elmo import ProjectedLSTM, run_lstms
+    from contextembed.encoders._elmo import ProjectedLSTM, run_lstms
 
     torch.manual_seed(0)
     pair = [ProjectedLSTM(3, 5, 4, cell_clip=0.5, proj_clip=0.5) for _ in range(2)]

@@ -21,7 +21,7 @@ from contextembed.errors import EngineError, MissingDependencyError, SettingErro
 
 openvino = pytest.importorskip("openvino", reason='backend="openvino" needs pip install ".[openvino]"')
 
-from contextembed.encoders import engine  # noqa: E402
+from contextembed.encoders import _engine as engine  # noqa: E402
 
 SENTENCES = [
     ["unaffable", "officials", "in", "Brussels", "."],
@@ -457,7 +457,7 @@ def _relu_model():
 
 
 def test_words_pooled_with_the_engine_are_its_hidden_states_pooled_on_the_host(tiny_bert_dir):
-    from contextembed.encoders.base import Encoder
+    from contextembed.encoders._base import Encoder
     from contextembed.pooling import LayerPooling
 
     encoder = load_encoder(str(tiny_bert_dir), device="cpu", precision="fp32", backend="openvino")

@@ -19,7 +19,7 @@ from contextembed.errors import SettingError
 
 openvino = pytest.importorskip("openvino", reason='backend="openvino" needs pip install ".[openvino]"')
 
-from contextembed.encoders import engine  # noqa: E402
+from contextembed.encoders import _engine as engine  # noqa: E402
 
 SENTENCES = [["the", "quick", "brown", "fox"], ["New", "York"] * 12, ["naïve", "café"], ["a"]] * 40
 
@@ -144,7 +144,7 @@ def test_a_killed_export_leaves_a_partial_that_the_next_export_removes(tiny_bert
     """SIGKILL during an export: the partial directory stays until the next export cleans it."""
     code = textwrap.dedent("""
         import os, signal, sys
-        from contextembed.encoders import engine
+        from contextembed.encoders import _engine as engine
         original = engine.OpenVinoForward._export
         def killed(self, top, folder):
             original(self, top, folder)
@@ -163,7 +163,7 @@ def test_a_killed_export_leaves_a_partial_that_the_next_export_removes(tiny_bert
 
 
 def test_forced_bf16_on_an_engine_without_bf16_units_is_refused(tiny_bert_dir, monkeypatch):
-    from contextembed.devices import AUTO_CPU_PRECISION_ENV
+    from contextembed._devices import AUTO_CPU_PRECISION_ENV
 
     monkeypatch.setattr(engine, "cpu_has_bf16", lambda: False)
     monkeypatch.setenv(AUTO_CPU_PRECISION_ENV, "bf16")

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from contextembed import load_encoder
-from contextembed.alignment import pair_template
-from contextembed.encoders.base import LongPairWarning
+from contextembed._alignment import pair_template
+from contextembed.encoders._base import LongPairWarning
 
 PAIRS = [
     (["Peter", "Blackburn", "met", "EU", "officials"], ["the", "quick", "brown", "fox"]),

@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from contextembed import load_encoder
-from contextembed.documents import in_context
+from contextembed._documents import in_context
 from contextembed.encoders._host_copies import HostCopies
-from contextembed.encoders.base import Encoder
+from contextembed.encoders._base import Encoder
 from contextembed.pooling import COMBINES, SUBWORD_POOLINGS, LayerPooling
 
 SENTENCES = [

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from contextembed import StaticVectors, load_encoder
-from contextembed.encoders import subwords as subwords_module
-from contextembed.encoders.subwords import SUBWORD_FOLDER, SUBWORD_VECTORS, SubwordVectors
+from contextembed.encoders import _subwords as subwords_module
+from contextembed.encoders._subwords import SUBWORD_FOLDER, SUBWORD_VECTORS, SubwordVectors
 from contextembed.errors import ModelFormatError
 
 
@@ -104,7 +104,7 @@ def test_table_and_pieces_must_be_equally_wide(tokenizer):
 
 def test_broken_subword_folders_are_clear_errors(tmp_path, table):
     from contextembed.errors import ProvenanceError
-    from contextembed.provenance import PROVENANCE_FILE
+    from contextembed._provenance import PROVENANCE_FILE
 
     table.save(tmp_path / "table")
     folder = tmp_path / "table" / SUBWORD_FOLDER

@@ -12,10 +12,10 @@ import pytest
 from safetensors.numpy import load_file, save_file
 
 from contextembed import StaticVectors, load_encoder
-from contextembed.encoders import static_directory
-from contextembed.encoders.table_storage import TableStorage, decode, encode
+from contextembed.encoders import _static_directory as static_directory
+from contextembed.encoders._table_storage import TableStorage, decode, encode
 from contextembed.errors import ModelFormatError, ProvenanceError
-from contextembed.provenance import PROVENANCE_FILE
+from contextembed._provenance import PROVENANCE_FILE
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "static_tables"
 WORDS = ["the", "Cat", "café", "unknownword", "Paris"]

@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contextembed import load_encoder
-from contextembed.alignment import plan_windows
+from contextembed._alignment import plan_windows
 from contextembed.pooling import SUBWORD_POOLINGS, pool_subwords_numpy
 
 VOCAB = ["the", "quick", "fox", "New", "York", "unaffable", "Brussels", ",", ".", "naïve", "\u200b", "",
@@ -228,7 +228,7 @@ def test_raw_calibration_texts_calibrate_on_words_and_share_the_token_lists_cach
     pytest.importorskip("openvino")
     import json
 
-    from contextembed.encoders import engine
+    from contextembed.encoders import _engine as engine
 
     monkeypatch.setenv(engine.ENGINE_CACHE_ENV, str(tmp_path / "engines"))
     texts = ["the quick fox.", "New York officials, Tuesday"]
@@ -247,7 +247,7 @@ def test_a_calibration_generator_is_read_once_with_backend_auto(tiny_bert_dir, t
     """Issue 38 item 4: backend="auto" used to read the generator twice (export, then the probe) and
     fail with "calibration holds no non-empty sentence"."""
     pytest.importorskip("openvino")
-    from contextembed.encoders import engine
+    from contextembed.encoders import _engine as engine
 
     monkeypatch.setenv(engine.ENGINE_CACHE_ENV, str(tmp_path / "engines"))
     reads = []
@@ -290,7 +290,7 @@ class _Counter:
 
 @pytest.mark.parametrize("method", ["iter_encode_pieces", "iter_encode_pieces_in_context", "iter_encode_pair_pieces"])
 def test_a_caller_s_bar_moves_with_each_batch_before_the_chunk_is_done(tiny_bert_dir, method):
-    from contextembed.documents import in_context
+    from contextembed._documents import in_context
 
     encoder = load_encoder(str(tiny_bert_dir), device="cpu", precision="fp32", max_batch_size=2)
     sentences = [["the", "quick", "fox"] * (1 + i % 3) for i in range(11)]

@@ -14,7 +14,7 @@ from conftest import SENTENCES
 from contextembed import load_encoder
 from contextembed.engines import BatchEmbedder, read_parquet_features
 from contextembed.engines._carry import WorkerError, carried_errors, raise_carried
-from contextembed.engines.arrow import column_arrays, feature_array
+from contextembed.engines._arrow import column_arrays, feature_array
 from contextembed.errors import MissingDependencyError, ModelNotFoundError
 from contextembed.extraction import FeatureExtractor
 
@@ -221,7 +221,7 @@ def test_feature_array_of_no_rows():
 def test_workers_pick_the_precision_the_driver_measured(tiny_bert_dir, monkeypatch):
     """A worker adopts the driver's measurements behind precision="auto" instead of taking its own
     (under load, two processes can measure their way to different precisions)."""
-    from contextembed import devices
+    from contextembed import _devices as devices
 
     embedder = BatchEmbedder(str(tiny_bert_dir), device="cpu")
     driver = devices.measured_speedups()
@@ -284,7 +284,7 @@ def test_ray_file_jobs_get_the_backend_auto_chose_on_the_driver(tiny_bert_dir, e
     import contextlib
 
     from contextembed.engines import ray as ray_engine
-    from contextembed.jobs import Job
+    from contextembed._jobs import Job
 
     class Cluster:
         def cluster_resources(self):

@@ -6,7 +6,7 @@ import torch
 
 from contextembed.errors import ProvenanceError
 from contextembed.pretraining import BiLMConfig, pretrain_bilm
-from contextembed.pretraining.bilm import BiLMLanguageModel, WordVocabulary, cut_sentences
+from contextembed.pretraining._bilm import BiLMLanguageModel, WordVocabulary, cut_sentences
 
 from .conftest import tiny_training
 
@@ -26,7 +26,7 @@ def test_cut_sentences_keeps_every_word():
 
 
 def _tiny_model(softmax, vocab_size=30):
-    from contextembed.encoders.elmo import elmo_options
+    from contextembed.encoders._elmo import elmo_options
 
     torch.manual_seed(0)
     return BiLMLanguageModel(elmo_options("tiny", n_layers=2), vocab_size, softmax=softmax, cutoffs=[5, 12],
@@ -34,7 +34,7 @@ def _tiny_model(softmax, vocab_size=30):
 
 
 def test_bidirectional_loss_matches_a_loop_reference():
-    from contextembed.encoders.elmo import sentence_char_ids
+    from contextembed.encoders._elmo import sentence_char_ids
 
     model = _tiny_model("full")
     sentences = [["a", "bb", "ccc"], ["dd"]]
@@ -85,7 +85,7 @@ def test_pretrain_bilm_writes_an_elmo_directory_that_load_encoder_reads(pretrain
     from safetensors.torch import load_file
 
     from contextembed import load_encoder
-    from contextembed.encoders.elmo import load_bilm, sentence_char_ids
+    from contextembed.encoders._elmo import load_bilm, sentence_char_ids
 
     out, summary = pretrained_bilm
     for name in ("options.json", "weights.hdf5", "vocab.txt", "softmax.safetensors", "log.jsonl"):
@@ -144,7 +144,7 @@ def test_init_continues_from_an_elmo_directory(tmp_path, corpus_file, pretrained
 def test_init_without_a_saved_lm_head_builds_a_new_vocabulary(tmp_path, corpus_file, pretrained_bilm):
     import shutil
 
-    from contextembed.encoders.elmo import load_bilm
+    from contextembed.encoders._elmo import load_bilm
 
     base = tmp_path / "bare"
     base.mkdir()

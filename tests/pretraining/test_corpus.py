@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from contextembed.pretraining.corpus import corpus_files, read_corpus, split_held_out
+from contextembed.pretraining._corpus import corpus_files, read_corpus, split_held_out
 
 
 def test_documents_are_split_on_blank_lines(tmp_path):

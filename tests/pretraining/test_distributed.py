@@ -17,9 +17,9 @@ SCRIPT = textwrap.dedent(
     """
     import json, os, sys
     import torch
-    import contextembed.pretraining.bilm as bilm
-    import contextembed.pretraining.mlm as mlm
-    import contextembed.pretraining.outline as outline
+    import contextembed.pretraining._bilm as bilm
+    import contextembed.pretraining._mlm as mlm
+    import contextembed.pretraining._outline as outline
     from contextembed.pretraining import BiLMConfig, MLMConfig, TrainingOptions
 
     objective, corpus, out, size, report = sys.argv[1:6]

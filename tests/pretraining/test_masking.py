@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from contextembed.pretraining.masking import IGNORE_INDEX, MaskingOptions, mask_tokens
+from contextembed.pretraining._masking import IGNORE_INDEX, MaskingOptions, mask_tokens
 
 MASK = 4
 RANDOM_IDS = torch.arange(10, 1010)

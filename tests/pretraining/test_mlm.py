@@ -8,7 +8,7 @@ import torch
 
 from contextembed.errors import ProvenanceError
 from contextembed.pretraining import MLMConfig, pretrain_mlm
-from contextembed.pretraining.mlm import nsp_pairs, pack_segments, tokenize_documents
+from contextembed.pretraining._mlm import nsp_pairs, pack_segments, tokenize_documents
 
 from .conftest import make_documents, tiny_training, write_corpus
 
@@ -157,8 +157,8 @@ def test_a_huge_line_is_cut_into_examples_not_dropped(pretrained_mlm, megabytes)
 
 
 def test_collated_rows_and_segment_types(tmp_path):
-    from contextembed.pretraining.masking import IGNORE_INDEX
-    from contextembed.pretraining.mlm import BertObjective, MLMConfig, SpecialIds
+    from contextembed.pretraining._masking import IGNORE_INDEX
+    from contextembed.pretraining._mlm import BertObjective, MLMConfig, SpecialIds
 
     ids = SpecialIds(cls=2, sep=3, pad=0, mask=4, random=torch.arange(5, 20))
     config = MLMConfig(size="tiny", max_length=16, nsp=True)

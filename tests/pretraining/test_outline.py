@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from contextembed.errors import ProvenanceError
-from contextembed.pretraining.outline import NeuralRecipe, Run, run_objective
-from contextembed.pretraining.training import Objective, TrainingOptions
+from contextembed.pretraining._outline import NeuralRecipe, Run, run_objective
+from contextembed.pretraining._training import Objective, TrainingOptions
 
 from .conftest import tiny_training
 
@@ -169,8 +169,8 @@ def test_out_must_stay_apart_from_the_corpus(tmp_path, corpus_file):
 
 
 def test_the_model_is_written_with_its_provenance_and_replaced_as_a_set(tmp_path, corpus_file):
-    from contextembed import provenance
-    from contextembed.pretraining.corpus import corpus_hash
+    from contextembed import _provenance as provenance
+    from contextembed.pretraining._corpus import corpus_hash
 
     out = tmp_path / "out"
     run_objective(_recipe(), corpus_file, out)

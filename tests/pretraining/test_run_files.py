@@ -9,8 +9,8 @@ import os
 import pytest
 import torch
 
-from contextembed.pretraining import run_files, training
-from contextembed.pretraining.run_files import latest_checkpoint, save_checkpoint, write_json
+from contextembed.pretraining import _run_files as run_files, _training as training
+from contextembed.pretraining._run_files import latest_checkpoint, save_checkpoint, write_json
 
 
 def test_interrupted_checkpoint_keeps_the_previous_ones_and_leaves_nothing(tmp_path, monkeypatch):
@@ -79,7 +79,7 @@ def test_pruning_keeps_the_newest_and_never_the_one_just_written(tmp_path):
 
 
 def test_resuming_behind_later_checkpoints_is_refused(tmp_path):
-    from contextembed.pretraining.run_files import check_no_newer_checkpoints
+    from contextembed.pretraining._run_files import check_no_newer_checkpoints
 
     for step in (2, 4):
         save_checkpoint(tmp_path, step, {"step": step}, keep=3)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from contextembed.pretraining.seeds import (
+from contextembed.pretraining._seeds import (
     data_order_seed,
     dropout_seed,
     held_out_seed,

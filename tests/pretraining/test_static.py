@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from contextembed import load_encoder
-from contextembed.pretraining.static import (
+from contextembed.pretraining._static import (
     StaticConfig,
     Vocabulary,
     WordVectorModel,
@@ -121,7 +121,7 @@ def test_gensim_reads_the_files_when_installed(tmp_path):
 def test_every_architecture_has_a_learning_rate_and_examples():
     from typing import get_args
 
-    from contextembed.pretraining.static import DEFAULT_LEARNING_RATES, EXAMPLES, Architecture
+    from contextembed.pretraining._static import DEFAULT_LEARNING_RATES, EXAMPLES, Architecture
 
     assert set(DEFAULT_LEARNING_RATES) == set(EXAMPLES) == set(get_args(Architecture))
     assert StaticConfig(architecture="cbow").lr == 0.05 and StaticConfig(learning_rate=0.1).lr == 0.1

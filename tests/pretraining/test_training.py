@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from contextembed.pretraining import MLMConfig, TrainingOptions, pretrain_mlm
-from contextembed.pretraining.training import linear_schedule, summarize
+from contextembed.pretraining._training import linear_schedule, summarize
 
 from .conftest import tiny_training
 
@@ -34,8 +34,8 @@ def test_training_option_errors():
 def test_every_precision_has_a_dtype():
     from typing import get_args
 
-    from contextembed.devices import PRECISIONS
-    from contextembed.pretraining.training import TrainingPrecision
+    from contextembed._devices import PRECISIONS
+    from contextembed.pretraining._training import TrainingPrecision
 
     assert set(get_args(TrainingPrecision)) <= set(PRECISIONS)
 

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from contextembed import distill, load_encoder
-from contextembed.encoders.identity import ModelIdentity, fingerprint, identify, locate
+from contextembed.encoders._identity import ModelIdentity, fingerprint, identify, locate
 from contextembed.errors import ProvenanceError, ModelMismatchError
-from contextembed.provenance import clear_hashes
+from contextembed._provenance import clear_hashes
 from contextembed.sklearn import TokenEmbedder, clear_cache, clear_encoders
 
 CORPUS = [["the", "cat", "sat"], ["the", "dog", "ran", "home"], ["a", "cat", "ran"]]

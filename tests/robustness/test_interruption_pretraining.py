@@ -21,8 +21,8 @@ import torch
 
 from contextembed import load_encoder
 from contextembed.cli import main
-from contextembed.pretraining import BiLMConfig, StaticConfig, pretrain_bilm, pretrain_static, training
-from contextembed.pretraining.static import StaticRecipe
+from contextembed.pretraining import BiLMConfig, StaticConfig, pretrain_bilm, pretrain_static, _training as training
+from contextembed.pretraining._static import StaticRecipe
 from pretraining.conftest import TINY_FIELDS, make_documents, tiny_training, write_corpus
 
 

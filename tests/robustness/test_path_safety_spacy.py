@@ -17,7 +17,7 @@ import spacy
 
 import contextembed.spacy  # noqa: F401  (registers the factory)
 from contextembed.encoders import write_word2vec
-from contextembed.encoders.identity import fingerprint
+from contextembed.encoders._identity import fingerprint
 from contextembed.errors import ModelFormatError
 
 TEXT = "Peter met EU officials in Brussels"

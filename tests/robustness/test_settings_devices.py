@@ -13,9 +13,9 @@ import pytest
 import torch
 
 from contextembed import cli, load_encoder
-from contextembed.devices import FAMILY_PRECISIONS, PRECISION_NAMES, check_device, check_precision
+from contextembed._devices import FAMILY_PRECISIONS, PRECISION_NAMES, check_device, check_precision
 from contextembed.encoders import write_word2vec
-from contextembed.encoders.elmo import ElmoEncoder
+from contextembed.encoders._elmo import ElmoEncoder
 from contextembed.encoders.transformer import TransformerEncoder
 
 BAD_DEVICES = ["gpu", "mps", "xpu", "meta", None, "", "CPU", " cpu", "cuda:", "cuda:-1", "cuda:²", "cuda:٣",
@@ -42,8 +42,8 @@ def nothing_loads(monkeypatch):
     def loaded(*args, **kwargs):
         pytest.fail("a model was loaded before its device and precision were checked")
 
-    monkeypatch.setattr("contextembed.encoders.static.StaticVectors.load", loaded)
-    monkeypatch.setattr("contextembed.encoders.elmo.encoder.load_bilm", loaded)
+    monkeypatch.setattr("contextembed.encoders._static.StaticVectors.load", loaded)
+    monkeypatch.setattr("contextembed.encoders._elmo.encoder.load_bilm", loaded)
     monkeypatch.setattr("contextembed.encoders.transformer.load_model", loaded)
 
 

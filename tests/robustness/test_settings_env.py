@@ -18,7 +18,7 @@ import pytest
 
 from contextembed import settings
 from contextembed.errors import SettingError
-from contextembed.pretraining.distributed import world_from_env
+from contextembed.pretraining._distributed import world_from_env
 from contextembed.sklearn import _encoding
 from contextembed.sklearn._encoding import CACHE_BYTES_ENV, DEFAULT_CACHE_BYTES, EncodingCache, set_cache_size
 
@@ -102,7 +102,7 @@ def test_a_bad_setting_does_not_break_the_import():
     code = (
         "import contextembed, contextembed.sklearn\n"
         "from contextembed.sklearn._encoding import MEMORY_CACHE\n"
-        "from contextembed.streams import cpu_streams\n"
+        "from contextembed._streams import cpu_streams\n"
         "for use in (lambda: MEMORY_CACHE.max_bytes, cpu_streams):\n"
         "    try:\n"
         "        use()\n"

@@ -17,7 +17,7 @@ import zipfile
 import numpy as np
 import pytest
 
-from contextembed import provenance
+from contextembed import _provenance as provenance
 from contextembed.cli import main
 from contextembed.corpus import Job, embed_corpus
 from contextembed.encoders import write_word2vec

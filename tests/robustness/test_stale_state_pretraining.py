@@ -22,8 +22,8 @@ from contextembed import load_encoder
 from contextembed.cli import main
 from contextembed.errors import ProvenanceError
 from contextembed.pretraining import MLMConfig, pretrain_mlm
-from contextembed.pretraining.run_files import RUN_FILES
-from contextembed.provenance import PROVENANCE_FILE as MODEL_RECORD
+from contextembed.pretraining._run_files import RUN_FILES
+from contextembed._provenance import PROVENANCE_FILE as MODEL_RECORD
 from pretraining.conftest import TINY_FIELDS, make_documents, tiny_training, write_corpus
 
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from sklearn.base import clone
 
-import contextembed.sentences
+import contextembed._sentences
 from contextembed.sklearn import BiLSTMCRFTagger, SequenceTagger, TextEmbedder, TextPairEmbedder, TokenEmbedder
 
 FAST = {"hidden_size": 8, "max_epochs": 2, "patience": 2, "validation_fraction": 0.0}
@@ -15,16 +15,16 @@ FAST = {"hidden_size": 8, "max_epochs": 2, "patience": 2, "validation_fraction":
 
 @pytest.fixture
 def checked(monkeypatch):
-    """Counts the token lists validated (``contextembed.sentences._check_tokens``, the one rule for a
+    """Counts the token lists validated (``contextembed._sentences._check_tokens``, the one rule for a
     token list) while the block under ``with checked() as seen:`` runs."""
     seen = []
-    original = contextembed.sentences._check_tokens
+    original = contextembed._sentences._check_tokens
 
     def counting(sentence, where):
         seen.append(where)
         return original(sentence, where)
 
-    monkeypatch.setattr(contextembed.sentences, "_check_tokens", counting)
+    monkeypatch.setattr(contextembed._sentences, "_check_tokens", counting)
     return seen
 
 

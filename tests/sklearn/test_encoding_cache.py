@@ -9,7 +9,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import GridSearchCV, KFold
 from sklearn.pipeline import make_pipeline
 
-from contextembed.encoders.base import PieceEncoding
+from contextembed.encoders._base import PieceEncoding
 from contextembed.sklearn import TextEmbedder, TokenEmbedder, clear_cache
 from contextembed.sklearn import _encoding
 from contextembed.sklearn._encoding import EncoderRef, EncodingCache, encode_all, get_encoder, sentence_key

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from contextembed.sklearn._probe import ProbeSettings, learn_mix
-from contextembed.sklearn.tagger_features import window_index
+from contextembed.sklearn._tagger_features import window_index
 
 
 def _layers(n_rows: int, informative: int, signal: np.ndarray, seed: int = 0) -> np.ndarray:

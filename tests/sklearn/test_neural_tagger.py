@@ -133,7 +133,7 @@ def test_bad_parameters(bert, sentences, tags):
 
 
 def test_length_batches_cover_every_row_once_with_little_padding():
-    from contextembed.sklearn.neural_tagger import POOL_BATCHES, _length_batches
+    from contextembed.sklearn._neural_tagger import POOL_BATCHES, _length_batches
 
     lengths = np.random.default_rng(1).integers(1, 60, size=1000)
     rows = np.arange(0, 1000, 2)  # a training subset

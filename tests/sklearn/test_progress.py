@@ -20,7 +20,7 @@ from contextembed.sklearn import (
     clear_cache,
     clear_encoders,
 )
-from contextembed.sklearn import _encoding, text
+from contextembed.sklearn import _encoding, _text as text
 
 TEXTS = ["EU rejects German call", "Peter Blackburn", "BRUSSELS 1996-08-22", "The European Commission said",
          "Germany 's representative", "Fischler proposed EU-wide measures"]

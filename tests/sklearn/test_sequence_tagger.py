@@ -9,7 +9,7 @@ from sklearn.model_selection import GridSearchCV, KFold, cross_val_score
 
 from contextembed import load_encoder
 from contextembed.sklearn import SequenceTagger, TokenEmbedder, entity_f1, entity_f1_scorer, is_cased
-from contextembed.sklearn.tagger_features import SHAPE_NAMES
+from contextembed.sklearn._tagger_features import SHAPE_NAMES
 
 
 def _tagger(bert, **options):
@@ -120,7 +120,7 @@ def test_scorer_in_model_selection(bert, sentences, tags):
 
 
 def test_classifier_parameters_are_searchable(bert, sentences, tags):
-    from contextembed.sklearn.tagger import DEFAULT_C
+    from contextembed.sklearn._tagger import DEFAULT_C
 
     assert _tagger(bert).fit(sentences, tags).classifier_.C == DEFAULT_C
     tagger = _tagger(bert, classifier=LogisticRegression(max_iter=500))

@@ -108,7 +108,7 @@ def test_examples_read_data_from_data_dir(tmp_path, capsys):
 
 
 @pytest.mark.slow
-@pytest.mark.filterwarnings("ignore::contextembed.encoders.base.LongPairWarning")  # the tiny BERT takes 40 pieces
+@pytest.mark.filterwarnings("ignore::contextembed.encoders._base.LongPairWarning")  # the tiny BERT takes 40 pieces
 def test_sentence_pairs_example(bert, tmp_path, capsys):
     module = _load("sentence_pairs")
     assert module.main(["--encoder", bert, "--data", str(tmp_path / "absent"), "--train-pairs", "24",

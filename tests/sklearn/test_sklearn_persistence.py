@@ -121,7 +121,7 @@ def _vectors_bin(static_path) -> bytes:
     import tempfile
 
     from contextembed import load_encoder
-    from contextembed.encoders.static import write_word2vec
+    from contextembed.encoders._static import write_word2vec
 
     encoder = load_encoder(static_path)
     with tempfile.TemporaryDirectory() as folder:
@@ -140,7 +140,7 @@ def test_missing_model_directory_is_a_clear_error_at_load(bert, sentences, tmp_p
 
 
 def test_missing_model_package_names_the_pip_line(monkeypatch, bert, sentences):
-    from contextembed.encoders import loading
+    from contextembed.encoders import _loading as loading
     from contextembed.sklearn import _base
 
     embedder = TokenEmbedder(bert).fit(sentences)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from contextembed.sklearn.tagger_features import SHAPE_NAMES, context_window, shape_features, window_index, window_names
+from contextembed.sklearn._tagger_features import SHAPE_NAMES, context_window, shape_features, window_index, window_names
 
 
 def test_shape_flags_of_known_words():

@@ -138,7 +138,7 @@ def test_token_labels_checks_lengths(sentences, tags):
 def test_fit_mix_is_the_public_hook_for_mix_learning_with_context(bert, sentences, tags):
     from sklearn.exceptions import NotFittedError
 
-    from contextembed.sklearn.tagger_features import shape_features, window_index
+    from contextembed.sklearn._tagger_features import shape_features, window_index
 
     embedder = TokenEmbedder(bert, max_epochs=2)
     with pytest.raises(NotFittedError):

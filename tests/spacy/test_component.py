@@ -228,7 +228,7 @@ def test_feature_cache_skips_the_encoder_for_seen_docs(make_nlp, monkeypatch):
 
 
 def test_feature_cache_stays_within_budget():
-    from contextembed.spacy.doc_features import DocFeatures, TextFeatureCache
+    from contextembed.spacy._doc_features import DocFeatures, TextFeatureCache
 
     cache = TextFeatureCache(max_mb=1)
     block = np.zeros((2, 1000, 64), dtype=np.float32)  # 512 kB

@@ -8,8 +8,8 @@ import spacy
 from spacy.training import Example
 
 from contextembed import load_encoder
-from contextembed.spacy.combine_layers import CombineLayers
-from contextembed.spacy.scalar_mix import ScalarMix
+from contextembed.spacy._combine_layers import CombineLayers
+from contextembed.spacy._scalar_mix import ScalarMix
 from spacy_helpers import TRAIN, encoder_config, listener_config, listeners_of, ner_config, ner_examples, tagger_config
 
 TEXT = "Peter Blackburn met EU officials in Brussels"

@@ -149,7 +149,7 @@ def _drop_record(pipeline):
 
 
 def test_the_cfg_records_what_was_saved(tmp_path):
-    from contextembed.provenance import tree_hash
+    from contextembed._provenance import tree_hash
 
     _static_pipeline(tmp_path, "embedded", 0, embed_weights=True, subword_pooling="mean")
     _static_pipeline(tmp_path, "by_name", 0)

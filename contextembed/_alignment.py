@@ -1,0 +1,300 @@
+"""Words <-> subword pieces, and overlapping windows for inputs longer than a model takes.
+
+Alignment rule
+--------------
+Every input word owns a contiguous, non-empty run of pieces, in word order. Words are tokenized
+the way the model saw words during pretraining (Hugging Face ``is_split_into_words``: a word-initial
+piece where the model marks one, e.g. RoBERTa's leading space). A word the tokenizer turns into *no*
+pieces (``"\u200b"``, a soft hyphen, control characters, an empty or whitespace-only token) is given
+the tokenizer's unknown token as its single piece: it keeps its own position and a contextual
+vector, and never shifts the words after it.
+
+Window rule
+-----------
+A sentence of more pieces than ``window`` is cut into windows of ``window`` pieces whose starts are
+``stride`` apart (the last window is aligned to the end). Each piece takes its vectors from the
+window where it has the most context on both sides: consecutive windows split their overlap at its
+midpoint, so each window owns a contiguous range and no piece is dropped or repeated.
+
+Context rule
+------------
+With document context (``context=N``, :mod:`contextembed._documents`) a sentence that fits one
+window shares it with up to ``N`` pieces of the text before it and ``N`` after it: the room left,
+``window - pieces``, goes to both sides when it holds both; when it is short, each side gets half
+(the left side the smaller half of an odd room) and a side that needs less than its half gives the
+rest to the other (:func:`split_context`). A sentence of ``window`` pieces or more is windowed as
+without context: its windows are full, so no room is left.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+from ._sentences import Sentences
+
+
+@dataclass
+class SentencePieces:
+    """The pieces of one sentence.
+
+    Attributes
+    ----------
+    ids : np.ndarray
+        ``(pieces,)`` int64 vocabulary ids, without special tokens.
+    offsets : np.ndarray
+        ``(words + 1,)`` int64: word ``i`` owns ``ids[offsets[i]:offsets[i + 1]]`` (never empty).
+    """
+
+    ids: np.ndarray
+    offsets: np.ndarray
+
+    @property
+    def n_pieces(self) -> int:
+        return int(self.ids.shape[0])
+
+
+@dataclass(frozen=True)
+class Window:
+    """One model input over pieces ``[start, end)`` of a sentence; it owns ``[own_start, own_end)``."""
+
+    start: int
+    end: int
+    own_start: int
+    own_end: int
+
+
+class PieceTokenizer:
+    """Tokenize pre-tokenized sentences into pieces with a word -> pieces map.
+
+    Parameters
+    ----------
+    tokenizer : transformers.PreTrainedTokenizerBase
+        A Hugging Face tokenizer with a fast (``tokenizers``) backend, so that ``word_ids`` exist.
+    """
+
+    def __init__(self, tokenizer) -> None:
+        if not getattr(tokenizer, "is_fast", False):
+            raise ValueError(
+                f"{type(tokenizer).__name__} has no fast (Rust) backend, so words cannot be mapped to "
+                "pieces reliably; save the model with a tokenizer.json (tokenizers library)"
+            )
+        self.tokenizer = tokenizer
+        self.unk_id = _unknown_id(tokenizer)
+        self.prefix, self.suffix = special_tokens_around(tokenizer)
+
+    def __call__(self, sentences: Sentences) -> list[SentencePieces]:
+        """Tokenize each sentence; ``sentences`` must already be validated lists of str."""
+        non_empty = [i for i, s in enumerate(sentences) if len(s)]
+        results = [_empty_pieces() for _ in sentences]
+        if not non_empty:
+            return results
+        batch = self.tokenizer(
+            [list(sentences[i]) for i in non_empty],
+            is_split_into_words=True,
+            add_special_tokens=False,
+            return_attention_mask=False,
+            return_token_type_ids=False,
+            truncation=False,
+            verbose=False,
+        )
+        for row, i in enumerate(non_empty):
+            word_ids = batch.word_ids(row)
+            results[i] = self._align(batch["input_ids"][row], word_ids, len(sentences[i]))
+        return results
+
+    def words_alone(self, words: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """The pieces of each word as a one-word sentence (what ``self([[word]])`` gives), by one
+        call of the fast backend: many words at a fraction of the cost of full alignment.
+
+        Returns
+        -------
+        ids : np.ndarray
+            ``(pieces,)`` int64: every word's pieces, word after word.
+        counts : np.ndarray
+            ``(words,)`` int64: how many pieces each word has, never 0 (a word without pieces is
+            the unknown token, as in a sentence).
+        """
+        encodings = self.tokenizer.backend_tokenizer.encode_batch(
+            [[word] for word in words], is_pretokenized=True, add_special_tokens=False
+        )
+        pieces = [e.ids or [self.unk_id] for e in encodings]
+        counts = np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces))
+        return np.fromiter(itertools.chain.from_iterable(pieces), dtype=np.int64, count=int(counts.sum())), counts
+
+    def _align(self, ids: list[int], word_ids: list[Optional[int]], n_words: int) -> SentencePieces:
+        ids_array = np.asarray(ids, dtype=np.int64)
+        owners = np.asarray([-1 if w is None else w for w in word_ids], dtype=np.int64)
+        keep = owners >= 0
+        ids_array, owners = ids_array[keep], owners[keep]
+        if owners.size and np.any(np.diff(owners) < 0):
+            raise RuntimeError("the tokenizer returned pieces out of word order; cannot align words")
+        counts = np.bincount(owners, minlength=n_words)
+        if np.all(counts > 0):
+            return SentencePieces(ids_array, _offsets(counts))
+        # words with no piece get the unknown token, inserted at their own position
+        empty = np.flatnonzero(counts == 0)
+        starts = _offsets(counts)[:-1]
+        ids_array = np.insert(ids_array, starts[empty], self.unk_id)
+        counts[empty] = 1
+        return SentencePieces(ids_array, _offsets(counts))
+
+
+def _offsets(counts: np.ndarray) -> np.ndarray:
+    offsets = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    return offsets
+
+
+def _empty_pieces() -> SentencePieces:
+    return SentencePieces(np.zeros(0, dtype=np.int64), np.zeros(1, dtype=np.int64))
+
+
+def _unknown_id(tokenizer) -> int:
+    for candidate in (tokenizer.unk_token_id, tokenizer.pad_token_id):
+        if candidate is not None:
+            return int(candidate)
+    raise ValueError(
+        f"{type(tokenizer).__name__} has neither an unknown nor a padding token, so a word that "
+        "yields no pieces could not be represented"
+    )
+
+
+def special_tokens_around(tokenizer) -> tuple[list[int], list[int]]:
+    """The special ids the tokenizer puts before and after one sequence (e.g. [CLS] / [SEP]).
+
+    Found by tokenizing one word with and without special tokens, so it works for any
+    single-sequence template (BERT, RoBERTa, ELECTRA, DistilBERT, XLM-R, ...).
+    """
+    plain = tokenizer(["a"], is_split_into_words=True, add_special_tokens=False)["input_ids"]
+    full = tokenizer(["a"], is_split_into_words=True, add_special_tokens=True)["input_ids"]
+    for start in range(len(full) - len(plain) + 1):
+        if full[start : start + len(plain)] == plain:
+            return list(full[:start]), list(full[start + len(plain) :])
+    raise ValueError(f"could not locate the content inside {type(tokenizer).__name__}'s special tokens")
+
+
+@dataclass(frozen=True)
+class PairTemplate:
+    """Where a tokenizer puts its special tokens around a sentence pair, and each region's segment id.
+
+    The model input of a pair is ``prefix + first + middle + second + suffix``: BERT's
+    ``[CLS] A [SEP] B [SEP]`` (segments 0, 0, 0, 1, 1), RoBERTa's ``<s> A </s></s> B </s>`` (all 0).
+    """
+
+    prefix: tuple[int, ...]
+    middle: tuple[int, ...]
+    suffix: tuple[int, ...]
+    #: segment (token type) id of prefix, first, middle, second, suffix
+    types: tuple[int, int, int, int, int]
+
+    @property
+    def n_special(self) -> int:
+        return len(self.prefix) + len(self.middle) + len(self.suffix)
+
+    def ids(self, first: np.ndarray, second: np.ndarray) -> np.ndarray:
+        """``(pieces,)`` int64 ids of the pair's model input."""
+        parts = (self.prefix, first, self.middle, second, self.suffix)
+        return np.concatenate([np.asarray(part, dtype=np.int64) for part in parts])
+
+    def type_ids(self, n_first: int, n_second: int) -> np.ndarray:
+        """``(pieces,)`` int64 segment ids matching :meth:`ids`."""
+        sizes = (len(self.prefix), n_first, len(self.middle), n_second, len(self.suffix))
+        return np.repeat(np.asarray(self.types, dtype=np.int64), sizes)
+
+
+def pair_template(tokenizer) -> PairTemplate:
+    """The tokenizer's own pair template, read off a probe pair (``sequence_ids`` of the fast tokenizer).
+
+    Works for any template of the form ``prefix A middle B suffix`` (BERT, RoBERTa, ELECTRA,
+    DeBERTa, XLM-R, ...); segment ids come from the tokenizer (zeros for models without them).
+    """
+    probe = tokenizer(["a"], ["b"], is_split_into_words=True, add_special_tokens=True, return_token_type_ids=True)
+    ids, owners = probe["input_ids"], probe.sequence_ids()
+    types = probe.get("token_type_ids") or [0] * len(ids)
+    first = [i for i, owner in enumerate(owners) if owner == 0]
+    second = [i for i, owner in enumerate(owners) if owner == 1]
+    if not first or not second or first[-1] > second[0]:
+        raise ValueError(f"{type(tokenizer).__name__} has no 'prefix A middle B suffix' pair template")
+    regions = [range(0, first[0]), first, range(first[-1] + 1, second[0]), second, range(second[-1] + 1, len(ids))]
+    region_types = []
+    for k, region in enumerate(regions):
+        # an empty region takes the segment of the content before it (prefix: of the first sentence)
+        region_types.append(types[region[0]] if len(region) else (types[first[0]] if k == 0 else region_types[-1]))
+    return PairTemplate(
+        tuple(ids[i] for i in regions[0]), tuple(ids[i] for i in regions[2]), tuple(ids[i] for i in regions[4]),
+        tuple(int(t) for t in region_types),
+    )
+
+
+def plan_windows(n_pieces: int, window: int, stride: int) -> list[Window]:
+    """Cut ``n_pieces`` into overlapping windows and assign each piece to one window.
+
+    Parameters
+    ----------
+    n_pieces : int
+        Length of the sentence in pieces (0 gives one empty window, so that every sentence has a
+        model input, e.g. for its [CLS] vector).
+    window : int
+        Pieces per window (without special tokens).
+    stride : int
+        Distance between consecutive window starts, ``1 <= stride <= window``.
+
+    Returns
+    -------
+    list of Window
+        In order; their owned ranges tile ``[0, n_pieces)`` exactly.
+    """
+    check_window(window, stride)
+    if n_pieces <= window:
+        return [Window(0, n_pieces, 0, n_pieces)]
+    starts = list(range(0, n_pieces - window, stride)) + [n_pieces - window]
+    bounds = [(s, s + window) for s in starts]
+    windows = []
+    own_start = 0
+    for k, (start, end) in enumerate(bounds):
+        if k + 1 < len(bounds):
+            next_start = bounds[k + 1][0]
+            # the overlap [next_start, end) is split at its midpoint
+            own_end = (next_start + end + 1) // 2
+        else:
+            own_end = n_pieces
+        windows.append(Window(start, end, own_start, own_end))
+        own_start = own_end
+    return windows
+
+
+def split_context(room: int, left: int, right: int) -> tuple[int, int]:
+    """How many context pieces each side gets in ``room`` free pieces of a window.
+
+    Parameters
+    ----------
+    room : int
+        Pieces of the window the sentence leaves free (``>= 0``).
+    left, right : int
+        Context pieces available (and wanted) on each side.
+
+    Returns
+    -------
+    (int, int)
+        Pieces taken on the left and on the right: all of both when they fit; else half of the room
+        each, the unused part of one side's half going to the other side.
+    """
+    taken_left = min(left, max(room // 2, room - right))
+    return taken_left, min(right, room - taken_left)
+
+
+def check_window(window: int, stride: int, max_window: Optional[int] = None) -> None:
+    """Validate window settings; raise ``ValueError`` saying what is allowed."""
+    if not isinstance(window, (int, np.integer)) or window < 1:
+        raise ValueError(f"window must be a positive number of pieces, got {window!r}")
+    if max_window is not None and window > max_window:
+        raise ValueError(
+            f"window={window} pieces does not fit the model, which takes at most {max_window} "
+            "pieces besides its special tokens"
+        )
+    if not isinstance(stride, (int, np.integer)) or not 1 <= stride <= window:
+        raise ValueError(f"stride must be between 1 and window={window}, got {stride!r}")

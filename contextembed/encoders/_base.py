@@ -1,0 +1,452 @@
+"""The one interface every encoder family implements.
+
+An encoder turns pre-tokenized sentences into per-layer word vectors. Every encoder exposes all of
+its layers; choosing and combining them is the job of :mod:`contextembed.pooling`.
+
+Shapes use fixed dimension names: ``layers`` (the encoder's layers, or the selected subset),
+``words`` (input tokens of one sentence), ``pieces`` (subword pieces of one sentence), ``width``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import warnings
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator, Sized
+from dataclasses import dataclass
+from typing import Optional, Protocol, Union
+
+import numpy as np
+
+from .. import _terminal as terminal
+from .._files import atomic_directory
+from ..pooling._layers import LayerPooling, LayerSpec, check_output_dtype, pool_layers_numpy, resolve_layers
+from ..pooling._subword import SubwordPooling, check_subword_pooling, pool_subwords_numpy
+from .._sentences import (  # noqa: F401  (re-exported)
+    Pairs,
+    Sentences,
+    check_encodable,
+    check_pairs,
+    check_sentence_chunks,
+    check_sentences,
+    unencodable_position,
+)
+
+
+@dataclass
+class PieceEncoding:
+    """One sentence encoded at the level of the encoder's own units (subword pieces).
+
+    Attributes
+    ----------
+    hidden : np.ndarray
+        ``(layers, pieces, width)`` float32: the selected layers at every piece.
+    word_offsets : np.ndarray
+        ``(words + 1,)`` int64: word ``i`` owns pieces ``word_offsets[i]:word_offsets[i + 1]``; every
+        word owns at least one piece.
+    cls : np.ndarray or None
+        ``(layers, width)``: the sequence's first piece (``[CLS]``/``<s>``) of the first window, for
+        encoders that have one; ``None`` otherwise.
+    ids : np.ndarray or None
+        ``(pieces,)`` int64 vocabulary ids of the pieces, for encoders with a piece vocabulary
+        (transformers); ``None`` otherwise.
+    """
+
+    hidden: np.ndarray
+    word_offsets: np.ndarray
+    cls: Optional[np.ndarray] = None
+    ids: Optional[np.ndarray] = None
+
+    @property
+    def n_words(self) -> int:
+        return len(self.word_offsets) - 1
+
+    def words(self, subword_pooling: SubwordPooling = "first") -> np.ndarray:
+        """Pool pieces to words: ``(layers, words, width)`` (``2 * width`` for ``first_last``)."""
+        return pool_subwords_numpy(self.hidden, self.word_offsets, subword_pooling)
+
+    def piece_means(self) -> np.ndarray:
+        """``(layers, width)`` float32: the mean of every piece, summed in float64; zeros without
+        pieces (``text_pooling="piece_mean"``)."""
+        if not self.hidden.shape[1]:
+            return np.zeros((self.hidden.shape[0], self.hidden.shape[2]), dtype=np.float32)
+        return self.hidden.mean(axis=1, dtype=np.float64).astype(np.float32)
+
+
+@dataclass
+class PairPieces:
+    """One sentence pair encoded, at the level of the encoder's pieces.
+
+    Transformers encode a pair in one pass with the model's pair template and segment ids; static
+    vectors and ELMo, which have no pair input, encode each side on its own.
+
+    Attributes
+    ----------
+    first, second : PieceEncoding
+        Each side's pieces ``(layers, pieces, width)`` and word offsets.
+    cls : np.ndarray or None
+        ``(layers, width)``: the pair's first piece ([CLS]/<s>), for encoders that have one.
+    """
+
+    first: PieceEncoding
+    second: PieceEncoding
+    cls: Optional[np.ndarray] = None
+
+
+class ProgressCounter(Protocol):
+    """A progress bar the caller holds and an encoder counts its items on (a tqdm bar will do)."""
+
+    def update(self, n: int = 1) -> object: ...
+
+
+#: what the encoders' ``show_progress`` takes: draw a bar of their own, or count on the caller's
+ShowProgress = Union[bool, ProgressCounter]
+
+
+def progress_bar(items: object, show_progress: ShowProgress, unit: str = "sent"):
+    """A progress bar over ``items`` (:func:`contextembed._terminal.progress_bar`): with their count
+    where they have one (a list), open-ended for an iterator, which encoders read one chunk at a
+    time (:func:`check_sentence_chunks`). ``show_progress`` may instead be a bar the caller holds
+    (anything with ``update(n)``: the CLI's, an estimator's): the encoder counts its items on it and
+    leaves it open."""
+    if not isinstance(show_progress, (bool, np.bool_)) and callable(getattr(show_progress, "update", None)):
+        return contextlib.nullcontext(show_progress)
+    return terminal.progress_bar(len(items) if isinstance(items, Sized) else None, unit=unit, show=bool(show_progress))
+
+
+class LongPairWarning(UserWarning):
+    """Some pairs were longer than the model takes and were encoded by the window policy."""
+
+
+def warn_long_pairs(n_long: int, n_pairs: int, budget: int) -> None:
+    """Say once per call how many pairs the window policy of long pairs applied to."""
+    warnings.warn(
+        f"{n_long} of {n_pairs} sentence pairs hold more than the {budget} pieces one model input takes "
+        "(besides special tokens): each side was encoded in windows paired with the other side's start "
+        "(docs/pairs.md); no piece was dropped",
+        LongPairWarning,
+        stacklevel=3,
+    )
+
+
+class Encoder(ABC):
+    """A frozen pretrained encoder that exposes all of its layers.
+
+    Subclasses set ``spec`` (the string or path :func:`contextembed.load_encoder` was given, so that
+    adapters can store a reference instead of weights) and implement :meth:`iter_encode_pieces`.
+    """
+
+    #: what :func:`contextembed.load_encoder` was called with; adapters pickle this, not the weights
+    spec: str = ""
+    #: the family name used by ``contextembed info`` (``"static"``, ``"elmo"``, ``"transformer"``)
+    family: str = ""
+    #: what runs the forward pass (:mod:`contextembed._backends`): ``"torch"`` for ELMo and for
+    #: transformers on their own forward, ``"openvino"`` on the engine; static vectors run none
+    backend: str = "torch"
+    #: the layer pooling used when a caller does not choose one (see :mod:`contextembed.pooling`)
+    default_layers: LayerSpec = "all"
+    default_combine: str = "concat"
+    #: why this family takes no document context (``context=N``, :mod:`contextembed._documents`);
+    #: ``None`` for a family that takes it
+    no_context: Optional[str] = "this encoder family cannot encode a sentence inside its document"
+
+    @property
+    @abstractmethod
+    def n_layers(self) -> int:
+        """Number of layers ``encode`` returns with ``layers="all"`` (static: 1)."""
+
+    @property
+    @abstractmethod
+    def width(self) -> int:
+        """Width of one layer's vector for one piece or word."""
+
+    @property
+    def max_length(self) -> Optional[int]:
+        """Longest input (in the encoder's units) one forward pass takes; ``None`` if unbounded."""
+        return None
+
+    @property
+    def max_context(self) -> int:
+        """The most context pieces one side of a sentence can take (``context``,
+        :func:`contextembed._documents.check_context`).
+
+        Raises
+        ------
+        ValueError
+            For a family that takes none (:attr:`no_context` says why).
+        """
+        raise self._context_refused()
+
+    def iter_encode_pieces_in_context(
+        self, items: Iterable, layers: LayerSpec = "all", *, show_progress: bool = False
+    ) -> Iterator[PieceEncoding]:
+        """Encode each sentence inside the words around it (:class:`contextembed._documents.InContext`,
+        from :func:`contextembed._documents.in_context`), yielding one :class:`PieceEncoding` of its
+        own pieces per item, in input order.
+
+        Raises
+        ------
+        ValueError
+            For a family that takes no context (see :attr:`max_context`).
+        """
+        raise self._context_refused()
+
+    def _context_refused(self) -> ValueError:
+        return ValueError(f"context applies to transformers only: {self.no_context}; leave context=0 for the "
+                          f"{self.family} encoder {self.spec!r}")
+
+    @property
+    def vocab_size(self) -> Optional[int]:
+        """Size of the encoder's vocabulary (``None`` for character-level encoders)."""
+        return None
+
+    @property
+    def has_cls(self) -> bool:
+        """Whether :class:`PieceEncoding.cls` is filled (needed by ``text_pooling="cls"``)."""
+        return False
+
+    @property
+    def is_subword(self) -> bool:
+        """Whether words can own several pieces (so that ``subword_pooling`` matters)."""
+        return False
+
+    def save(self, directory: Union[str, os.PathLike], *, overwrite: bool = False) -> None:
+        """Write the encoder into ``directory`` so that ``load_encoder(directory)`` reads it back.
+
+        Transformers write a Hugging Face model directory (safetensors weights, config, tokenizer),
+        ELMo AllenNLP's ``options.json`` + ``weights.hdf5``, static vectors their vectors in
+        safetensors with the exact word list and lookup options. Weights are written in fp32 as the
+        encoder holds them (an encoder loaded in bf16 or fp16 writes its rounded weights, so the
+        copy reproduces it exactly at that precision); pass ``device`` and ``precision`` again when
+        loading.
+
+        The files are written into a temporary directory beside ``directory`` and moved into place
+        only when complete, so a failed or interrupted save leaves nothing half-written.
+
+        Parameters
+        ----------
+        directory : str or path
+            Created; an existing empty directory is filled.
+        overwrite : bool
+            Replace an existing non-empty ``directory`` (otherwise ``FileExistsError``).
+
+        Raises
+        ------
+        ValueError
+            For an ELMo encoder loaded with ``precision="int8"`` (its character CNN holds quantized
+            weights; transformers in int8 save the weights they were quantized from).
+        NotImplementedError
+            For an encoder family that cannot be saved.
+        """
+        with atomic_directory(directory, overwrite=overwrite, what="encoder directory") as folder:
+            self._write(folder)
+
+    def _write(self, folder: str) -> None:
+        """Write the encoder's files into the new, empty ``folder`` (see :meth:`save`)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot be saved")
+
+    def info(self) -> dict:
+        """A summary for ``contextembed info``: family, layers, width, max length, vocabulary."""
+        return {
+            "spec": self.spec,
+            "family": self.family,
+            "n_layers": self.n_layers,
+            "width": self.width,
+            "max_length": self.max_length,
+            "vocab_size": self.vocab_size,
+        }
+
+    @abstractmethod
+    def iter_encode_pieces(
+        self, sentences: Sentences, layers: LayerSpec = "all", *, show_progress: bool = False
+    ) -> Iterator[PieceEncoding]:
+        """Encode sentences, yielding one :class:`PieceEncoding` per sentence in input order.
+
+        Parameters
+        ----------
+        sentences : sequence of sequence of str, or an iterator of them
+            Pre-tokenized sentences. An iterator (a generator) is read one chunk at a time
+            (:func:`~contextembed._sentences.check_sentence_chunks`), so memory stays bounded by the
+            chunk size however long it is; a bad sentence is then found when its chunk is read.
+        layers : int, sequence of int, "all" or "hidden"
+            Which layers to return (see :func:`contextembed.pooling.resolve_layers`).
+        show_progress : bool or ProgressCounter
+            Show a progress bar over sentences; or count them on a bar the caller holds (anything
+            with ``update(n)``), as forward passes finish where the encoder can tell.
+        """
+
+    def iter_encode_pair_pieces(
+        self, pairs: Pairs, layers: LayerSpec = "all", *, show_progress: bool = False
+    ) -> Iterator[PairPieces]:
+        """Encode sentence pairs, yielding one :class:`PairPieces` per pair in input order.
+
+        This default encodes each side on its own (static vectors and ELMo have no pair input);
+        transformers override it with one joint pass per pair.
+
+        Parameters
+        ----------
+        pairs : sequence of (token list, token list)
+            Pre-tokenized sentence pairs.
+        layers : int, sequence of int, "all" or "hidden"
+        show_progress : bool
+        """
+        pairs = check_pairs(pairs)
+        firsts = self.iter_encode_pieces([a for a, _ in pairs], layers, show_progress=show_progress)
+        seconds = self.iter_encode_pieces([b for _, b in pairs], layers)
+        for first, second in zip(firsts, seconds):
+            yield PairPieces(first, second, None)
+
+    def encode_pairs(
+        self, pairs: Pairs, layers: LayerSpec = "all", subword_pooling: SubwordPooling = "first"
+    ) -> list[tuple[np.ndarray, np.ndarray, Optional[np.ndarray]]]:
+        """Encode sentence pairs into per-layer word vectors of each side and the pair's CLS vector.
+
+        Returns
+        -------
+        list of (np.ndarray, np.ndarray, np.ndarray or None)
+            Per pair: ``(layers, words_a, width)``, ``(layers, words_b, width)`` (one row per word
+            of each side) and ``(layers, width)`` for the pair's first piece (``None`` without one).
+        """
+        return [
+            (pair.first.words(subword_pooling), pair.second.words(subword_pooling), pair.cls)
+            for pair in self.iter_encode_pair_pieces(pairs, layers)
+        ]
+
+    def encode_pieces(self, sentences: Sentences, layers: LayerSpec = "all") -> list[PieceEncoding]:
+        """List form of :meth:`iter_encode_pieces`."""
+        return list(self.iter_encode_pieces(sentences, layers))
+
+    def encode_piece_means(self, sentences: Sentences, layers: LayerSpec = "all") -> np.ndarray:
+        """The mean of every piece of each sentence (``text_pooling="piece_mean"``), per layer.
+
+        Returns
+        -------
+        np.ndarray
+            ``(sentences, layers, width)`` float32; zeros for a sentence without words. Transformers
+            sum on the device, so that only these vectors leave it.
+        """
+        sentences = check_sentences(sentences)
+        out = np.zeros((len(sentences), len(self.layer_indexes(layers)), self.width), dtype=np.float32)
+        for i, encoding in enumerate(self.iter_encode_pieces(sentences, layers)):
+            out[i] = encoding.piece_means()
+        return out
+
+    def iter_encode(
+        self,
+        sentences: Sentences,
+        layers: LayerSpec = "all",
+        subword_pooling: SubwordPooling = "first",
+        *,
+        show_progress: bool = False,
+    ) -> Iterator[np.ndarray]:
+        """Yield ``(layers, words, width)`` float32 per sentence, in input order; ``sentences`` may be
+        an iterator, read one chunk at a time (see :meth:`iter_encode_pieces`)."""
+        for encoding in self.iter_encode_pieces(sentences, layers, show_progress=show_progress):
+            yield encoding.words(subword_pooling)
+
+    def iter_encode_pooled(
+        self,
+        sentences: Union[Sentences, Iterable],
+        pooling: LayerPooling,
+        subword_pooling: SubwordPooling = "first",
+        *,
+        in_context: bool = False,
+        dtype: str = "float32",
+        show_progress: bool = False,
+    ) -> Iterator[np.ndarray]:
+        """Yield the word features of each sentence in input order: its words pooled from their pieces
+        (``subword_pooling``), then ``pooling``'s layers selected and combined.
+
+        Parameters
+        ----------
+        sentences : sequence of sequence of str, or an iterator of them
+            As :meth:`iter_encode_pieces` takes them; with ``in_context``, the
+            :class:`~contextembed._documents.InContext` items :meth:`iter_encode_pieces_in_context` takes.
+        pooling : LayerPooling
+            Which layers, and how they combine (used as it is, without gradient).
+        subword_pooling : {"first", "last", "mean", "first_last", "max"}
+        in_context : bool
+            Encode each sentence in its document's context.
+        dtype : {"float32", "float16"}
+            The rows' dtype (:data:`~contextembed.pooling._layers.OutputDtype`; float16: rounded where
+            they were pooled, so half the bytes move).
+
+        Yields
+        ------
+        np.ndarray
+            ``(words, dim)`` with ``dim = pooling.output_width(subword_output_width(width, subword_pooling))``.
+            Transformers pool where the model ran; the values are those of the host's pooling.
+
+        Raises
+        ------
+        ValueError
+            An unknown ``subword_pooling`` or ``dtype`` (at the call, before anything is encoded).
+        """
+        check_subword_pooling(subword_pooling)
+        check_output_dtype(dtype)
+        return self._iter_pooled(sentences, pooling, subword_pooling, in_context, dtype, show_progress)
+
+    def _iter_pooled(self, sentences, pooling: LayerPooling, subword_pooling: str, in_context: bool, dtype: str,
+                     show_progress: bool) -> Iterator[np.ndarray]:
+        """:meth:`iter_encode_pooled` with checked options; this default pools on the host."""
+        layers = pooling.layer_indexes
+        if in_context:
+            encodings = self.iter_encode_pieces_in_context(sentences, layers, show_progress=show_progress)
+            words = (encoding.words(subword_pooling) for encoding in encodings)
+        else:
+            words = self.iter_encode(sentences, layers, subword_pooling, show_progress=show_progress)
+        for hidden in words:
+            yield pool_layers_numpy(pooling, hidden).astype(dtype, copy=False)
+
+    def encode(
+        self,
+        sentences: Sentences,
+        layers: LayerSpec = "all",
+        subword_pooling: SubwordPooling = "first",
+    ) -> list[np.ndarray]:
+        """Encode pre-tokenized sentences into per-layer word vectors.
+
+        Parameters
+        ----------
+        sentences : sequence of sequence of str
+            Pre-tokenized sentences (a list of token lists).
+        layers : int, sequence of int, "all" or "hidden"
+            Which of the encoder's layers to return, in that order. Default: all of them.
+        subword_pooling : {"first", "last", "mean", "first_last", "max"}
+            How a word's pieces become one vector (``first_last`` doubles the width).
+
+        Returns
+        -------
+        list of np.ndarray
+            One float32 array per sentence, shape ``(layers, words, width)``: exactly one row per
+            input word.
+        """
+        return list(self.iter_encode(sentences, layers, subword_pooling))
+
+    def layer_indexes(self, layers: LayerSpec) -> tuple[int, ...]:
+        """Resolve a layer spec against this encoder (see :func:`resolve_layers`)."""
+        return resolve_layers(layers, self.n_layers)
+
+
+def check_savable(precision: str) -> None:
+    """Refuse to save int8-quantized weights (they are no longer the model's)."""
+    if precision == "int8":
+        raise ValueError(
+            "an encoder loaded with precision='int8' holds quantized weights and cannot be saved; load it "
+            "with precision='fp32' (or 'bf16') to save it, and pass precision='int8' when loading the copy"
+        )
+
+
+def is_cased(encoder: Encoder) -> bool:
+    """Whether the encoder tells "Paris" from "paris" (uncased transformers and lowercase vectors don't)."""
+    if encoder.family == "static":
+        return not encoder.lowercase
+    tokenizer = getattr(encoder, "tokenizer", None)
+    if tokenizer is None:
+        return True  # character-level encoders (ELMo) see case
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None:
+        normalizer = backend.normalizer
+        return normalizer is None or normalizer.normalize_str("Paris NATO") == "Paris NATO"
+    return not getattr(tokenizer, "do_lower_case", False)

@@ -1,0 +1,185 @@
+"""TokenEmbedder: one layer-pooled vector per input token."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from .._documents import check_context, in_context
+from ..pooling import LayerSpec
+from ._base import LayerFeaturesBase
+from ._checks import DocIds, TokenLists, check_codes, check_doc_ids, check_token_lists, token_labels
+from ._encoding import CacheOption, stack_words
+from ._parameters import shared_docs, store_parameters
+
+
+@shared_docs
+class TokenEmbedder(LayerFeaturesBase):
+    """Contextual word vectors from a frozen encoder, as a scikit-learn transformer.
+
+    ``X`` is a list of token lists. :meth:`transform` returns one row per token, sentence after
+    sentence in input order (rows ``sum(len(s) for s in X[:i])`` onwards belong to sentence ``i``);
+    :meth:`transform_sentences` returns one array per sentence instead.
+
+    Documents: every method that encodes takes ``doc_ids``, one document id per sentence (like
+    scikit-learn's ``groups``; each document's sentences consecutive in ``X``). Without it, ``X``'s
+    order is one document. Documents matter only with ``context``.
+
+    Parameters
+    ----------
+    $model_parameters
+    context : int
+        Encode each sentence with up to this many pieces of its document's text before it and after
+        it in the same model input (BERT's feature-based NER; :mod:`contextembed._documents`); only
+        the sentence's own words' rows come out. 0 (default): each sentence alone. Transformers
+        only; at most the pieces one model input holds. Longer inputs cost more encoding time.
+    $run_parameters
+
+    $fitted_attributes
+    """
+
+    def __init__(
+        self,
+        # the parameters every layer-feature estimator shares are defined in _parameters.py
+        encoder: str = "minilm-l6", layers: LayerSpec = "all", combine: str = "scalar_mix",
+        subword_pooling: str = "first", context: int = 0,
+        device: str = "auto", precision: str = "auto", backend: str = "torch", batch_tokens: Optional[int] = None,
+        cache: CacheOption = "memory",
+        n_jobs: Optional[int] = None, embed_weights: bool = False,
+        max_epochs: int = 20, validation_fraction: float = 0.1, random_state=0, show_progress: bool = False,
+    ) -> None:
+        store_parameters(self, locals())
+
+    def fit(self, X, y=None, doc_ids=None):
+        """Load the encoder; with ``y`` and ``combine="scalar_mix"``, learn the mix for the task.
+
+        Parameters
+        ----------
+        X : list of list of str
+            Tokenized sentences.
+        y : list of list of labels, or array of one label per token, optional
+            Token labels (e.g. NER tags). Only used to learn the scalar mix.
+        doc_ids : sequence, optional
+            One document id per sentence (see the class docstring).
+        """
+        sentences = check_token_lists(X, fit=True)
+        documents = check_doc_ids(doc_ids, len(sentences))
+        self.context_ = check_context(self.context, self._setup())
+        if y is not None and self.combine == "scalar_mix":
+            _, codes = np.unique(token_labels(sentences, y), return_inverse=True)
+            self.fit_mix(sentences, codes, doc_ids=documents)
+        return self
+
+    def fit_mix(self, X, codes: np.ndarray, *, window: Optional[np.ndarray] = None, extra: Optional[np.ndarray] = None,
+                doc_ids=None):
+        """Learn the scalar mix (``combine="scalar_mix"``) for per-token classes, with context.
+
+        The hook a tagger uses to learn the mix with the same inputs its classifier sees (ELMo's
+        recipe): a linear softmax probe over each token's mixed vector, ``extra`` features and its
+        ``window`` neighbours, early-stopped on held-out sentences. The estimator must be fitted
+        (``fit(X)`` loads the encoder); a no-op for other combinations or a single layer.
+
+        Parameters
+        ----------
+        X : list of list of str
+            Tokenized sentences.
+        codes : np.ndarray
+            ``(tokens,)`` int class index of every token, sentence after sentence.
+        window : np.ndarray, optional
+            ``(tokens, n_window)`` rows of each token's neighbours, ``-1`` beyond the sentence
+            (:func:`contextembed.sklearn._tagger_features.window_index`); default: the token alone.
+        extra : np.ndarray, optional
+            ``(tokens, n_extra)`` float32 features joined to the mixed vector (e.g. word shape).
+        doc_ids : sequence, optional
+            One document id per sentence (see the class docstring).
+
+        Returns
+        -------
+        self
+        """
+        self._check_fitted()
+        sentences = check_token_lists(X)
+        documents = check_doc_ids(doc_ids, len(sentences))
+        n_tokens = sum(len(s) for s in sentences)
+        codes = check_codes(codes, n_tokens)
+        if self.combine != "scalar_mix":
+            return self
+        if n_tokens == 0:
+            raise ValueError(f"the scalar mix is learned from labelled tokens, but all {len(sentences)} sentences of X "
+                             "are empty; pass sentences with tokens, or fit without y")
+        hidden = self._selected_words(sentences, documents)
+        groups = np.repeat(np.arange(len(sentences)), [len(s) for s in sentences])
+        self._learn_mix(hidden, codes, groups, window=window, extra=extra)
+        return self
+
+    def transform(self, X, doc_ids=None) -> np.ndarray:
+        """Token features.
+
+        Parameters
+        ----------
+        X : list of list of str
+        doc_ids : sequence, optional
+            One document id per sentence (see the class docstring).
+
+        Returns
+        -------
+        np.ndarray
+            ``(total_tokens, n_features)`` float32, one row per token in input order.
+        """
+        self._check_fitted()
+        return self._token_features(*self._checked(X, doc_ids))
+
+    def transform_layers(self, X, doc_ids=None) -> np.ndarray:
+        """The selected layers of every token, not combined: ``(selected_layers, total_tokens, width)``
+        float32, tokens in input order (for models that learn their own mix, e.g.
+        :class:`BiLSTMCRFTagger`)."""
+        self._check_fitted()
+        layers = self._selected_words(*self._checked(X, doc_ids))
+        if not np.isfinite(layers).all():
+            raise FloatingPointError(
+                f"the encoder {self.encoder!r} at precision={self.precision!r} produced NaN or inf features; "
+                "use precision='fp32'"
+            )
+        return layers
+
+    def transform_sentences(self, X, doc_ids=None) -> list[np.ndarray]:
+        """Like :meth:`transform`, split per sentence: a list of ``(tokens, n_features)`` arrays."""
+        self._check_fitted()
+        sentences, documents = self._checked(X, doc_ids)
+        features = self._token_features(sentences, documents)
+        bounds = np.cumsum([len(s) for s in sentences])[:-1]
+        return np.split(features, bounds) if sentences else []
+
+    def fit_transform(self, X, y=None, doc_ids=None, **fit_params):
+        sentences = check_token_lists(X, fit=True)
+        documents = check_doc_ids(doc_ids, len(sentences))
+        return self.fit(sentences, y, doc_ids=documents)._token_features(sentences, documents)
+
+    def __setstate__(self, state):
+        super().__setstate__({"context": 0, **state})  # an embedder pickled before context existed: 0
+
+    @staticmethod
+    def _checked(X, doc_ids) -> tuple[TokenLists, Optional[DocIds]]:
+        sentences = check_token_lists(X)
+        return sentences, check_doc_ids(doc_ids, len(sentences))
+
+    def _token_features(self, sentences: TokenLists, documents: Optional[DocIds] = None) -> np.ndarray:
+        """``(total_tokens, n_features)`` float32 of checked sentences."""
+        if sum(len(s) for s in sentences) == 0:
+            return self._empty()
+        return self._combine(self._selected_words(sentences, documents))
+
+    def _selected_words(self, sentences: TokenLists, documents: Optional[DocIds] = None) -> np.ndarray:
+        """``(selected_layers, words, width)`` for all sentences (float32)."""
+        if sum(len(s) for s in sentences) == 0:
+            return np.zeros((len(self.layer_indexes_), 0, self.width_), dtype=np.float32)
+        encodings = [e for e in self._word_encodings(sentences, documents) if e.n_words]
+        return stack_words(encodings, self.subword_pooling, self.layer_indexes_)
+
+    def _word_encodings(self, sentences: TokenLists, documents: Optional[DocIds]) -> list:
+        """Each sentence's pieces: alone, or (``context``) inside its document's text."""
+        context = getattr(self, "context_", 0)  # absent from embedders pickled before context existed
+        if not context:
+            return self._encodings(sentences)
+        return self._encodings(list(in_context(sentences, documents, context)), "in_context")
