@@ -86,6 +86,8 @@ class PieceTokenizer:
         self.tokenizer = tokenizer
         self.unk_id = _unknown_id(tokenizer)
         self.prefix, self.suffix = special_tokens_around(tokenizer)
+        #: ``prefix`` and ``suffix`` as ``(pieces,)`` int64 arrays
+        self.around = (np.asarray(self.prefix, dtype=np.int64), np.asarray(self.suffix, dtype=np.int64))
         self._words = WordPieces(self) if context_free(tokenizer) else None
 
     def __call__(self, sentences: Sentences) -> list[SentencePieces]:

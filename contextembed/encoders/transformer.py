@@ -795,19 +795,17 @@ class TransformerEncoder(Encoder):
 
     def _pending(self, pieces: SentencePieces, selectors: Sequence[str]) -> _Pending:
         """``selectors``: ``"all"`` pieces, word ``"starts"`` or ``"ends"``, or the ``"sum"`` of all."""
-        offsets = pieces.offsets
-        every = np.arange(pieces.n_pieces)
-        choices = {"all": every, "sum": every, "starts": offsets[:-1], "ends": offsets[1:] - 1}
+        positions = [_POSITIONS[name](pieces) for name in selectors]
         sums = tuple(name == "sum" for name in selectors)
         # piece sums take no [CLS] vector
-        return _Pending(pieces, [choices[name] for name in selectors], sums, [[] for _ in selectors], takes_cls=not any(sums))
+        return _Pending(pieces, positions, sums, [[] for _ in selectors], takes_cls=not any(sums))
 
     def _single_rows(self, item: _Pending) -> Iterator[_Row]:
         """One row per window of a sentence: ``prefix + window + suffix``."""
         prefix, suffix = self.pieces.prefix, self.pieces.suffix
+        around = self.pieces.around
         for window in plan_windows(item.pieces.n_pieces, self.window, self.stride):
-            content = item.pieces.ids[window.start : window.end]
-            ids = np.concatenate([np.asarray(prefix, dtype=np.int64), content, np.asarray(suffix, dtype=np.int64)])
+            ids = np.concatenate([around[0], item.pieces.ids[window.start : window.end], around[1]])
             owners = [item] if window.start == 0 and prefix and item.takes_cls else []
             yield _Row(ids, None, [_Part(item, window, len(prefix))], owners)
 
@@ -1020,6 +1018,15 @@ class TransformerEncoder(Encoder):
         for r, vector in zip(rows, cls):
             for owner in batch[r].cls_owners:
                 owner.cls = vector
+
+
+#: the positions of each selector's units among a sentence's pieces (:meth:`TransformerEncoder._pending`)
+_POSITIONS: dict[str, Callable[[SentencePieces], np.ndarray]] = {
+    "all": lambda pieces: np.arange(pieces.n_pieces),
+    "sum": lambda pieces: np.arange(pieces.n_pieces),
+    "starts": lambda pieces: pieces.offsets[:-1],
+    "ends": lambda pieces: pieces.offsets[1:] - 1,
+}
 
 
 def _sequential_sums(layers: list[np.ndarray], index: list[np.ndarray], counts: np.ndarray) -> np.ndarray:
