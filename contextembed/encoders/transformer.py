@@ -654,9 +654,13 @@ class TransformerEncoder(Encoder):
         # one window: its sum (an empty text's mean stays zeros)
         whole = [i for i, item in enumerate(pending) if len(item.blocks[0]) == 1 and pieces[i]]
         if whole:
-            # (layers, texts, width) float64 sums -> (texts, layers, width) means
+            # (layers, texts, width) float64 sums -> means -> (texts, layers, width)
             sums = np.concatenate([pending[i].blocks[0][0][1] for i in whole], axis=1)
-            out[whole] = (sums / pieces[whole][:, None]).transpose(1, 0, 2)
+            np.divide(sums, pieces[whole][:, None], out=sums)
+            if len(whole) == len(out):
+                out.transpose(1, 0, 2)[...] = sums
+            else:
+                out[whole] = sums.transpose(1, 0, 2)
         for i, item in enumerate(pending):
             if len(item.blocks[0]) > 1:  # the sum of its windows' sums
                 out[i] = item.joined(0).sum(axis=1) / pieces[i]

@@ -126,7 +126,10 @@ class TextEmbedder(LayerFeaturesBase):
         """Write the per-layer vectors of a block of texts' ``encodings`` to ``out[:, begin:]``."""
         index = list(self.layer_indexes_)
         if self.text_pooling == "piece_mean":  # with subword mean: the mean of every piece
-            out[:, begin : begin + len(encodings)] = np.stack(encodings, axis=1)[index]
+            if index == list(range(len(encodings[0]))):  # every layer, in order: stacked in place
+                np.stack(encodings, axis=1, out=out[:, begin : begin + len(encodings)])
+            else:
+                out[:, begin : begin + len(encodings)] = np.stack(encodings, axis=1)[index]
             return
         for i, encoding in enumerate(encodings, start=begin):
             if self.text_pooling == "cls":
