@@ -1053,7 +1053,7 @@ def _sequential_sums(layers: list[np.ndarray], index: list[np.ndarray], counts: 
         # (windows, longest, width)
         block = rows[where]
         block[empty] = 0.0
-        block.sum(axis=1, dtype=np.float64, out=sums)
+        block.sum(axis=1, dtype=np.float64, out=sums, initial=0.0)  # from +0.0, as index_add_ starts
     return out
 
 

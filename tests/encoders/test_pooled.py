@@ -165,6 +165,7 @@ def test_window_sums_are_torch_index_add_bit_for_bit():
 
     rng = np.random.default_rng(0)
     rows = (rng.standard_normal((900, 16)) * np.exp(rng.uniform(-40, 40, (900, 1)))).astype(np.float32)
+    rows[:, 0] = -0.0  # a sum of negative zeros from 0.0 is +0.0
     bounds = np.sort(rng.choice(900, 80, replace=False)).reshape(-1, 2)  # 40 disjoint windows of 1 or more rows
     index = [np.arange(start, end) for start, end in bounds] + [np.array([5, 3, 899]), np.array([], dtype=np.int64)]  # any order, none
     counts = np.array([len(i) for i in index])
@@ -173,6 +174,7 @@ def test_window_sums_are_torch_index_add_bit_for_bit():
         0, owner, torch.from_numpy(rows[np.concatenate(index)]).double()).numpy()
     sums = _sequential_sums([rows], index, counts)[0]
     assert sums.dtype == np.float64 and np.array_equal(sums, expected)
+    assert not np.signbit(sums[:, 0]).any() and np.array_equal(np.signbit(sums), np.signbit(expected))
     assert not np.array_equal(sums, np.stack([rows[i].astype(np.float64)[::-1].sum(axis=0) for i in index]))  # order shows
 
 
