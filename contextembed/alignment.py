@@ -193,6 +193,13 @@ class WordPieces:
         self._vocabulary: tuple = ()
         self._lock = threading.Lock()
 
+    def __getstate__(self) -> dict:
+        """Pickled without its words (a copy starts empty) and without its lock."""
+        return {"_pieces": self._pieces, "max_words": self.max_words}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["_pieces"], state["max_words"])
+
     def sentences(self, sentences: Sentences) -> list[SentencePieces]:
         """Each sentence's pieces, exactly what the tokenizer's batch call aligned gives."""
         with self._lock:

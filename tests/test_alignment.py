@@ -153,3 +153,16 @@ def test_window_validation():
         check_window(0, 1)
     with pytest.raises(ValueError, match="does not fit the model"):
         check_window(600, 100, max_window=510)
+
+
+def test_a_piece_tokenizer_pickles_with_an_empty_word_cache(tiny_bert_dir):
+    import pickle
+
+    tokenizer = AutoTokenizer.from_pretrained(str(tiny_bert_dir), local_files_only=True)
+    pieces = PieceTokenizer(tokenizer)
+    sentences = [["the", "New", "York", "unaffable"], []]
+    first = pieces(sentences)
+    copy = pickle.loads(pickle.dumps(pieces))
+    assert copy._words is not None and not copy._words._known and copy._words._pieces is copy
+    _assert_same_pieces(copy(sentences), first)
+    assert len(copy._words._known) == 4
