@@ -29,6 +29,7 @@ without context: its windows are full, so no room is left.
 from __future__ import annotations
 
 import itertools
+import threading
 from dataclasses import dataclass
 from typing import Optional
 
@@ -85,9 +86,19 @@ class PieceTokenizer:
         self.tokenizer = tokenizer
         self.unk_id = _unknown_id(tokenizer)
         self.prefix, self.suffix = special_tokens_around(tokenizer)
+        #: ``prefix`` and ``suffix`` as ``(pieces,)`` int64 arrays
+        self.around = (np.asarray(self.prefix, dtype=np.int64), np.asarray(self.suffix, dtype=np.int64))
+        self._words = WordPieces(self) if context_free(tokenizer) else None
 
     def __call__(self, sentences: Sentences) -> list[SentencePieces]:
-        """Tokenize each sentence; ``sentences`` must already be validated lists of str."""
+        """Tokenize each sentence; ``sentences`` must already be validated lists of str.
+
+        A tokenizer that cuts each word into pieces alone (:func:`context_free`) looks each word up
+        in a bounded cache of the words it has seen (:class:`WordPieces`); any other runs its batch
+        call and its pieces are aligned to the words.
+        """
+        if self._words is not None:
+            return self._words.sentences(sentences)
         non_empty = [i for i, s in enumerate(sentences) if len(s)]
         results = [_empty_pieces() for _ in sentences]
         if not non_empty:
@@ -141,6 +152,98 @@ class PieceTokenizer:
         ids_array = np.insert(ids_array, starts[empty], self.unk_id)
         counts[empty] = 1
         return SentencePieces(ids_array, _offsets(counts))
+
+
+#: the parts of a tokenizer (``tokenizer.json``) under which each word of a pre-split sentence is
+#: normalized, split and cut into pieces alone, so that its pieces depend on the word only:
+#: BERT's normalizer works character by character, its pre-tokenizer splits inside a word, and
+#: WordPiece cuts each split alone (an over-long split is one unknown piece)
+CONTEXT_FREE_PARTS = {"normalizer": (None, "BertNormalizer"), "pre_tokenizer": ("BertPreTokenizer",),
+                      "model": ("WordPiece",)}
+#: words whose pieces :class:`WordPieces` keeps (about 100 bytes each, and their strings)
+WORD_CACHE_SIZE = 200_000
+
+
+def context_free(tokenizer) -> bool:
+    """Whether ``tokenizer`` (a fast Hugging Face tokenizer) gives every word of a pre-split sentence
+    the pieces it gives the word alone (:data:`CONTEXT_FREE_PARTS`): then a word's pieces can be
+    looked up. Any other (byte-level BPE, SentencePiece's ``Metaspace``, which marks the first word
+    differently) is tokenized sentence by sentence."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        return False
+    parts = {"normalizer": backend.normalizer, "pre_tokenizer": backend.pre_tokenizer, "model": backend.model}
+    return all((None if part is None else type(part).__name__) in CONTEXT_FREE_PARTS[name] for name, part in parts.items())
+
+
+class WordPieces:
+    """A context-free tokenizer's pieces of each word seen, for :meth:`PieceTokenizer.__call__`.
+
+    Unknown words are tokenized together by one call (:meth:`PieceTokenizer.words_alone`: a word
+    without pieces is the unknown token, as in a sentence); at most :data:`WORD_CACHE_SIZE` words are
+    kept, the oldest dropped first. The words are keyed by their exact string (case, accents and
+    all: the tokenizer's normalizer runs on every new word). The cache belongs to one tokenizer and
+    starts again when its vocabulary or backend changes (``add_tokens``), so no pieces of another
+    vocabulary are ever looked up.
+    """
+
+    def __init__(self, pieces: PieceTokenizer, max_words: int = WORD_CACHE_SIZE) -> None:
+        self._pieces, self.max_words = pieces, max_words
+        self._known: dict[str, tuple[int, ...]] = {}
+        self._vocabulary: tuple = ()
+        self._lock = threading.Lock()
+
+    def __getstate__(self) -> dict:
+        """Pickled without its words (a copy starts empty) and without its lock."""
+        return {"_pieces": self._pieces, "max_words": self.max_words}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["_pieces"], state["max_words"])
+
+    def sentences(self, sentences: Sentences) -> list[SentencePieces]:
+        """Each sentence's pieces, exactly what the tokenizer's batch call aligned gives."""
+        with self._lock:
+            pieces = self._lookup(sentences)
+        # (words,) pieces per word and (words + 1,) where each word's pieces start
+        counts = np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces))
+        starts = _offsets(counts)
+        ids = np.fromiter(itertools.chain.from_iterable(pieces), dtype=np.int64, count=int(starts[-1]))
+        out, first = [], 0
+        for sentence in sentences:
+            last = first + len(sentence)
+            begin = starts[first]
+            out.append(SentencePieces(ids[begin : starts[last]], starts[first : last + 1] - begin))
+            first = last
+        return out
+
+    def _lookup(self, sentences: Sentences) -> list[tuple[int, ...]]:
+        """Every word's pieces, word after word; new words tokenized and remembered."""
+        tokenizer = self._pieces.tokenizer
+        vocabulary = (id(tokenizer.backend_tokenizer), len(tokenizer))
+        if vocabulary != self._vocabulary:
+            self._known, self._vocabulary = {}, vocabulary
+        known = self._known
+        new = list(dict.fromkeys(word for sentence in sentences for word in sentence if word not in known))
+        if not new:
+            return [known[word] for sentence in sentences for word in sentence]
+        backend = tokenizer.backend_tokenizer
+        if backend.truncation is not None or backend.padding is not None:  # what the tokenizer's own call does
+            backend.no_truncation()
+            backend.no_padding()
+        ids, counts = self._pieces.words_alone(new)
+        ends = np.cumsum(counts).tolist()
+        flat = ids.tolist()
+        found = {word: tuple(flat[end - count : end]) for word, end, count in zip(new, ends, counts.tolist())}
+        pieces = [known[word] if word in known else found[word] for sentence in sentences for word in sentence]
+        self._remember(found)
+        return pieces
+
+    def _remember(self, found: dict[str, tuple[int, ...]]) -> None:
+        known = self._known
+        excess = len(known) + len(found) - self.max_words
+        for word in list(itertools.islice(known, max(0, excess))):  # the oldest first
+            del known[word]
+        known.update(itertools.islice(found.items(), self.max_words))
 
 
 def _offsets(counts: np.ndarray) -> np.ndarray:

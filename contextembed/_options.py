@@ -32,6 +32,7 @@ option                 definition (type and check)
 ``context``            ``contextembed._documents.check_context`` (against the encoder)
 ``doc_sep``            :data:`contextembed.io.DocSep`, checked by ``read_documents`` and ``embed_file``
 ``dtype`` (output)     :data:`contextembed.pooling._layers.OutputDtype`, ``check_output_dtype``
+                       (the estimators': in ``fit`` and where features are returned)
 =====================  ==================================================================
 """
 

@@ -10,6 +10,7 @@ A tokenizer is a callable ``str -> list[str]``; the estimators also take any suc
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Callable
 from functools import lru_cache
@@ -83,7 +84,7 @@ def tokenize_item(item, split: Tokenizer, where: str) -> list[str]:
                 "encoded as UTF-8; decode the input as UTF-8 or remove the character"
             )
         tokens = split(item)
-        if not isinstance(tokens, (list, tuple)) or not all(isinstance(t, str) for t in tokens):
+        if not isinstance(tokens, (list, tuple)) or not all(map(isinstance, tokens, itertools.repeat(str))):
             raise TypeError(f"the tokenizer returned {type(tokens).__name__} for {where}; a tokenizer must return a list of str tokens")
         return list(tokens)
     if isinstance(item, (list, tuple)):

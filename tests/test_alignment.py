@@ -59,6 +59,62 @@ def test_words_alone_match_one_word_sentences(tokenizer, words):
     assert counts.tolist() == [len(pieces) for pieces in expected]
 
 
+def _aligned_by_batch_call(tokenizer, sentences):
+    """The tokenizer's batch call aligned to the words, without the word cache."""
+    pieces = PieceTokenizer(tokenizer)
+    pieces._words = None
+    return pieces(sentences)
+
+
+def _assert_same_pieces(got, expected):
+    assert len(got) == len(expected)
+    for a, b in zip(got, expected):
+        assert a.ids.dtype == b.ids.dtype == np.int64 and a.offsets.dtype == b.offsets.dtype == np.int64
+        assert a.ids.tolist() == b.ids.tolist() and a.offsets.tolist() == b.offsets.tolist()
+
+
+@settings(max_examples=60, deadline=None)
+@given(sentences=SENTENCES, again=SENTENCES)
+def test_cached_word_pieces_are_the_batch_calls(tiny_bert_dir, sentences, again):
+    """WordPiece cuts each word alone: its pieces are looked up, new words and known ones alike."""
+    tokenizer = AutoTokenizer.from_pretrained(str(tiny_bert_dir), local_files_only=True)
+    pieces = PieceTokenizer(tokenizer)
+    assert pieces._words is not None
+    _assert_same_pieces(pieces(sentences), _aligned_by_batch_call(tokenizer, sentences))
+    both = sentences + again  # known words and new ones, in one call
+    _assert_same_pieces(pieces(both), _aligned_by_batch_call(tokenizer, both))
+
+
+def test_only_tokenizers_that_cut_words_alone_are_cached(tiny_bert_dir, tiny_roberta_dir):
+    from tokenizers import pre_tokenizers
+
+    from contextembed._alignment import context_free
+    from contextembed.encoders.transformer import _tokenizer_options
+
+    bert = AutoTokenizer.from_pretrained(str(tiny_bert_dir), local_files_only=True)
+    roberta = AutoTokenizer.from_pretrained(str(tiny_roberta_dir), local_files_only=True,
+                                            **_tokenizer_options(str(tiny_roberta_dir)))
+    assert context_free(bert) and not context_free(roberta)
+    assert PieceTokenizer(roberta)._words is None
+    bert.backend_tokenizer.pre_tokenizer = pre_tokenizers.Metaspace()  # marks a sentence's first word
+    assert not context_free(bert) and PieceTokenizer(bert)._words is None
+
+
+def test_the_word_cache_is_bounded_and_follows_the_vocabulary(tiny_bert_dir):
+    tokenizer = AutoTokenizer.from_pretrained(str(tiny_bert_dir), local_files_only=True)
+    pieces = PieceTokenizer(tokenizer)
+    pieces._words.max_words = 5
+    sentences = [["the", "New", "York", "unaffable"], ["naïve", "東京", "fox", "the", "a" * 150, ""]]
+    for _ in range(2):
+        _assert_same_pieces(pieces(sentences), _aligned_by_batch_call(tokenizer, sentences))
+        assert len(pieces._words._known) <= 5
+    before = pieces([["unaffable"]])[0].ids.tolist()
+    tokenizer.add_tokens(["unaffable"])  # a new vocabulary: the word is one piece now
+    after = pieces([["unaffable"]])[0].ids.tolist()
+    assert len(before) > 1 and after == [tokenizer.convert_tokens_to_ids("unaffable")]
+    _assert_same_pieces(pieces(sentences), _aligned_by_batch_call(tokenizer, sentences))
+
+
 def test_roberta_words_get_word_initial_pieces(tiny_roberta_dir):
     from contextembed.encoders.transformer import _tokenizer_options
 
@@ -97,3 +153,16 @@ def test_window_validation():
         check_window(0, 1)
     with pytest.raises(ValueError, match="does not fit the model"):
         check_window(600, 100, max_window=510)
+
+
+def test_a_piece_tokenizer_pickles_with_an_empty_word_cache(tiny_bert_dir):
+    import pickle
+
+    tokenizer = AutoTokenizer.from_pretrained(str(tiny_bert_dir), local_files_only=True)
+    pieces = PieceTokenizer(tokenizer)
+    sentences = [["the", "New", "York", "unaffable"], []]
+    first = pieces(sentences)
+    copy = pickle.loads(pickle.dumps(pieces))
+    assert copy._words is not None and not copy._words._known and copy._words._pieces is copy
+    _assert_same_pieces(copy(sentences), first)
+    assert len(copy._words._known) == 4

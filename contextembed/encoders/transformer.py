@@ -163,6 +163,14 @@ class _Pooled:
         """Whether the words are pooled over all their pieces (not picked by the selectors)."""
         return self.method not in _DIRECT
 
+    def copies_in_place(self, flat: list[torch.Tensor]) -> bool:
+        """Whether the units of ``flat`` (float32 hidden states on the CPU) go to the output by one copy
+        each: picked pieces concatenated. Exactly what the torch operations give (no arithmetic),
+        without their intermediate arrays."""
+        return (self.copies is not None and not self.copies.staged and not self.grouped
+                and self.pooling.combine == "concat" and all(layer.device.type == "cpu" and layer.dtype == torch.float32
+                                                             for layer in flat))
+
     def on_device(self, n_pieces: int, window: int) -> bool:
         """Whether a sentence of ``n_pieces`` pieces is pooled on the device."""
         return not self.grouped or n_pieces <= window
@@ -641,9 +649,21 @@ class TransformerEncoder(Encoder):
         from the window that owns it): only ``(layers, width)`` per sentence leaves the device."""
         sentences = check_sentences(sentences)
         out = np.zeros((len(sentences), len(self.layer_indexes(layers)), self.width), dtype=np.float32)
-        for i, pending in enumerate(self._iter_pending(sentences, layers, ("sum",), False)):
-            if pending.pieces.n_pieces:
-                out[i] = pending.joined(0).sum(axis=1) / pending.pieces.n_pieces  # float64 sums
+        pending = list(self._iter_pending(sentences, layers, ("sum",), False))
+        pieces = np.array([item.pieces.n_pieces for item in pending], dtype=np.int64)
+        # one window: its sum (an empty text's mean stays zeros)
+        whole = [i for i, item in enumerate(pending) if len(item.blocks[0]) == 1 and pieces[i]]
+        if whole:
+            # (layers, texts, width) float64 sums -> means -> (texts, layers, width)
+            sums = np.concatenate([pending[i].blocks[0][0][1] for i in whole], axis=1)
+            np.divide(sums, pieces[whole][:, None], out=sums)
+            if len(whole) == len(out):
+                out.transpose(1, 0, 2)[...] = sums
+            else:
+                out[whole] = sums.transpose(1, 0, 2)
+        for i, item in enumerate(pending):
+            if len(item.blocks[0]) > 1:  # the sum of its windows' sums
+                out[i] = item.joined(0).sum(axis=1) / pieces[i]
         return out
 
     def encode_cls(self, sentences: Sentences, layers: LayerSpec = "all") -> np.ndarray:
@@ -779,19 +799,17 @@ class TransformerEncoder(Encoder):
 
     def _pending(self, pieces: SentencePieces, selectors: Sequence[str]) -> _Pending:
         """``selectors``: ``"all"`` pieces, word ``"starts"`` or ``"ends"``, or the ``"sum"`` of all."""
-        offsets = pieces.offsets
-        every = np.arange(pieces.n_pieces)
-        choices = {"all": every, "sum": every, "starts": offsets[:-1], "ends": offsets[1:] - 1}
+        positions = [_POSITIONS[name](pieces) for name in selectors]
         sums = tuple(name == "sum" for name in selectors)
         # piece sums take no [CLS] vector
-        return _Pending(pieces, [choices[name] for name in selectors], sums, [[] for _ in selectors], takes_cls=not any(sums))
+        return _Pending(pieces, positions, sums, [[] for _ in selectors], takes_cls=not any(sums))
 
     def _single_rows(self, item: _Pending) -> Iterator[_Row]:
         """One row per window of a sentence: ``prefix + window + suffix``."""
         prefix, suffix = self.pieces.prefix, self.pieces.suffix
+        around = self.pieces.around
         for window in plan_windows(item.pieces.n_pieces, self.window, self.stride):
-            content = item.pieces.ids[window.start : window.end]
-            ids = np.concatenate([np.asarray(prefix, dtype=np.int64), content, np.asarray(suffix, dtype=np.int64)])
+            ids = np.concatenate([around[0], item.pieces.ids[window.start : window.end], around[1]])
             owners = [item] if window.start == 0 and prefix and item.takes_cls else []
             yield _Row(ids, None, [_Part(item, window, len(prefix))], owners)
 
@@ -908,28 +926,23 @@ class TransformerEncoder(Encoder):
                 if not part.owned:
                     continue
                 positions = part.item.positions[k]
-                lo, hi = np.searchsorted(positions, [part.window.own_start, part.window.own_end])
+                if len(positions) == part.item.pieces.n_pieces:  # every piece: positions[i] == i
+                    lo, hi = part.window.own_start, part.window.own_end
+                else:
+                    lo, hi = np.searchsorted(positions, [part.window.own_start, part.window.own_end])
                 index.append(positions[lo:hi] - part.window.start + part.offset + r * length)
                 targets.append((part, lo, hi - lo))
         if pooled is not None:
             index, targets = self._pool_selector(flat, index, targets, k, pooled)
             if not targets:
                 return
-        index_t = torch.from_numpy(np.concatenate(index)).to(self.device)
         if batch[0].parts[0].item.sums[k]:
-            counts = torch.tensor([count for _, _, count in targets], device=self.device)
-            owner = torch.repeat_interleave(torch.arange(len(targets), device=self.device), counts)
-            # (layers, windows, width): one sum per owned window, in float64 like every other piece mean
-            # (a sum of float32 values in float64 is exact in practice, so the result does not depend on
-            # the order, the windows, or whether it was taken from cached pieces); layer by layer, so
-            # only one layer's pieces are gathered and widened at a time
-            sums = torch.stack([
-                flat[0].new_zeros(len(targets), self.width, dtype=torch.float64).index_add_(
-                    0, owner, layer.index_select(0, index_t).double())
-                for layer in flat]).cpu().numpy()
+            # (layers, windows, width) float64
+            sums = self._window_sums(flat, index, np.array([count for _, _, count in targets]))
             for j, (part, _, _) in enumerate(targets):
                 part.item.blocks[k].append((part.window.own_start, sums[:, j : j + 1]))
             return
+        index_t = torch.from_numpy(np.concatenate(index)).to(self.device)
         # (layers, units, width)
         gathered = torch.stack([layer.index_select(0, index_t) for layer in flat]).float().cpu().numpy()
         start = 0
@@ -937,32 +950,67 @@ class TransformerEncoder(Encoder):
             part.item.blocks[k].append((part.window.own_start, gathered[:, start : start + count]))
             start += count
 
+    def _window_sums(self, flat: list[torch.Tensor], index: list[np.ndarray], counts: np.ndarray) -> np.ndarray:
+        """The sum of each window's rows ``index[j]`` (``counts[j]`` of them) of every layer of ``flat``:
+        ``(layers, windows, width)`` float64, one value after the other in index order, like every other
+        piece mean (a sum of float32 values in float64 is exact in practice, so the result does not
+        depend on the order, the windows, or whether it was taken from cached pieces).
+
+        On a CPU in NumPy (:func:`_sequential_sums`: the same bits as torch's ``index_add_``, which
+        dispatches one row at a time); elsewhere layer by layer on the device, so only one layer's
+        pieces are gathered and widened at a time.
+        """
+        if self.device.type == "cpu" and all(layer.dtype == torch.float32 for layer in flat):
+            return _sequential_sums([layer.numpy() for layer in flat], index, counts)
+        return self._device_window_sums(flat, index, counts)
+
+    def _device_window_sums(self, flat: list[torch.Tensor], index: list[np.ndarray], counts: np.ndarray) -> np.ndarray:
+        """:meth:`_window_sums` by torch on the model's device."""
+        index_t = torch.from_numpy(np.concatenate(index)).to(self.device)
+        owner = torch.repeat_interleave(torch.arange(len(counts), device=self.device), torch.from_numpy(counts).to(self.device))
+        return torch.stack([
+            flat[0].new_zeros(len(counts), self.width, dtype=torch.float64).index_add_(0, owner, layer.index_select(0, index_t).double())
+            for layer in flat]).cpu().numpy()
+
     def _pool_selector(self, flat: list[torch.Tensor], index: list[np.ndarray], targets: list[tuple[_Part, int, int]],
                        k: int, pooled: _Pooled) -> tuple[list[np.ndarray], list[tuple[_Part, int, int]]]:
         """Pool selector ``k``'s units of the sentences pooled on the device and hand them to their
         rows (:meth:`_fill_rows`); the index and targets of the others, whose pieces come back."""
         mine = [j for j, (part, _, _) in enumerate(targets) if part.item.rows is not None]
         if mine:
-            index_t = torch.from_numpy(np.concatenate([index[j] for j in mine])).to(self.device)
-            gathered = [layer.index_select(0, index_t).float() for layer in flat]
-            chosen = [targets[j] for j in mine]
-            if pooled.grouped:  # whole sentences (one window each): (layers, words, width)
-                counts = np.concatenate([np.diff(part.item.pieces.offsets) for part, _, _ in chosen])
-                offsets = torch.from_numpy(np.concatenate([[0], np.cumsum(counts)])).to(self.device)
-                words = pooled.pooling.combine_selected(pool_subwords(torch.stack(gathered), offsets, pooled.method))
-                starts, lengths = [part.item.first_row for part, _, _ in chosen], [len(part.item.rows) for part, _, _ in chosen]
-            else:
-                # (units, layers, width) -> (units, layers * width) is the concatenation; else (layers, units, width)
-                concat = pooled.pooling.combine == "concat"
-                words = (torch.stack(gathered, dim=1).flatten(1) if concat
-                         else pooled.pooling.combine_selected(torch.stack(gathered)))
-                starts, lengths = [part.item.first_row + lo for part, lo, _ in chosen], [count for _, _, count in chosen]
-            # (units, dim): rows ``dest`` of the chunk's output, selector k's columns
-            dest = np.repeat(np.asarray(starts) - np.cumsum([0] + lengths[:-1]), lengths) + np.arange(sum(lengths))
-            columns = _selector_columns(pooled.out, k, len(chosen[0][0].item.positions), self.width)
-            pooled.copies.put(words.to(_OUTPUT_DTYPES[pooled.dtype]), functools.partial(_fill_rows, columns, dest))
+            self._pool_units(flat, np.concatenate([index[j] for j in mine]), [targets[j] for j in mine], k, pooled)
         rest = [j for j, (part, _, _) in enumerate(targets) if part.item.rows is None]
         return [index[j] for j in rest], [targets[j] for j in rest]
+
+    def _pool_units(self, flat: list[torch.Tensor], index: np.ndarray, chosen: list[tuple[_Part, int, int]], k: int,
+                    pooled: _Pooled) -> None:
+        """Pool selector ``k``'s units ``index`` (rows of ``flat``) of the windows ``chosen`` into their
+        rows of the chunk's output."""
+        if pooled.grouped:  # whole sentences (one window each): their rows in order
+            starts, lengths = [part.item.first_row for part, _, _ in chosen], [len(part.item.rows) for part, _, _ in chosen]
+        else:
+            starts, lengths = [part.item.first_row + lo for part, lo, _ in chosen], [count for _, _, count in chosen]
+        # the rows of the chunk's output the units go to, in order
+        dest = np.repeat(np.asarray(starts) - np.cumsum([0] + lengths[:-1]), lengths) + np.arange(sum(lengths))
+        # (words, dim_k): selector k's columns
+        columns = _selector_columns(pooled.out, k, len(chosen[0][0].item.positions), self.width)
+        if pooled.copies_in_place(flat):
+            # (words, layers, width): the concatenation's blocks, each layer's units copied straight there
+            blocks = columns.reshape(len(columns), len(flat), self.width)
+            for j, layer in enumerate(flat):
+                blocks[dest, j] = layer.numpy()[index]
+            return
+        index_t = torch.from_numpy(index).to(self.device)
+        gathered = [layer.index_select(0, index_t).float() for layer in flat]
+        if pooled.grouped:  # (layers, words, width)
+            counts = np.concatenate([np.diff(part.item.pieces.offsets) for part, _, _ in chosen])
+            offsets = torch.from_numpy(np.concatenate([[0], np.cumsum(counts)])).to(self.device)
+            words = pooled.pooling.combine_selected(pool_subwords(torch.stack(gathered), offsets, pooled.method))
+        elif pooled.pooling.combine == "concat":  # (units, layers, width) -> (units, layers * width)
+            words = torch.stack(gathered, dim=1).flatten(1)
+        else:  # (layers, units, width) -> (units, dim)
+            words = pooled.pooling.combine_selected(torch.stack(gathered))
+        pooled.copies.put(words.to(_OUTPUT_DTYPES[pooled.dtype]), functools.partial(_fill_rows, columns, dest))
 
     def _gather_cls(self, batch: list[_Row], flat: list[torch.Tensor], length: int) -> None:
         rows = [r for r, row in enumerate(batch) if row.cls_owners]
@@ -974,6 +1022,39 @@ class TransformerEncoder(Encoder):
         for r, vector in zip(rows, cls):
             for owner in batch[r].cls_owners:
                 owner.cls = vector
+
+
+#: the positions of each selector's units among a sentence's pieces (:meth:`TransformerEncoder._pending`)
+_POSITIONS: dict[str, Callable[[SentencePieces], np.ndarray]] = {
+    "all": lambda pieces: np.arange(pieces.n_pieces),
+    "sum": lambda pieces: np.arange(pieces.n_pieces),
+    "starts": lambda pieces: pieces.offsets[:-1],
+    "ends": lambda pieces: pieces.offsets[1:] - 1,
+}
+
+
+def _sequential_sums(layers: list[np.ndarray], index: list[np.ndarray], counts: np.ndarray) -> np.ndarray:
+    """``layer[index[j]]`` summed in float64 for each ``j`` and layer, the values added one after the
+    other from 0 in index order (as ``index_add_`` adds them): ``layers`` x ``(rows, width)`` float32
+    -> ``(layers, windows, width)``.
+
+    Each window's rows are gathered into one ``(windows, longest, width)`` block, zeros past its
+    ``counts[j]`` (adding 0.0 changes no sum), and summed over the middle axis, which NumPy reduces
+    one slice after the other (``tests/encoders/test_pooled.py`` checks the bits against torch).
+    """
+    steps = np.arange(counts.max(initial=0))
+    # (windows, longest): which steps hold one of the window's rows, and where that row is
+    filled = steps < counts[:, None]
+    where = np.zeros(filled.shape, dtype=np.int64)
+    where[filled] = np.concatenate(index)
+    empty = ~filled
+    out = np.empty((len(layers), len(counts), layers[0].shape[1]), dtype=np.float64)
+    for rows, sums in zip(layers, out):
+        # (windows, longest, width)
+        block = rows[where]
+        block[empty] = 0.0
+        block.sum(axis=1, dtype=np.float64, out=sums, initial=0.0)  # from +0.0, as index_add_ starts
+    return out
 
 
 def _selector_columns(out: np.ndarray, k: int, selectors: int, width: int) -> np.ndarray:

@@ -22,6 +22,7 @@ from ..encoders._loading import NAMED_MODELS
 from ..errors import ModelNotFoundError
 from ..plotting import LayerWeights, estimator_name, layer_labels
 from ..pooling import LayerPooling, check_combine, check_subword_pooling, subword_output_width
+from ..pooling._layers import check_output_dtype
 from .._streams import intra_op_threads
 from ._embedded import pack_encoder, unpack_encoder
 from ._encoding import UNITS, EncoderRef, Kind, disk_cache, encode_all, get_encoder, resolved
@@ -46,6 +47,7 @@ class LayerFeaturesBase(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         """Validate parameters, load (or reuse) the encoder and build the layer pooling."""
         check_combine(self.combine)
         check_subword_pooling(self.subword_pooling)
+        check_output_dtype(self.dtype)
         if not isinstance(self.encoder, (str, os.PathLike)):
             raise TypeError(
                 f"encoder must be a name or a path (str), got {type(self.encoder).__name__}; pass e.g. "
@@ -149,7 +151,12 @@ class LayerFeaturesBase(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         return _check_finite(out.astype(np.float32, copy=False), self.encoder_ref_)
 
     def _empty(self) -> np.ndarray:
-        return np.zeros((0, self._n_features_out), dtype=np.float32)
+        return self._output(np.zeros((0, self._n_features_out), dtype=np.float32))
+
+    def _output(self, features: np.ndarray) -> np.ndarray:
+        """``(rows, n_features)`` float32 features in ``dtype`` (rounded once, here)."""
+        dtype = check_output_dtype(getattr(self, "dtype", "float32"))  # set_params after fit is checked too
+        return features.astype(dtype, copy=False)
 
     # -- scikit-learn protocol ----------------------------------------------------------------
 
@@ -187,6 +194,7 @@ class LayerFeaturesBase(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
     def __setstate__(self, state):
         state = dict(state)
         state.setdefault("backend", "torch")  # pickled before backend= existed: the torch path
+        state.setdefault("dtype", "float32")  # pickled before dtype= existed: float32 features
         if "encoder_ref_" in state:
             state.setdefault("backend_", "torch")
         embedded = state.pop("_embedded_encoder", None)

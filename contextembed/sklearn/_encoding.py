@@ -452,11 +452,13 @@ def encode_all(
     list of PieceEncoding; of PairPieces for ``kind="pair"``; of ``(layers, width)`` piece means
     for ``kind="piece_mean"`` (from the sentence's cached pieces where those are cached)
     """
-    encoder_key = ref.cache_key()
-    key_of = KINDS[kind][0]
-    keys = [key_of(encoder_key, item) for item in sentences]
     disk = disk_cache(cache)
     memory = MEMORY_CACHE if uses_memory(cache) else None
+    if memory is None and disk is None and kind in ("sentence", "piece_mean"):
+        keys = list(map(tuple, sentences))  # no cache: equal token lists are encoded once
+    else:
+        encoder_key = ref.cache_key()
+        keys = [KINDS[kind][0](encoder_key, item) for item in sentences]
     found: dict[str, object] = {}
     missing: dict[str, object] = {}
     hits = {"memory": 0, "disk": 0}

@@ -9,6 +9,7 @@ import numpy as np
 
 from .._options import check_choice
 from ..pooling import LayerSpec, check_text_pooling, pool_subwords_numpy, pool_text_numpy
+from ..pooling._layers import OutputDtype
 from ._base import LayerFeaturesBase
 from ._checks import check_pairs, class_labels
 from ._encoding import CacheOption
@@ -66,6 +67,7 @@ class TextPairEmbedder(LayerFeaturesBase):
         device: str = "auto", precision: str = "auto", backend: str = "torch", batch_tokens: Optional[int] = None, cache: CacheOption = "memory",
         n_jobs: Optional[int] = None, embed_weights: bool = False,
         max_epochs: int = 20, validation_fraction: float = 0.1, random_state=0, show_progress: bool = False,
+        dtype: OutputDtype = "float32",
     ) -> None:
         store_parameters(self, locals())
 
@@ -74,7 +76,8 @@ class TextPairEmbedder(LayerFeaturesBase):
         return self._fit(check_pairs(X, self.tokenizer, fit=True), y)
 
     def transform(self, X) -> np.ndarray:
-        """Pair features: ``(n_pairs, n_features)`` float32, one row per pair in input order."""
+        """Pair features: ``(n_pairs, n_features)`` in ``dtype`` (float32 by default), one row per pair in
+        input order."""
         self._check_fitted()
         return self._pair_features(check_pairs(X, self.tokenizer))
 
@@ -103,10 +106,10 @@ class TextPairEmbedder(LayerFeaturesBase):
         if not pairs:
             return self._empty()
         if self.pair_features == "cls":
-            return self._combine(self._layer_vectors(pairs)[0])
+            return self._output(self._combine(self._layer_vectors(pairs)[0]))
         u, v = (self._combine(side) for side in self._layer_vectors(pairs))
         parts = [u, v] if self.pair_features == "segments" else [u, v, np.abs(u - v), u * v]
-        return np.hstack(parts).astype(np.float32, copy=False)
+        return self._output(np.hstack(parts).astype(np.float32, copy=False))
 
     def _learn_pair_mix(self, pairs: list, codes: np.ndarray) -> None:
         vectors = self._layer_vectors(pairs)

@@ -73,6 +73,10 @@ show_progress : bool
     Progress bars on stderr (tqdm): one over the items each call encodes (those found in the
     cache are not counted), one over the epochs of mix training. Off by default, and in every
     clone (``GridSearchCV``) of an estimator that leaves it off; joblib workers never draw one.
+dtype : {"float32", "float16"}
+    Of the features ``transform`` and ``fit_transform`` return: ``"float16"`` rounds the float32
+    features once, at the end (half the memory; the encodings, their cache and the mix training
+    stay float32). Checked in ``fit`` and again where features are returned.
 """
 
 #: what ``fit`` sets on every one of them (a numpydoc section, with its heading)
@@ -111,7 +115,7 @@ _BLOCKS = {"model_parameters": MODEL_PARAMETERS, "run_parameters": RUN_PARAMETER
 SHARED_DEFAULTS = {
     "encoder": "minilm-l6", "layers": "all", "combine": "scalar_mix", "device": "auto", "precision": "auto",
     "backend": "torch", "batch_tokens": None, "cache": "memory", "n_jobs": None, "embed_weights": False, "max_epochs": 20,
-    "validation_fraction": 0.1, "random_state": 0, "show_progress": False,
+    "validation_fraction": 0.1, "random_state": 0, "show_progress": False, "dtype": "float32",
 }
 
 _PLACEHOLDER = re.compile(r"^( *)\$(\w+)$", re.MULTILINE)

@@ -9,6 +9,7 @@ import numpy as np
 from sklearn.preprocessing import normalize as unit_rows
 
 from ..pooling import LayerSpec, check_text_options, check_text_pooling, pool_subwords_numpy, pool_text_numpy
+from ..pooling._layers import OutputDtype
 from ._base import LayerFeaturesBase
 from ._checks import check_texts, class_labels
 from ._encoding import CacheOption
@@ -58,6 +59,7 @@ class TextEmbedder(LayerFeaturesBase):
         device: str = "auto", precision: str = "auto", backend: str = "torch", batch_tokens: Optional[int] = None, cache: CacheOption = "memory",
         n_jobs: Optional[int] = None, embed_weights: bool = False,
         max_epochs: int = 20, validation_fraction: float = 0.1, random_state=0, show_progress: bool = False,
+        dtype: OutputDtype = "float32",
     ) -> None:
         store_parameters(self, locals())
 
@@ -80,7 +82,7 @@ class TextEmbedder(LayerFeaturesBase):
         Returns
         -------
         np.ndarray
-            ``(n_texts, n_features)`` float32, one row per text in input order.
+            ``(n_texts, n_features)`` in ``dtype`` (float32 by default), one row per text in input order.
         """
         self._check_fitted()
         return self._text_features(check_texts(X, self.tokenizer))
@@ -104,7 +106,7 @@ class TextEmbedder(LayerFeaturesBase):
         if not texts:
             return self._empty()
         features = self._combine(self._layer_vectors(texts))
-        return unit_rows(features) if self.normalize else features
+        return self._output(unit_rows(features) if self.normalize else features)
 
     def _layer_vectors(self, texts: list[list[str]]) -> np.ndarray:
         """Per-layer text vectors: ``(selected_layers, n_texts, width)`` float32.
@@ -124,7 +126,10 @@ class TextEmbedder(LayerFeaturesBase):
         """Write the per-layer vectors of a block of texts' ``encodings`` to ``out[:, begin:]``."""
         index = list(self.layer_indexes_)
         if self.text_pooling == "piece_mean":  # with subword mean: the mean of every piece
-            out[:, begin : begin + len(encodings)] = np.stack(encodings, axis=1)[index]
+            if index == list(range(len(encodings[0]))):  # every layer, in order: stacked in place
+                np.stack(encodings, axis=1, out=out[:, begin : begin + len(encodings)])
+            else:
+                out[:, begin : begin + len(encodings)] = np.stack(encodings, axis=1)[index]
             return
         for i, encoding in enumerate(encodings, start=begin):
             if self.text_pooling == "cls":

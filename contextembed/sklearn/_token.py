@@ -8,6 +8,7 @@ import numpy as np
 
 from .._documents import check_context, in_context
 from ..pooling import LayerSpec
+from ..pooling._layers import OutputDtype
 from ._base import LayerFeaturesBase
 from ._checks import DocIds, TokenLists, check_codes, check_doc_ids, check_token_lists, token_labels
 from ._encoding import CacheOption, stack_words
@@ -48,6 +49,7 @@ class TokenEmbedder(LayerFeaturesBase):
         cache: CacheOption = "memory",
         n_jobs: Optional[int] = None, embed_weights: bool = False,
         max_epochs: int = 20, validation_fraction: float = 0.1, random_state=0, show_progress: bool = False,
+        dtype: OutputDtype = "float32",
     ) -> None:
         store_parameters(self, locals())
 
@@ -125,7 +127,8 @@ class TokenEmbedder(LayerFeaturesBase):
         Returns
         -------
         np.ndarray
-            ``(total_tokens, n_features)`` float32, one row per token in input order.
+            ``(total_tokens, n_features)`` in ``dtype`` (float32 by default), one row per token in input
+            order.
         """
         self._check_fitted()
         return self._token_features(*self._checked(X, doc_ids))
@@ -165,10 +168,10 @@ class TokenEmbedder(LayerFeaturesBase):
         return sentences, check_doc_ids(doc_ids, len(sentences))
 
     def _token_features(self, sentences: TokenLists, documents: Optional[DocIds] = None) -> np.ndarray:
-        """``(total_tokens, n_features)`` float32 of checked sentences."""
+        """``(total_tokens, n_features)`` in ``dtype`` of checked sentences."""
         if sum(len(s) for s in sentences) == 0:
             return self._empty()
-        return self._combine(self._selected_words(sentences, documents))
+        return self._output(self._combine(self._selected_words(sentences, documents)))
 
     def _selected_words(self, sentences: TokenLists, documents: Optional[DocIds] = None) -> np.ndarray:
         """``(selected_layers, words, width)`` for all sentences (float32)."""

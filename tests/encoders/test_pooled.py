@@ -156,3 +156,52 @@ def test_a_list_gives_the_rows_of_an_iterator_over_several_chunks(tiny_bert_dir)
     streamed = list(encoder.iter_encode_pooled(iter(SENTENCES * 3), pooling, "mean"))
     assert len(listed) == len(streamed) == 15
     assert all(np.array_equal(a, b) for a, b in zip(listed, streamed))
+
+
+def test_window_sums_are_torch_index_add_bit_for_bit():
+    """``_sequential_sums`` (the CPU's window sums) against torch's ``index_add_`` in float64 (the
+    device's), on values of every magnitude where the order of the additions shows."""
+    from contextembed.encoders.transformer import _sequential_sums
+
+    rng = np.random.default_rng(0)
+    rows = (rng.standard_normal((900, 16)) * np.exp(rng.uniform(-40, 40, (900, 1)))).astype(np.float32)
+    rows[:, 0] = -0.0  # a sum of negative zeros from 0.0 is +0.0
+    bounds = np.sort(rng.choice(900, 80, replace=False)).reshape(-1, 2)  # 40 disjoint windows of 1 or more rows
+    index = [np.arange(start, end) for start, end in bounds] + [np.array([5, 3, 899]), np.array([], dtype=np.int64)]  # any order, none
+    counts = np.array([len(i) for i in index])
+    owner = torch.repeat_interleave(torch.arange(len(index)), torch.from_numpy(counts))
+    expected = torch.zeros(len(index), 16, dtype=torch.float64).index_add_(
+        0, owner, torch.from_numpy(rows[np.concatenate(index)]).double()).numpy()
+    sums = _sequential_sums([rows], index, counts)[0]
+    assert sums.dtype == np.float64 and np.array_equal(sums, expected)
+    assert not np.signbit(sums[:, 0]).any() and np.array_equal(np.signbit(sums), np.signbit(expected))
+    assert not np.array_equal(sums, np.stack([rows[i].astype(np.float64)[::-1].sum(axis=0) for i in index]))  # order shows
+
+
+def _on_the_device_paths(monkeypatch):
+    """The torch operations every device runs, in place of the CPU's NumPy copies and sums."""
+    from contextembed.encoders.transformer import TransformerEncoder, _Pooled
+
+    monkeypatch.setattr(TransformerEncoder, "_window_sums", TransformerEncoder._device_window_sums)
+    monkeypatch.setattr(_Pooled, "copies_in_place", lambda self, flat: False)
+
+
+@pytest.mark.parametrize("method", ["first", "last", "first_last"])
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_rows_copied_on_the_cpu_are_the_torch_paths_rows(tiny, method, dtype, monkeypatch):
+    pooling = _pooling(tiny, "concat")
+    copied = list(tiny.iter_encode_pooled(SENTENCES, pooling, method, dtype=dtype))
+    in_context_copied = list(tiny.iter_encode_pooled(in_context(SENTENCES, DOC_IDS, 6), pooling, method, in_context=True))
+    _on_the_device_paths(monkeypatch)
+    dim = pooling.output_width(tiny.width * (2 if method == "first_last" else 1))
+    _assert_equal(copied, list(tiny.iter_encode_pooled(SENTENCES, pooling, method, dtype=dtype)), dim)
+    reference = list(tiny.iter_encode_pooled(in_context(SENTENCES, DOC_IDS, 6), pooling, method, in_context=True))
+    _assert_equal(in_context_copied, reference, dim)
+
+
+def test_piece_means_summed_on_the_cpu_are_the_torch_paths(tiny, monkeypatch):
+    sentences = SENTENCES + [["unaffable"] * 30]  # far over the 40 positions: windows
+    means = tiny.encode_piece_means(sentences)
+    _on_the_device_paths(monkeypatch)
+    assert np.array_equal(means, tiny.encode_piece_means(sentences))
+    assert np.abs(means[-1]).max() > 0
