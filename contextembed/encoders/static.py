@@ -33,7 +33,7 @@ from ..options import check_choice
 from ..pooling.layers import LayerSpec
 from ..pooling.subword import SubwordPooling, check_subword_pooling
 from .base import Encoder, PieceEncoding, Sentences, ShowProgress, check_sentence_chunks, progress_bar
-from .static_directory import is_saved_directory, read_saved_table, write_saved_table
+from .static_directory import PIECE_ROWS_FILE, is_saved_directory, read_saved_table, write_saved_table
 from .subwords import SubwordVectors
 from .table_storage import TableStorage
 from .vector_files import (  # noqa: F401  (re-exported)
@@ -235,11 +235,13 @@ class StaticVectors(Encoder):
         :mod:`~contextembed.encoders.static_directory`): every word exactly, whatever characters it
         holds, and every row, duplicates included."""
         storage = self._checked_storage(storage)
+        pieces = None
         if self.subwords is not None:
-            self.subwords.save(folder, storage)
+            self.subwords.save_tokenizer(folder)
+            pieces = (self.subwords.ids, self.subwords.vectors)
         # (vocab, width), the OOV row left out
-        write_saved_table(folder, self.words, self.table[:-1], lowercase=self.lowercase, oov=self.oov,
-                          subwords=self.subwords is not None, storage=storage)
+        write_saved_table(folder, self.words, self.table[:-1], lowercase=self.lowercase, oov=self.oov, pieces=pieces,
+                          storage=storage)
 
     @classmethod
     def load(
@@ -288,7 +290,8 @@ def load_saved_directory(path: Union[str, os.PathLike], **options) -> StaticVect
     """Read a directory written by :meth:`StaticVectors.save`; ``options`` override the saved ones.
 
     Reads format version 2 (``vectors.safetensors`` + ``words.json``), version 3 (the same with a
-    ``subwords`` folder: :class:`SubwordVectors`) and the earlier layout (``vectors.bin``, word2vec
+    ``subwords`` folder: :class:`SubwordVectors`), 4 (other storages) and 5 (piece vectors stored
+    as rows of the table) and the earlier layout (``vectors.bin``, word2vec
     binary, read with ``unicode_errors`` from ``options``); see
     :mod:`~contextembed.encoders.static_directory`.
 
@@ -300,7 +303,9 @@ def load_saved_directory(path: Union[str, os.PathLike], **options) -> StaticVect
     path = os.fspath(path)
     saved = read_saved_table(path, options.pop("unicode_errors", "strict"))
     options = {**saved.options, **options, "spec": options.get("spec", path)}
-    if saved.subwords:
+    if saved.pieces is not None:  # format 5: the piece vectors are rows of the table
+        options["subwords"] = SubwordVectors.from_saved(path, *saved.pieces, source=os.path.join(path, PIECE_ROWS_FILE))
+    elif saved.subwords:
         options["subwords"] = SubwordVectors.load(path, saved.storage)
     encoder = StaticVectors(saved.words, saved.vectors, storage=saved.storage, **options)
     _warn_duplicates(encoder, saved.source, saved.row_name)
