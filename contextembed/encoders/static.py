@@ -228,6 +228,9 @@ class StaticVectors(Encoder):
         if storage.clusters is not None and storage.clusters > len(self.words):
             raise ValueError(f"clusters={storage.clusters} exceeds the table's {len(self.words)} rows: pass at most "
                              f"{len(self.words)}")
+        if storage.exact_columns is not None and storage.exact_columns >= self.width:
+            raise ValueError(f"exact_columns={storage.exact_columns} leaves none of the table's {self.width} columns to "
+                             f"cluster: pass at most {self.width - 1}")
         return storage
 
     def _write(self, folder: str, storage: Optional[TableStorage] = None) -> None:
