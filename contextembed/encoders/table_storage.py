@@ -163,7 +163,8 @@ def _stored(vectors: np.ndarray, storage: TableStorage, name: str) -> dict[str, 
     if storage.precision != "int8":
         return {name: np.ascontiguousarray(vectors, dtype=_DTYPES[storage.precision])}
     codes, scales = _int8(vectors, storage.scale)
-    return {name: codes, _scales_name(name): scales}
+    # C order: safetensors writes the buffer as it lies (a column selection is in Fortran order)
+    return {name: np.ascontiguousarray(codes), _scales_name(name): scales}
 
 
 def _scales_name(name: str) -> str:

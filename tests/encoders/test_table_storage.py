@@ -20,7 +20,8 @@ from contextembed.provenance import PROVENANCE_FILE
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "static_tables"
 WORDS = ["the", "Cat", "café", "unknownword", "Paris"]
 STORAGES = [TableStorage("float16"), TableStorage("int8"), TableStorage("int8", "dimension"),
-            TableStorage("float32", clusters=3), TableStorage("int8", "dimension", clusters=3)]
+            TableStorage("float32", clusters=3), TableStorage("int8", "dimension", clusters=3),
+            TableStorage("int8", clusters=3, exact_columns=2)]
 
 
 def _table(rows=400, width=48, seed=0) -> np.ndarray:
@@ -91,6 +92,32 @@ def test_clustering_keeps_each_row_length_on_its_nearest_unit_centroid(tmp_path)
     loaded.save(tmp_path / "b")
     np.testing.assert_allclose(load_encoder(tmp_path / "b").table, loaded.table, rtol=1e-5, atol=1e-6)
     assert load_encoder(tmp_path / "b").storage == storage
+
+
+def test_exact_columns_keep_the_widest_columns_and_cluster_the_rest():
+    vectors = _table(200, 8)
+    storage = TableStorage("float32", clusters=12, exact_columns=3)
+    tensors = encode(vectors, storage)
+    decoded = decode(tensors, storage, "t")
+    # plain reference: the three columns of largest variance, by a loop over the columns
+    variances = [float(np.var(vectors[:, j].astype(np.float64))) for j in range(8)]
+    widest = sorted(sorted(range(8), key=lambda j: -variances[j])[:3])
+    assert tensors["columns"].tolist() == widest == [0, 1, 2]  # _table's columns shrink left to right
+    np.testing.assert_array_equal(decoded[:, widest], vectors[:, widest])
+    rest = [j for j in range(8) if j not in widest]
+    # the other columns: each row's own length on one of at most 12 unit directions
+    lengths = np.linalg.norm(vectors[:, rest], axis=1)
+    np.testing.assert_allclose(np.linalg.norm(decoded[:, rest], axis=1), lengths, rtol=1e-5)
+    assert len(np.unique(np.round(decoded[:, rest] / lengths[:, None], 5), axis=0)) <= 12
+    assert tensors["vectors"].shape == (12, 5) and tensors["exact"].shape == (200, 3)
+    # keeping columns exactly brings the rows closer than clustering them all
+    plain = decode(encode(vectors, TableStorage(clusters=12)), TableStorage(clusters=12), "t")
+    assert _cosines(decoded, vectors).mean() > _cosines(plain, vectors).mean()
+    with pytest.raises(ValueError, match="exact_columns=8 leaves none of the table's 8 columns"):
+        encode(vectors, TableStorage(clusters=12, exact_columns=8))
+    with pytest.raises(ValueError, match="exact_columns=8 leaves none of the table's 8 columns"):
+        StaticVectors([f"w{i}" for i in range(200)], vectors).save("/nonexistent/never", storage=TableStorage(
+            clusters=12, exact_columns=8))
 
 
 def test_clusters_above_the_rows_are_refused():
@@ -179,11 +206,17 @@ def test_every_storage_loads_back_and_works_in_every_adapter(distilled, storage,
     if storage.clusters is None:
         assert _cosines(loaded.table[:-1], distilled.table[:-1]).min() >= least
         assert _cosines(loaded.subwords.vectors, distilled.subwords.vectors).min() >= least
-    else:
+    elif storage.exact_columns is None:
         lengths = np.linalg.norm(loaded.table[:-1], axis=1, keepdims=True)
         directions = np.unique(np.round(loaded.table[:-1] / lengths, 4), axis=0)
         assert len(directions) <= storage.clusters
         np.testing.assert_allclose(lengths[:, 0], np.linalg.norm(distilled.table[:-1], axis=1), rtol=1e-2)
+    else:  # the two widest columns kept (to int8's step), the other two clustered
+        own = static_directory.shared_rows(distilled.table[:-1], distilled.subwords.vectors)[1]
+        stored = np.vstack([distilled.table[:-1], distilled.subwords.vectors[own]])  # the rows format 5 stores
+        widest = np.sort(np.argsort(-stored.var(axis=0))[:2])
+        step = np.abs(distilled.table).max() / 127
+        np.testing.assert_allclose(loaded.table[:-1][:, widest], distilled.table[:-1][:, widest], atol=step)
     sentences = [["the", "Cat", "kitten"], ["Home", "zzqx"]]
     (rows,) = loaded.encode(sentences[:1])
     text = TextEmbedder(str(tmp_path / "t")).fit_transform([" ".join(s) for s in sentences])
@@ -211,7 +244,9 @@ def test_options_are_checked():
     for options, message in [({"precision": "int4"}, "precision='int4'"), ({"precision": "float16", "scale": "vector"},
                              "applies to precision 'int8' only"), ({"precision": "int8", "scale": "row"}, "scale='row'"),
                              ({"clusters": 0}, "clusters must be"), ({"clusters": True}, "clusters must be"),
-                             ({"clusters": 2.0}, "clusters must be")]:
+                             ({"clusters": 2.0}, "clusters must be"),
+                             ({"exact_columns": 2}, "exact_columns=2 keeps columns beside the clusters"),
+                             ({"clusters": 4, "exact_columns": 0}, "exact_columns must be")]:
         with pytest.raises(ValueError, match=message):
             TableStorage(**options)
     with pytest.raises(ValueError, match="clusters=9 exceeds the table's 5 rows"):
@@ -266,6 +301,16 @@ def _forge(folder: Path, change) -> None:
         (TableStorage(clusters=2), lambda t: t["lengths"].__setitem__(3, np.nan), "row 3 has length nan"),
         (TableStorage(clusters=2), lambda t: t["lengths"].__setitem__(1, -1), "row 1 has length -1"),
         (TableStorage(clusters=2), lambda t: t.pop("lengths"), "has the tensors \\['assignment', 'lengths', 'vectors'\\]"),
+        (TableStorage(clusters=2, exact_columns=1), lambda t: t["columns"].__setitem__(0, 4),
+         "'columns' must increase within the table's 4 columns, found \\[4\\]"),
+        (TableStorage(clusters=2, exact_columns=1), lambda t: t.update(columns=t["columns"].astype(np.int64)),
+         "an \\(1,\\) int32 tensor 'columns'"),
+        (TableStorage(clusters=2, exact_columns=1), lambda t: t.update(exact=t["exact"][:3]), "a \\(5, 1\\) tensor 'exact'"),
+        (TableStorage("int8", clusters=2, exact_columns=1), lambda t: t["exact_scales"].__setitem__(1, 0),
+         "int8 'exact_scales' scale 1 \\(per vector\\) is 0"),
+        (TableStorage("float16", clusters=2, exact_columns=1), lambda t: t["exact"].__setitem__((2, 0), np.inf),
+         "row 2 of the saved exact columns is not finite"),
+        (TableStorage(clusters=2, exact_columns=1), lambda t: t.pop("exact"), "exact_columns=1\\) table has the tensors"),
     ],
 )
 def test_forged_contents_are_named(saved, storage, change, message):
@@ -302,6 +347,10 @@ def test_storage_damage_in_the_options(saved):
     options_path = folder / static_directory.SAVED_OPTIONS
     options = json.loads(options_path.read_text())
     for storage, message in [({"precision": "int4", "scale": None, "clusters": None}, "precision='int4'"),
+                             ({"precision": "int8", "scale": "vector", "clusters": None, "exact_columns": 2},
+                              "keeps columns beside the clusters"),
+                             ({"precision": "int8", "scale": "vector", "clusters": 2, "exact_columns": None},
+                              "not as contextembed writes"),
                              ({"precision": "int8"}, "keys precision, scale and clusters"),
                              ({"precision": "int8", "scale": None, "clusters": None}, "not as contextembed writes")]:
         options_path.write_text(json.dumps({**options, "storage": storage}))
