@@ -270,10 +270,10 @@ def saved(tmp_path):
     return save
 
 
-def _forge(folder: Path, change) -> None:
-    """Change the stored tensors and write a matching provenance record (a forger who knows the
-    format): only the content checks can catch it."""
-    path = folder / static_directory.SAVED_VECTORS
+def _forge(folder: Path, change, name: str = static_directory.SAVED_VECTORS) -> None:
+    """Change the tensors of the file ``name`` and write a matching provenance record (a forger who
+    knows the format): only the content checks can catch it."""
+    path = folder / name
     tensors = load_file(path)
     change(tensors)
     save_file(tensors, path)
@@ -481,14 +481,6 @@ def test_a_changed_format_5_file_is_refused_naming_it(saved5, damage, named):
     assert str(saved5) in str(caught.value) and "its files changed after it was saved" in str(caught.value)
 
 
-def _forge_pieces(folder: Path, change) -> None:
-    path = folder / static_directory.PIECE_ROWS_FILE
-    tensors = load_file(path)
-    change(tensors)
-    save_file(tensors, path)
-    _write_record(folder)
-
-
 @pytest.mark.parametrize(
     ("change", "message"),
     [
@@ -503,7 +495,7 @@ def _forge_pieces(folder: Path, change) -> None:
     ],
 )
 def test_forged_piece_rows_are_named(saved5, change, message):
-    _forge_pieces(saved5, change)
+    _forge(saved5, change, static_directory.PIECE_ROWS_FILE)
     with pytest.raises(ModelFormatError, match=message) as caught:
         load_encoder(saved5)
     assert str(saved5 / "subwords" / "piece_rows.safetensors") in str(caught.value)
