@@ -253,6 +253,10 @@ def read_saved_table(path: str, unicode_errors: UnicodeErrors = "strict") -> Sav
     pieces = None
     if version == SHARED_FORMAT_VERSION:
         ids, rows = _read_piece_rows(os.path.join(path, PIECE_ROWS_FILE), len(vectors), len(words))
+        if found_record is not None and found_record.get("pieces") != len(ids):
+            raise ModelFormatError(f"{PIECE_ROWS_FILE} holds {len(ids)} pieces, its record "
+                                   f"{found_record.get('pieces')!r}: save the table again",
+                                   path=os.path.join(path, PIECE_ROWS_FILE))
         pieces = (ids, vectors[rows])
         vectors = vectors[: len(words)]
     return SavedTable(words, vectors, saved, subwords, storage, words_path, _index_name, pieces)

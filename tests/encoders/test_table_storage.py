@@ -489,6 +489,8 @@ def test_a_changed_format_5_file_is_refused_naming_it(saved5, damage, named):
         (lambda t: t["rows"].__setitem__(t["rows"] >= 7, 0), "row 7 of vectors.safetensors is a piece row that no piece"),
         (lambda t: t.update(rows=t["rows"].astype(np.int64)), "int32 tensor 'rows'"),
         (lambda t: t.update(ids=t["ids"][:-1]), "\\(11,\\) int32 tensor 'rows'"),
+        (lambda t: t.update({k: np.delete(t[k], np.flatnonzero(t["rows"] < 7)[0]) for k in ("ids", "rows")}),
+         "holds 11 pieces, its record 12"),  # a piece that was a word's row dropped
         (lambda t: t.pop("rows"), "expected the tensors \\['ids', 'rows'\\], found \\['ids'\\]"),
         (lambda t: t["ids"].__setitem__(1, t["ids"][0]), "piece ids repeat"),
         (lambda t: t["ids"].__setitem__(2, 10**6), "piece id 1000000 is outside the tokenizer's vocabulary"),
