@@ -228,11 +228,13 @@ def test_every_storage_loads_back_and_works_in_every_adapter(distilled, storage,
     np.testing.assert_array_equal(restored.transform(sentences[:1]), tokens.transform(sentences[:1]))
 
 
-def test_a_clustered_int8_table_in_the_spacy_component(distilled, tmp_path):
+@pytest.mark.parametrize("storage", [TableStorage("int8", clusters=4), TableStorage("int8", clusters=4, exact_columns=1),
+                                     TableStorage("float16")], ids=str)
+def test_a_small_table_in_the_spacy_component(distilled, storage, tmp_path):
     spacy = pytest.importorskip("spacy")
     from contextembed.sklearn import TextEmbedder
 
-    distilled.save(tmp_path / "t", storage=TableStorage("int8", clusters=4))
+    distilled.save(tmp_path / "t", storage=storage)
     nlp = spacy.blank("en")
     nlp.add_pipe("contextembed", config={"encoder": {"name": str(tmp_path / "t"), "device": "cpu"}})
     doc = nlp("the Cat sat home")
