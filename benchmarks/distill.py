@@ -19,14 +19,16 @@ vectors, and with ``case="fold"`` (a second corpus pass). Every encoder is score
 
 ``--versus-model2vec`` runs the comparison with model2vec's distillation instead (issue 41): the
 same teacher (MiniLM-L6, fp32), our vocabulary and corpus modes with each option (PCA width, SIF
-weighting, storage precision, clustering) beside model2vec 0.10's ``distill`` (PCA 256, SIF,
-float16) and its int8 and clustered copies, each scored in one run on
+weighting, storage precision, clustering with and without exact columns) beside model2vec 0.10's
+``distill`` (SIF, PCA 256 and 384, float32) and its float16 and int8 copies, each scored in one run on
 
 - SST-2 held out: ``TextEmbedder`` (ours) or ``StaticModel.encode`` (model2vec), unit-normalised
   mean vectors, ``LogisticRegression`` on the first 3,000 lines of train.tsv, scored on all the
   other lines (64,349), and texts/s of that pass;
-- the NER probe above (each word's vector alone; model2vec's by ``encode`` of the word);
-- size on disk, load time (best of 3, in a warm process) and time to distill.
+- the NER probe above (each word's vector alone; model2vec's by ``encode`` of the word), for every
+  row, the most telling first, until ``--ner-until HH:MM`` (UTC);
+- size on disk, load time (best of 3, in a warm process) and time to distill; a second table puts
+  ours beside model2vec's at each width and precision.
 
 Our corpus is CoNLL-2003 train plus the 3,000 SST-2 fitting lines (no scored line). model2vec runs
 in a side environment (``--peer-python``, default ../venv-m2v/bin/python: ``python -m venv
@@ -35,7 +37,7 @@ scikit-learn``; it upgrades transformers); without it its rows are skipped. The 
 (ours and model2vec's) are cached in ``--cache`` (default /tmp/contextembed_distill41), so a
 second run re-scores without encoding again; their recorded times are reported.
 
-    python benchmarks/distill.py --versus-model2vec [--peer-python PY] [--cache DIR]
+    python benchmarks/distill.py --versus-model2vec [--peer-python PY] [--cache DIR] [--ner-until HH:MM]
 """
 
 from __future__ import annotations
