@@ -42,7 +42,6 @@ import numpy as np
 
 from .. import provenance
 from ..errors import ModelFormatError, ProvenanceError
-from .subwords import SUBWORD_FOLDER
 from .table_storage import TableStorage, decode, encode
 from .vector_files import UnicodeErrors, read_vectors
 
@@ -64,6 +63,8 @@ TABLE_ARTIFACT = "static vectors table"
 PIECES_FILE = "subwords/piece_vectors.safetensors"
 #: version 5's piece ids and the row of each in ``vectors.safetensors``
 PIECE_ROWS_FILE = "subwords/piece_rows.safetensors"
+#: the folder of the tokenizer's files and the pieces (the ``subwords`` module's own name for it)
+_PIECES_FOLDER = os.path.dirname(PIECE_ROWS_FILE)
 #: the vectors file of the earlier layout (format version 1: word2vec binary), still read
 LEGACY_SAVED_VECTORS = "vectors.bin"
 
@@ -177,8 +178,9 @@ def _recorded_files(folder: str, version: int, subwords: bool) -> list[str]:
     file of version 5's ``subwords`` folder (so an added or swapped tokenizer file is caught too)."""
     files = [SAVED_VECTORS, SAVED_WORDS, SAVED_OPTIONS]
     if version == SHARED_FORMAT_VERSION:
-        pieces = os.path.join(folder, SUBWORD_FOLDER)
-        found = [f"{SUBWORD_FOLDER}/{name}" for name, _ in provenance.tree_files(pieces)] if os.path.isdir(pieces) else []
+        pieces = os.path.join(folder, _PIECES_FOLDER)
+        found = [f"{_PIECES_FOLDER}/{name}" for name, _ in provenance.tree_files(pieces)] \
+            if os.path.isdir(pieces) else []
         return files + sorted(set(found) | {PIECE_ROWS_FILE})
     return files + ([PIECES_FILE] if subwords else [])
 
