@@ -5,8 +5,9 @@ venv (``python -m venv /work/venv-m2v && /work/venv-m2v/bin/pip install "torch==
 "model2vec[distill]" scikit-learn``) and this script, which imports neither contextembed nor the
 benchmark helpers, is run there as a subprocess. Its inputs and outputs are files:
 
-    python _model2vec_worker.py distill MODEL_DIR OUT [--pca-dims 256]      -> OUT, OUT.json {seconds}
-    python _model2vec_worker.py variant SOURCE OUT --quantize-to int8 [--clusters K]
+    python _model2vec_worker.py distill MODEL_DIR OUT [--pca-dims 256] [--quantize-to float32]
+                                                                            -> OUT, OUT.json {seconds}
+    python _model2vec_worker.py variant SOURCE OUT --quantize-to int8 [--clusters K]   -> OUT, {seconds}
     python _model2vec_worker.py score MODEL TEXTS WORDS FEATURES.npz          -> prints {load_s, texts_per_s}
 
 ``score`` encodes every line of TEXTS (one text a line) and every line of WORDS (one word a line,
@@ -30,7 +31,8 @@ def distill(args) -> dict:
     from model2vec.distill import distill as m2v_distill
 
     start = time.perf_counter()
-    model = m2v_distill(model_name=args.model, pca_dims=args.pca_dims, device="cpu")
+    model = m2v_distill(model_name=args.model, pca_dims=args.pca_dims, device="cpu",
+                        quantize_to=args.quantize_to or "float16")
     seconds = time.perf_counter() - start
     model.save_pretrained(args.out)
     result = {"seconds": seconds}
@@ -75,7 +77,7 @@ def main() -> None:
     parser.add_argument("model")
     parser.add_argument("paths", nargs="*")
     parser.add_argument("--pca-dims", type=int, default=256)
-    parser.add_argument("--quantize-to", default=None)
+    parser.add_argument("--quantize-to", default=None, help="distill: float16 (model2vec's default) unless given")
     parser.add_argument("--clusters", type=int, default=None)
     args = parser.parse_args()
     if args.task == "score":

@@ -19,14 +19,16 @@ vectors, and with ``case="fold"`` (a second corpus pass). Every encoder is score
 
 ``--versus-model2vec`` runs the comparison with model2vec's distillation instead (issue 41): the
 same teacher (MiniLM-L6, fp32), our vocabulary and corpus modes with each option (PCA width, SIF
-weighting, storage precision, clustering) beside model2vec 0.10's ``distill`` (PCA 256, SIF,
-float16) and its int8 and clustered copies, each scored in one run on
+weighting, storage precision, clustering with and without exact columns) beside model2vec 0.10's
+``distill`` (SIF, PCA 256 and 384, float32) and its float16 and int8 copies, each scored in one run on
 
 - SST-2 held out: ``TextEmbedder`` (ours) or ``StaticModel.encode`` (model2vec), unit-normalised
   mean vectors, ``LogisticRegression`` on the first 3,000 lines of train.tsv, scored on all the
   other lines (64,349), and texts/s of that pass;
-- the NER probe above (each word's vector alone; model2vec's by ``encode`` of the word);
-- size on disk, load time (best of 3, in a warm process) and time to distill.
+- the NER probe above (each word's vector alone; model2vec's by ``encode`` of the word), for every
+  row, the most telling first, until ``--ner-until HH:MM`` (UTC);
+- size on disk, load time (best of 3, in a warm process) and time to distill; a second table puts
+  ours beside model2vec's at each width and precision.
 
 Our corpus is CoNLL-2003 train plus the 3,000 SST-2 fitting lines (no scored line). model2vec runs
 in a side environment (``--peer-python``, default ../venv-m2v/bin/python: ``python -m venv
@@ -35,7 +37,7 @@ scikit-learn``; it upgrades transformers); without it its rows are skipped. The 
 (ours and model2vec's) are cached in ``--cache`` (default /tmp/contextembed_distill41), so a
 second run re-scores without encoding again; their recorded times are reported.
 
-    python benchmarks/distill.py --versus-model2vec [--peer-python PY] [--cache DIR]
+    python benchmarks/distill.py --versus-model2vec [--peer-python PY] [--cache DIR] [--ner-until HH:MM]
 """
 
 from __future__ import annotations
@@ -150,7 +152,9 @@ def main(argv=None) -> int:
     parser.add_argument("--peer-python", default=str(ROOT.parent / "venv-m2v" / "bin" / "python"),
                         help="python of the side environment with model2vec[distill]")
     parser.add_argument("--ner", action=argparse.BooleanOptionalAction, default=True,
-                        help="with --versus-model2vec: the NER probe of the rows in NER_ROWS (minutes each)")
+                        help="with --versus-model2vec: the NER probe of every row, NER_ROWS first (minutes each)")
+    parser.add_argument("--ner-until", default=None, metavar="HH:MM",
+                        help="with --versus-model2vec: start no NER probe after this UTC time")
     parser.add_argument("--cache", default=str(Path(tempfile.gettempdir()) / "contextembed_distill41"),
                         help="where the teacher passes are kept between runs")
     args = parser.parse_args(argv)
@@ -229,7 +233,9 @@ def main(argv=None) -> int:
 
 M2V_WORKER = Path(__file__).resolve().parent / "_model2vec_worker.py"
 #: vocabulary clusters of the small-table rows (model2vec's vocabulary_quantization alike)
-CLUSTERS = 4096
+CLUSTERS = (1024, 4096, 8192)
+#: (clusters, exact columns) of the rows that keep the widest columns beside the clusters
+EXACT_COLUMNS = ((1024, 32), (4096, 32), (4096, 64))
 
 
 def folder_bytes(path: Path) -> int:
@@ -263,6 +269,7 @@ def our_students(reductions: dict, corpus_counts: dict) -> dict:
         ("vocabulary, PCA 256 + SIF (Zipf rank)", "vocabulary", 256, "sif", None),
         ("vocabulary, PCA 384 (centred) + SIF (Zipf rank)", "vocabulary", 384, "sif", None),
         ("vocabulary, PCA 128 + SIF (Zipf rank)", "vocabulary", 128, "sif", None),
+        ("vocabulary, PCA 64 + SIF (Zipf rank)", "vocabulary", 64, "sif", None),
         ("vocabulary, PCA 256 + SIF (corpus word counts)", "vocabulary", 256, "sif", corpus_counts),
         ("corpus, no PCA, no weighting (before)", "corpus", None, "none", None),
         ("corpus, SIF (corpus counts)", "corpus", None, "sif", None),
@@ -277,12 +284,19 @@ def our_students(reductions: dict, corpus_counts: dict) -> dict:
         vectors, pieces, _, _ = refine(reduction, dim=dim, weighting=weighting, frequencies=frequencies)
         student = StaticVectors(reduction.words, vectors, lowercase=False, oov="mean", subwords=pieces)
         students[name] = (student, TableStorage(), time.perf_counter() - start, source)
-    small = {"vocabulary, PCA 384 (centred) + SIF (Zipf rank)": [
-                 ("float16", TableStorage("float16")), ("int8 per vector", TableStorage("int8")),
-                 ("int8 per dimension", TableStorage("int8", "dimension")),
-                 (f"{CLUSTERS} clusters, int8", TableStorage("int8", clusters=CLUSTERS))],
+    precisions = [("float16", TableStorage("float16")), ("int8 per vector", TableStorage("int8")),
+                  ("int8 per dimension", TableStorage("int8", "dimension"))]
+    clustered = [(f"{k} clusters, int8", TableStorage("int8", clusters=k)) for k in CLUSTERS] + [
+        (f"{k} clusters + {m} exact columns, int8", TableStorage("int8", clusters=k, exact_columns=m))
+        for k, m in EXACT_COLUMNS]
+    small = {"vocabulary, PCA 384 (centred) + SIF (Zipf rank)": precisions + clustered,
+             "vocabulary, PCA 256 + SIF (Zipf rank)": precisions,
+             "vocabulary, PCA 128 + SIF (Zipf rank)": [("int8 per dimension", TableStorage("int8", "dimension"))],
+             "vocabulary, PCA 64 + SIF (Zipf rank)": [("int8 per dimension", TableStorage("int8", "dimension"))],
              "corpus, no PCA, no weighting (before)": [
-                 ("float16", TableStorage("float16")), ("int8 per dimension", TableStorage("int8", "dimension"))]}
+                 ("float16", TableStorage("float16")), ("int8 per dimension", TableStorage("int8", "dimension")),
+                 ("4096 clusters, int8", TableStorage("int8", clusters=4096)),
+                 ("4096 clusters + 32 exact columns, int8", TableStorage("int8", clusters=4096, exact_columns=32))]}
     for base, storages in small.items():
         student, _, seconds, source = students[base]
         for label, storage in storages:
@@ -319,9 +333,13 @@ def score_ours(path: Path, texts, labels) -> dict:
             "bytes": folder_bytes(path), "load_s": min(loads)}
 
 
-#: the rows whose NER probe is run (each takes minutes on 2 cores), in this order
+#: the rows whose NER probe is run first (each takes minutes on 2 cores), in this order
 NER_ROWS = ("vocabulary, PCA 384 (centred) + SIF (Zipf rank)", "model2vec distill (PCA 256, SIF, float16)",
-            "vocabulary, no PCA, no weighting (before)", "corpus, no PCA, no weighting (before)")
+            "vocabulary, PCA 384 (centred) + SIF (Zipf rank), int8 per dimension", "model2vec, PCA 256, int8",
+            "vocabulary, PCA 256 + SIF (Zipf rank), int8 per dimension",
+            "vocabulary, PCA 384 (centred) + SIF (Zipf rank), 4096 clusters + 32 exact columns, int8",
+            "vocabulary, PCA 384 (centred) + SIF (Zipf rank), 4096 clusters, int8",
+            "corpus, no PCA, no weighting (before)", "vocabulary, no PCA, no weighting (before)")
 
 
 def run_peer(python: str, *args) -> dict:
@@ -331,39 +349,68 @@ def run_peer(python: str, *args) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+#: model2vec's rows: (PCA width, precision) -> name; float16 at 256 is its default output
+M2V_NAMES = {(256, "float16"): "model2vec distill (PCA 256, SIF, float16)",
+             (256, "float32"): "model2vec, PCA 256, float32", (256, "int8"): "model2vec, PCA 256, int8",
+             (384, "float32"): "model2vec, PCA 384 (full), float32", (384, "float16"): "model2vec, PCA 384 (full), float16",
+             (384, "int8"): "model2vec, PCA 384 (full), int8"}
+#: ours beside them at the same width and precision: (PCA width, precision) -> our row
+OUR_NAMES = {(width, precision): f"vocabulary, PCA {width}{' (centred)' if width == 384 else ''} + SIF (Zipf rank)"
+             + {"float32": "", "float16": ", float16", "int8": ", int8 per dimension"}[precision]
+             for width, precision in M2V_NAMES}
+
+
 def model2vec_rows(args, cache: Path, texts, labels, ner, work: Path) -> dict:
-    """model2vec's distill (PCA 256, SIF, float16) and its int8 and clustered copies, scored as ours."""
+    """model2vec's distill (PCA 256 and 384, SIF, float32) and its float16 and int8 copies, scored as ours."""
     from throughput import minilm_model_dir
 
     if not Path(args.peer_python).exists():
         print(f"model2vec skipped: no side environment at {args.peer_python} (see the docstring)")
         return {}
-    base = cache / "model2vec-pca256"
-    if not base.exists():
-        run_peer(args.peer_python, "distill", minilm_model_dir(), base, "--pca-dims", "256")
-    seconds = json.loads(Path(str(base) + ".json").read_text())["seconds"]
-    models = {"model2vec distill (PCA 256, SIF, float16)": base}
-    # (its vocabulary_quantization runs KMeans with 10 random starts: too slow for this run on 2 cores)
-    for label, extra in [("int8", ["--quantize-to", "int8"])]:
-        target = work / f"model2vec-{len(models)}"
-        run_peer(args.peer_python, "variant", base, target, *extra)
-        models[f"model2vec distill, {label}"] = target
+    models, seconds = {}, {}
+    for width in (256, 384):
+        base = cache / f"model2vec-pca{width}-float32"
+        if not base.exists():
+            run_peer(args.peer_python, "distill", minilm_model_dir(), base, "--pca-dims", width, "--quantize-to", "float32")
+        seconds[width] = json.loads(Path(str(base) + ".json").read_text())["seconds"]
+        models[M2V_NAMES[width, "float32"]] = (base, width)
+        # (its vocabulary_quantization runs KMeans with 10 random starts: too slow for this run on 2 cores)
+        for precision in ("float16", "int8"):
+            target = work / f"model2vec-{width}-{precision}"
+            run_peer(args.peer_python, "variant", base, target, "--quantize-to", precision)
+            models[M2V_NAMES[width, precision]] = (target, width)
     (work / "texts.txt").write_text("\n".join(texts[0] + texts[1]), encoding="utf-8")
     (train_x, _), (dev_x, _) = ner
     words = sorted({w for s in list(train_x) + list(dev_x) for w in s})
     (work / "words.txt").write_text("\n".join(words), encoding="utf-8")
     rows = {}
-    for name, path in models.items():
+    for name, (path, width) in models.items():
         result = run_peer(args.peer_python, "score", path, work / "texts.txt", work / "words.txt", work / "f.npz")
         features = np.load(work / "f.npz")
         fit, scored = features["texts"][: len(texts[0])], features["texts"][len(texts[0]):]
         # every probe word as model2vec encodes it alone, as a table the probe looks up
         StaticVectors(words, features["words"], lowercase=False).save(work / f"{path.name}-words")
         rows[name] = {"accuracy": score_features(fit, scored, labels), "texts_per_s": result["texts_per_s"],
-                      "bytes": folder_bytes(path), "load_s": result["load_s"], "distill_s": seconds,
+                      "bytes": folder_bytes(path), "load_s": result["load_s"], "distill_s": seconds[width],
                       "probe_path": work / f"{path.name}-words"}
         print(name, rows[name], flush=True)
-    return rows
+    return {name: rows[name] for name in sorted(rows, key=lambda name: name != M2V_NAMES[256, "float16"])}
+
+
+def ner_probes(rows: dict, ner, until) -> None:
+    """The NER probe of every row, those of :data:`NER_ROWS` first, until the UTC time ``until``
+    (``"HH:MM"``; ``None``: every row)."""
+    import datetime
+
+    order = [name for name in NER_ROWS if name in rows] + [name for name in rows if name not in NER_ROWS]
+    for name in order:
+        now = datetime.datetime.now(datetime.timezone.utc).strftime("%H:%M")
+        if until is not None and now >= until:
+            print(f"NER probes stopped at {now} UTC (--ner-until {until}): {len(order) - order.index(name)} rows "
+                  "without one", flush=True)
+            return
+        rows[name]["ner"] = ner_probe(str(rows[name]["probe_path"]), ner)
+        print(f"NER probe F1 of {name}: {rows[name]['ner']:.2f}", flush=True)
 
 
 def versus_model2vec(args) -> int:
@@ -412,12 +459,25 @@ def versus_model2vec(args) -> int:
         except RuntimeError as error:
             print(f"model2vec failed: {error}")
         print_comparison(rows)
-        for name in NER_ROWS if args.ner else ():
-            if name in rows:
-                rows[name]["ner"] = ner_probe(str(rows[name]["probe_path"]), ner)
-                print(f"NER probe F1 of {name}: {rows[name]['ner']:.2f}", flush=True)
+        print_sizes(rows)
+        if args.ner:
+            ner_probes(rows, ner, args.ner_until)
     print_comparison(rows)
+    print_sizes(rows)
     return 0
+
+
+def print_sizes(rows: dict) -> None:
+    """Size on disk and load time of ours and model2vec's at the same width and precision."""
+    print("\n| PCA width | precision | ours: size | model2vec: size | ours / model2vec | ours: load | model2vec: load |")
+    print("|---|---|---|---|---|---|---|")
+    for (width, precision), theirs in sorted(M2V_NAMES.items()):
+        ours = rows.get(OUR_NAMES[width, precision])
+        if ours is None or theirs not in rows:
+            continue
+        theirs = rows[theirs]
+        print(f"| {width} | {precision} | {ours['bytes'] / 1e6:.2f} MB | {theirs['bytes'] / 1e6:.2f} MB "
+              f"| {ours['bytes'] / theirs['bytes']:.2f} | {1000 * ours['load_s']:.0f} ms | {1000 * theirs['load_s']:.0f} ms |")
 
 
 def print_comparison(rows: dict) -> None:

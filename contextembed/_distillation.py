@@ -162,7 +162,8 @@ def distill(
     ------
     ValueError
         For an empty corpus, a corpus with no word reaching ``min_count``, a ``dim`` wider than the
-        teacher or larger than the vocabulary, bad options, static teachers, ELMo teachers without
+        teacher or larger than the vocabulary, bad options (``storage.exact_columns`` not below the
+        table's width), static teachers, ELMo teachers without
         a corpus, ``subwords=True`` for a teacher without a piece tokenizer, an ``out`` that is,
         lies inside or contains the teacher's files, ``sif_a`` outside (0, 1], ``frequencies`` with
         ``weighting="none"`` or with a count that is not an int >= 0, and ``storage.clusters``
@@ -198,6 +199,10 @@ def distill(
     if dim is not None and dim > extractor.dim:
         raise ValueError(f"dim={dim} is wider than the teacher's features ({extractor.dim} columns with layers="
                          f"{layers!r}, combine={combine!r}); pass dim <= {extractor.dim}")
+    width = extractor.dim if dim is None else dim
+    if storage.exact_columns is not None and storage.exact_columns >= width:
+        raise ValueError(f"storage's exact_columns={storage.exact_columns} leaves none of the table's {width} columns to "
+                         f"cluster: pass at most {width - 1}")
     tokenizer = _piece_tokenizer(teacher, subwords)
     reduction = reduce_teacher(teacher, extractor, corpus, case=case, min_count=min_count, pieces=tokenizer is not None,
                                show_progress=show_progress)

@@ -388,6 +388,9 @@ def add_distill_parser(subparsers) -> None:
                         help="int8's scales: one per vector (default) or per dimension")
     parser.add_argument("--clusters", type=Bound(int, 1, 2**31 - 1, "--clusters").parse, default=None,
                         help="store this many k-means centroids and an index per word instead of every vector")
+    parser.add_argument("--exact-columns", type=Bound(int, 1, 2**31 - 1, "--exact-columns").parse, default=None,
+                        help="with --clusters: keep this many columns (those of largest variance) exactly per word "
+                        "and cluster the others")
     parser.add_argument("--min-count", type=Bound(int, 1, 10**9, "--min-count").parse, default=1,
                         help="corpus words seen fewer times are left out")
     parser.add_argument("--case", choices=get_args(Case), default="keep",
@@ -425,7 +428,10 @@ def _run_distill(args: argparse.Namespace) -> int:
         raise ValueError("--format applies to --corpus only")
     if args.int8_scale is not None and args.storage != "int8":
         raise ValueError(f"--int8-scale applies to --storage int8, not --storage {args.storage}")
-    storage = TableStorage(args.storage, args.int8_scale, args.clusters)  # checked before the teacher loads
+    if args.exact_columns is not None and args.clusters is None:
+        raise ValueError(f"--exact-columns {args.exact_columns} keeps columns beside the clusters: pass --clusters too")
+    # checked before the teacher loads
+    storage = TableStorage(args.storage, args.int8_scale, args.clusters, args.exact_columns)
     encoder = load_encoder(args.spec, device=args.device, precision=args.precision, backend=args.backend)
     student = distill(encoder, args.output, corpus=corpus, layers=args.layers, combine=args.combine, dim=args.dim,
                       weighting=args.weighting, sif_a=args.sif_a, frequencies=args.frequencies, storage=storage,

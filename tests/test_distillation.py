@@ -10,6 +10,7 @@ import pytest
 from _cli import run_cli
 from contextembed import StaticVectors, distill, load_encoder, _provenance as provenance
 from contextembed._distillation import DISTILLATION_FILE, middle_layers, whole_words
+from contextembed.encoders import TableStorage
 from contextembed.extraction import FeatureExtractor
 
 CORPUS = [["the", "cat", "sat"], ["the", "dog", "ran", "home"], [], ["a", "cat", "ran"]]
@@ -158,6 +159,20 @@ def test_vocabulary_mode_keeps_the_whole_words_as_pieces(bert):
     ids = [int(bert.pieces([[w]])[0].ids[0]) for w in student.words]
     assert student.subwords.ids.tolist() == ids
     np.testing.assert_array_equal(student.subwords.vectors, student.table[:-1])
+
+
+@pytest.mark.parametrize("storage", [None, TableStorage("int8")], ids=str)
+def test_a_vocabulary_table_stores_each_vector_once(bert, storage, tmp_path):
+    """The pieces are the words, after PCA and SIF too: format 5 stores no piece row of its own."""
+    from safetensors.numpy import load_file
+
+    student = distill(bert, tmp_path / "s", storage=storage)  # the defaults: PCA (centred) and SIF
+    np.testing.assert_array_equal(student.subwords.vectors, student.table[:-1])
+    options = json.loads((tmp_path / "s" / "contextembed_static.json").read_text())
+    assert options["format_version"] == 5 and options["piece_rows"] == 0
+    assert len(load_file(tmp_path / "s" / "vectors.safetensors")["vectors"]) == len(student.words)
+    loaded = load_encoder(tmp_path / "s")
+    np.testing.assert_array_equal(loaded.subwords.vectors, loaded.table[:-1])
 
 
 def test_pca_reduces_to_dim_and_projects_the_pieces_alike(bert):

@@ -163,7 +163,11 @@ def test_cli_weighting_pca_and_storage(tiny_bert_dir, tmp_path):
     assert loaded.storage.precision == "int8" and loaded.width == 32
     for flags, message in [(["--clusters", "0"], "--clusters"), (["--sif-a", "0"], "--sif-a"),
                            (["--dim", "0"], "--dim"), (["--storage", "int4"], "--storage"),
-                           (["--int8-scale", "vector"], "--int8-scale applies to --storage int8")]:
+                           (["--int8-scale", "vector"], "--int8-scale applies to --storage int8"),
+                           (["--exact-columns", "4"], "--exact-columns 4 keeps columns beside the clusters"),
+                           (["--exact-columns", "0", "--clusters", "4"], "--exact-columns"),
+                           (["--clusters", "4", "--exact-columns", "32", "--dim", "none", "--layers=-1"],
+                            "exact_columns=32 leaves none of the table's 32 columns")]:
         done = run_cli(["distill", str(tiny_bert_dir), str(tmp_path / "bad"), *flags, "--quiet"])
         assert done.returncode != 0 and message in done.stderr, done.stderr
     assert not (tmp_path / "bad").exists()

@@ -33,7 +33,7 @@ from .._options import check_choice
 from ..pooling._layers import LayerSpec
 from ..pooling._subword import SubwordPooling, check_subword_pooling
 from ._base import Encoder, PieceEncoding, Sentences, ShowProgress, check_sentence_chunks, progress_bar
-from ._static_directory import is_saved_directory, read_saved_table, write_saved_table
+from ._static_directory import PIECE_ROWS_FILE, is_saved_directory, read_saved_table, write_saved_table
 from ._subwords import SubwordVectors
 from ._table_storage import TableStorage
 from ._vector_files import (  # noqa: F401  (re-exported)
@@ -228,6 +228,9 @@ class StaticVectors(Encoder):
         if storage.clusters is not None and storage.clusters > len(self.words):
             raise ValueError(f"clusters={storage.clusters} exceeds the table's {len(self.words)} rows: pass at most "
                              f"{len(self.words)}")
+        if storage.exact_columns is not None and storage.exact_columns >= self.width:
+            raise ValueError(f"exact_columns={storage.exact_columns} leaves none of the table's {self.width} columns to "
+                             f"cluster: pass at most {self.width - 1}")
         return storage
 
     def _write(self, folder: str, storage: Optional[TableStorage] = None) -> None:
@@ -235,11 +238,13 @@ class StaticVectors(Encoder):
         :mod:`~contextembed.encoders._static_directory`): every word exactly, whatever characters it
         holds, and every row, duplicates included."""
         storage = self._checked_storage(storage)
+        pieces = None
         if self.subwords is not None:
-            self.subwords.save(folder, storage)
+            self.subwords.save_tokenizer(folder)
+            pieces = (self.subwords.ids, self.subwords.vectors)
         # (vocab, width), the OOV row left out
-        write_saved_table(folder, self.words, self.table[:-1], lowercase=self.lowercase, oov=self.oov,
-                          subwords=self.subwords is not None, storage=storage)
+        write_saved_table(folder, self.words, self.table[:-1], lowercase=self.lowercase, oov=self.oov, pieces=pieces,
+                          storage=storage)
 
     @classmethod
     def load(
@@ -288,7 +293,8 @@ def load_saved_directory(path: Union[str, os.PathLike], **options) -> StaticVect
     """Read a directory written by :meth:`StaticVectors.save`; ``options`` override the saved ones.
 
     Reads format version 2 (``vectors.safetensors`` + ``words.json``), version 3 (the same with a
-    ``subwords`` folder: :class:`SubwordVectors`) and the earlier layout (``vectors.bin``, word2vec
+    ``subwords`` folder: :class:`SubwordVectors`), 4 (other storages) and 5 (piece vectors stored
+    as rows of the table) and the earlier layout (``vectors.bin``, word2vec
     binary, read with ``unicode_errors`` from ``options``); see
     :mod:`~contextembed.encoders._static_directory`.
 
@@ -300,7 +306,9 @@ def load_saved_directory(path: Union[str, os.PathLike], **options) -> StaticVect
     path = os.fspath(path)
     saved = read_saved_table(path, options.pop("unicode_errors", "strict"))
     options = {**saved.options, **options, "spec": options.get("spec", path)}
-    if saved.subwords:
+    if saved.pieces is not None:  # format 5: the piece vectors are rows of the table
+        options["subwords"] = SubwordVectors.from_saved(path, *saved.pieces, source=os.path.join(path, PIECE_ROWS_FILE))
+    elif saved.subwords:
         options["subwords"] = SubwordVectors.load(path, saved.storage)
     encoder = StaticVectors(saved.words, saved.vectors, storage=saved.storage, **options)
     _warn_duplicates(encoder, saved.source, saved.row_name)

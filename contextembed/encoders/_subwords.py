@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import os
 import threading
-from dataclasses import replace
 from typing import Optional
 
 import numpy as np
 
 from .._alignment import PieceTokenizer
 from ..errors import ModelFormatError
-from ._table_storage import TableStorage, decode, encode
+from ._table_storage import TableStorage, decode
 
 #: the tokenizer's files and the piece vectors, in a ``subwords`` folder of the static directory
 SUBWORD_FOLDER = "subwords"
@@ -168,24 +167,37 @@ class SubwordVectors:
         """The same pieces with new ``(pieces, width')`` vectors (e.g. a PCA projection)."""
         return SubwordVectors(self.tokenizer, self.ids, vectors)
 
-    def save(self, folder: str, storage: Optional[TableStorage] = None) -> None:
-        """The tokenizer (``save_pretrained``) and the piece vectors, in ``folder/subwords``, the vectors
-        stored as ``storage`` says (float32 rows by default; clustered into at most as many
-        centroids as there are pieces)."""
-        from safetensors.numpy import save_file
-
-        storage = storage or TableStorage()
-        if storage.clusters is not None and storage.clusters > len(self.ids):
-            storage = replace(storage, clusters=len(self.ids))
+    def save_tokenizer(self, folder: str) -> None:
+        """The tokenizer's files (``tokenizer.json`` and its configuration), in ``folder/subwords``;
+        the piece vectors are stored with the table (:func:`~contextembed.encoders._static_directory.write_saved_table`)."""
         path = os.path.join(folder, SUBWORD_FOLDER)
         os.makedirs(path)
-        self.tokenizer.save_pretrained(path)
-        save_file({"ids": self.ids, **encode(self.vectors, storage)}, os.path.join(path, SUBWORD_VECTORS))
+        # the fast tokenizer's file alone: vocab.txt would repeat tokenizer.json's vocabulary
+        self.tokenizer.save_pretrained(path, legacy_format=False)
+
+    @classmethod
+    def from_saved(cls, folder: str, ids: np.ndarray, vectors: np.ndarray, source: str) -> "SubwordVectors":
+        """The pieces ``ids`` with ``(pieces, width)`` ``vectors`` read from ``source`` (format 5) and
+        the tokenizer in ``folder/subwords``; never touches the network.
+
+        Raises
+        ------
+        ModelFormatError
+            For a missing or unreadable tokenizer, or ids that repeat or lie outside its vocabulary
+            (naming ``source``).
+        """
+        from ._hf_files import load_tokenizer
+
+        tokenizer = load_tokenizer(os.path.join(folder, SUBWORD_FOLDER), {})
+        try:
+            return cls(tokenizer, ids, vectors)
+        except ValueError as error:
+            raise ModelFormatError(str(error), path=source) from None
 
     @classmethod
     def load(cls, folder: str, storage: Optional[TableStorage] = None) -> "SubwordVectors":
-        """Read what :meth:`save` wrote in ``folder/subwords`` (with the table's ``storage``); never
-        touches the network.
+        """Read the piece vectors of a format 3 or 4 table from ``folder/subwords`` (with the table's
+        ``storage``); never touches the network.
 
         Raises
         ------

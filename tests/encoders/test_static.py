@@ -307,8 +307,8 @@ def test_broken_saved_directories_are_clear_errors(tmp_path, vectors):
     (target / "vectors.safetensors").write_bytes(b"\x00" * 10)
     with _raises_at(target / "vectors.safetensors", "cannot read the saved vectors", error=ModelFormatError):
         load_saved_directory(str(target))
-    (target / "contextembed_static.json").write_text('{"format_version": 5, "lowercase": true, "oov": "zeros"}')
-    with _raises_at(target / "contextembed_static.json", "format_version 5", "upgrade", error=ModelFormatError):
+    (target / "contextembed_static.json").write_text('{"format_version": 6, "lowercase": true, "oov": "zeros"}')
+    with _raises_at(target / "contextembed_static.json", "format_version 6", "upgrade", error=ModelFormatError):
         load_saved_directory(str(target))
     (target / "contextembed_static.json").write_text('{"lowercase": true}')  # version 1 needs vectors.bin
     with _raises_at(target, "vectors.bin is missing", error=ModelFormatError):

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pickle
+import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,6 +13,8 @@ from contextembed import StaticVectors, load_encoder
 from contextembed.encoders import _subwords as subwords_module
 from contextembed.encoders._subwords import SUBWORD_FOLDER, SUBWORD_VECTORS, SubwordVectors
 from contextembed.errors import ModelFormatError
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "static_tables"
 
 
 @pytest.fixture(scope="module")
@@ -102,42 +106,56 @@ def test_table_and_pieces_must_be_equally_wide(tokenizer):
         StaticVectors(["a"], np.zeros((1, 3)), subwords=pieces)
 
 
-def test_broken_subword_folders_are_clear_errors(tmp_path, table):
-    from contextembed.errors import ProvenanceError
-    from contextembed._provenance import PROVENANCE_FILE
+def _format_3_copy(tmp_path) -> Path:
+    """A table saved by format 3 (subword vectors in their own file, no record), to damage."""
+    target = tmp_path / "table"
+    shutil.copytree(FIXTURES / "v3_subwords", target)
+    return target
 
-    table.save(tmp_path / "table")
-    folder = tmp_path / "table" / SUBWORD_FOLDER
+
+def test_broken_subword_folders_of_format_3_are_clear_errors(tmp_path):
+    target = _format_3_copy(tmp_path)
+    folder = target / SUBWORD_FOLDER
     (folder / SUBWORD_VECTORS).write_bytes(b"\x00" * 8)
-    with pytest.raises(ProvenanceError, match="its files changed after it was saved"):  # the record sees it first
-        load_encoder(tmp_path / "table")
-    (tmp_path / "table" / PROVENANCE_FILE).unlink()  # as a table saved before records existed: the content checks
     with pytest.raises(ModelFormatError, match="cannot read the piece vectors") as error:
-        load_encoder(tmp_path / "table")
+        load_encoder(target)
     assert SUBWORD_VECTORS in str(error.value)
     (folder / SUBWORD_VECTORS).unlink()
     with pytest.raises(ModelFormatError, match=f"{SUBWORD_FOLDER}/{SUBWORD_VECTORS} is missing"):
-        load_encoder(tmp_path / "table")
+        load_encoder(target)
     from safetensors.numpy import save_file
 
-    save_file({"ids": np.array([1, 1]), "vectors": np.zeros((2, 3), dtype=np.float32)}, str(folder / SUBWORD_VECTORS))
+    save_file({"ids": np.array([1, 1]), "vectors": np.zeros((2, 4), dtype=np.float32)}, str(folder / SUBWORD_VECTORS))
     with pytest.raises(ModelFormatError, match="piece ids repeat"):
-        load_encoder(tmp_path / "table")
-    save_file({"vectors": np.zeros((2, 3), dtype=np.float32)}, str(folder / SUBWORD_VECTORS))
+        load_encoder(target)
+    save_file({"vectors": np.zeros((2, 4), dtype=np.float32)}, str(folder / SUBWORD_VECTORS))
     with pytest.raises(ModelFormatError, match="expected tensors 'ids' and 'vectors', found \\['vectors'\\]"):
-        load_encoder(tmp_path / "table")
+        load_encoder(target)
 
 
-def test_saved_options_must_match_the_subwords_version(tmp_path, table):
-    import json
+def test_a_changed_subword_file_is_named_by_the_record(tmp_path, table):
+    from contextembed.errors import ProvenanceError
 
     table.save(tmp_path / "table")
-    options = tmp_path / "table" / "contextembed_static.json"
+    pieces = tmp_path / "table" / SUBWORD_FOLDER / "piece_rows.safetensors"
+    pieces.write_bytes(b"\x00" * 8)
+    with pytest.raises(ProvenanceError, match="subwords/piece_rows.safetensors differs from the file that was saved"):
+        load_encoder(tmp_path / "table")
+
+
+def test_saved_options_must_match_the_subwords_version(tmp_path):
+    import json
+
+    target = _format_3_copy(tmp_path)
+    options = target / "contextembed_static.json"
     saved = json.loads(options.read_text())
     assert saved["format_version"] == 3 and saved["subwords"] is True
     options.write_text(json.dumps({**saved, "subwords": False}))
     with pytest.raises(ModelFormatError, match='"subwords": false does not fit format_version 3'):
-        load_encoder(tmp_path / "table")
+        load_encoder(target)
     options.write_text(json.dumps({**saved, "format_version": 2}))
     with pytest.raises(ModelFormatError, match='"subwords": true does not fit format_version 2'):
-        load_encoder(tmp_path / "table")
+        load_encoder(target)
+    options.write_text(json.dumps({**saved, "piece_rows": 2}))
+    with pytest.raises(ModelFormatError, match='"piece_rows" belongs to format_version 5, not 3'):
+        load_encoder(target)

@@ -26,11 +26,12 @@ UNSEEN = [["catdog"]]
 
 @pytest.fixture(scope="module")
 def tables(tiny_bert_dir, tmp_path_factory):
-    """Two distilled tables with the same words and pieces but other layers: same top-level names."""
+    """Two distilled tables with the same file names but other layers and pieces (static format 5
+    keeps the piece vectors in the table and the pieces' ids and rows under ``subwords/``)."""
     teacher = load_encoder(tiny_bert_dir, device="cpu", precision="fp32")
     root = tmp_path_factory.mktemp("tables")
     distill(teacher, root / "a", corpus=CORPUS, layers=[-1], subwords=True)
-    distill(teacher, root / "b", corpus=CORPUS, layers=[0], subwords=True)
+    distill(teacher, root / "b", corpus=CORPUS + [["dogs", "catnip", "homework"]], layers=[0], subwords=True)
     return root / "a", root / "b"
 
 
