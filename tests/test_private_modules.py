@@ -10,9 +10,11 @@ version (its make.py says how).
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import pickle
 import pkgutil
 import re
+import subprocess
 import sys
 import warnings
 from pathlib import Path
@@ -161,3 +163,13 @@ def test_a_skops_file_saved_before_the_rename_loads_with_the_trusted_types(name)
         warnings.simplefilter("ignore", DeprecationWarning)
         estimator = skops_io.load(path, trusted=TRUSTED_TYPES)
     _check_outputs(name, estimator)
+
+
+def test_a_fresh_process_unpickles_an_old_path_first():
+    """The first import a process makes may be an old path (pickle.load of a 0.1 file)."""
+    code = ("import pickle, sys, warnings; warnings.simplefilter('ignore', DeprecationWarning)\n"
+            f"with open({str(LEGACY / 'text.pkl')!r}, 'rb') as handle: estimator = pickle.load(handle)\n"
+            "print(type(estimator).__module__, sys.modules['contextembed.sklearn.text'] is sys.modules[type(estimator).__module__])")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["contextembed.sklearn._text", "True"]
