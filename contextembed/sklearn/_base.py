@@ -154,9 +154,16 @@ class LayerFeaturesBase(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         return self._output(np.zeros((0, self._n_features_out), dtype=np.float32))
 
     def _output(self, features: np.ndarray) -> np.ndarray:
-        """``(rows, n_features)`` float32 features in ``dtype`` (rounded once, here)."""
+        """``(rows, n_features)`` float32 features in ``dtype`` (rounded once, here); a value beyond
+        float16's range is an error naming its row, never an infinity."""
         dtype = check_output_dtype(getattr(self, "dtype", "float32"))  # set_params after fit is checked too
-        return features.astype(dtype, copy=False)
+        with np.errstate(over="ignore"):  # checked just below
+            out = features.astype(dtype, copy=False)
+        if out is not features and not np.isfinite(out).all():
+            row = int(np.argwhere(~np.isfinite(out))[0, 0])
+            raise ValueError(f"row {row} of the features exceeds the {dtype} range (largest magnitude "
+                             f"{np.abs(features[row]).max():.4g}); use dtype='float32'")
+        return out
 
     # -- scikit-learn protocol ----------------------------------------------------------------
 
