@@ -124,9 +124,18 @@ def test_sklearn_embedders_match_the_cpu(tiny_bert_dir, gpu):
     bert = str(tiny_bert_dir)
     texts = [" ".join(s) for s in SENTENCES if s]
     pairs = [(texts[0], texts[1]), (texts[2], texts[3])]
+    long_text = " ".join(["unaffable"] * 30)  # longer than the tiny model: its pieces come back to the host
+    texts_and_long = texts + [long_text]
+    pairs_and_long = pairs + [(long_text, texts[0])]
+    # the text poolings and pair sides pooled on the GPU (every text of a batch at once), the default piece mean
     for make, X in ((lambda **o: TokenEmbedder(bert, layers=[-2, -1], combine="concat", **o), SENTENCES),
                     (lambda **o: TextEmbedder(bert, **o), texts),
-                    (lambda **o: TextPairEmbedder(bert, **o), pairs)):
+                    (lambda **o: TextEmbedder(bert, text_pooling="mean", subword_pooling="first", **o), texts_and_long),
+                    (lambda **o: TextEmbedder(bert, text_pooling="max", subword_pooling="mean", **o), texts_and_long),
+                    (lambda **o: TextEmbedder(bert, text_pooling="cls", **o), texts_and_long),
+                    (lambda **o: TextPairEmbedder(bert, **o), pairs),
+                    (lambda **o: TextPairEmbedder(bert, subword_pooling="max", text_pooling="max", **o), pairs_and_long),
+                    (lambda **o: TextPairEmbedder(bert, pair_features="cls", **o), pairs_and_long)):
         cpu = make(device="cpu", precision="fp32").fit(X).transform(X)
         on_gpu = make(device=gpu, precision="fp32").fit(X).transform(X)
         if isinstance(cpu, np.ndarray):

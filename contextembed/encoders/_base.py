@@ -23,6 +23,7 @@ from .. import _terminal as terminal
 from .._files import atomic_directory
 from ..pooling._layers import LayerPooling, LayerSpec, check_output_dtype, pool_layers_numpy, resolve_layers
 from ..pooling._subword import SubwordPooling, check_subword_pooling, pool_subwords_numpy
+from ..pooling._text import TextPooling, check_text_options, pool_pieces_to_text
 from .._sentences import (  # noqa: F401  (re-exported)
     Pairs,
     Sentences,
@@ -72,6 +73,14 @@ class PieceEncoding:
         if not self.hidden.shape[1]:
             return np.zeros((self.hidden.shape[0], self.hidden.shape[2]), dtype=np.float32)
         return self.hidden.mean(axis=1, dtype=np.float64).astype(np.float32)
+
+    def text_layers(self, subword_pooling: SubwordPooling, text_pooling: str) -> np.ndarray:
+        """The text's vector of every layer: its words pooled from their pieces, then the words pooled
+        (``text_pooling`` ``"mean"`` or ``"max"``, :func:`~contextembed.pooling.pool_pieces_to_text`);
+        ``"cls"``: the first piece. ``(layers, width')``; zeros for a text without words."""
+        if text_pooling == "cls":
+            return self.cls if self.n_words else np.zeros_like(self.cls)  # an empty text: zeros
+        return pool_pieces_to_text(self.hidden, self.word_offsets, subword_pooling, text_pooling)
 
 
 @dataclass
@@ -331,6 +340,100 @@ class Encoder(ABC):
         for i, encoding in enumerate(self.iter_encode_pieces(sentences, layers)):
             out[i] = encoding.piece_means()
         return out
+
+    def iter_encode_text_layers(
+        self,
+        sentences: Sentences,
+        layers: LayerSpec = "all",
+        subword_pooling: SubwordPooling = "mean",
+        text_pooling: TextPooling = "mean",
+        *,
+        show_progress: bool = False,
+    ) -> Iterator[np.ndarray]:
+        """Yield each text's vector of every selected layer, in input order: its words pooled from their
+        pieces (``subword_pooling``), then the words pooled (``text_pooling``), each layer on its own.
+
+        Parameters
+        ----------
+        sentences : sequence of sequence of str, or an iterator of them
+            As :meth:`iter_encode_pieces` takes them.
+        layers : int, sequence of int, "all" or "hidden"
+        subword_pooling : {"first", "last", "mean", "first_last", "max"}
+        text_pooling : {"mean", "max", "cls"}
+            ``"cls"``: the first piece (encoders with one, :attr:`has_cls`). The mean of every piece
+            (``"piece_mean"``) is :meth:`encode_piece_means`.
+        show_progress : bool or ProgressCounter
+
+        Yields
+        ------
+        np.ndarray
+            ``(layers, width')`` float32, ``width'`` twice :attr:`width` for ``first_last``; zeros for
+            a text without words. Exactly :meth:`PieceEncoding.text_layers` of the text's
+            :meth:`iter_encode_pieces` (bit for bit in fp32 on a CPU); transformers pool where the
+            model ran, so only these vectors leave its device.
+
+        Raises
+        ------
+        ValueError
+            An unknown pooling, ``"piece_mean"``, or ``"cls"`` where it does not apply
+            (:func:`~contextembed.pooling.check_text_options`); at the call, before anything is encoded.
+        """
+        self._check_text_layers(subword_pooling, text_pooling, "iter_encode_text_layers")
+        return self._iter_text_layers(sentences, layers, subword_pooling, text_pooling, show_progress)
+
+    def _iter_text_layers(self, sentences, layers: LayerSpec, subword_pooling: str, text_pooling: str,
+                          show_progress: bool) -> Iterator[np.ndarray]:
+        """:meth:`iter_encode_text_layers` with checked options; this default pools on the host."""
+        for encoding in self.iter_encode_pieces(sentences, layers, show_progress=show_progress):
+            yield encoding.text_layers(subword_pooling, text_pooling)
+
+    def iter_encode_pair_layers(
+        self,
+        pairs: Pairs,
+        layers: LayerSpec = "all",
+        subword_pooling: SubwordPooling = "first",
+        text_pooling: TextPooling = "mean",
+        *,
+        show_progress: bool = False,
+    ) -> Iterator[np.ndarray]:
+        """Yield each pair's vectors of every selected layer, in input order: each side's words pooled
+        from their pieces, then pooled (``text_pooling`` ``"mean"`` or ``"max"``), or the pair's first
+        piece (``"cls"``).
+
+        The pairs are encoded as :meth:`iter_encode_pair_pieces` encodes them (transformers: one joint
+        pass per pair, long pairs by its window policy).
+
+        Yields
+        ------
+        np.ndarray
+            ``(2, layers, width')`` float32, the first side then the second (zeros for a side without
+            words); ``(1, layers, width)`` for ``"cls"``. Exactly :meth:`PieceEncoding.text_layers` of
+            each side of :meth:`iter_encode_pair_pieces` (bit for bit in fp32 on a CPU); transformers
+            pool where the model ran.
+
+        Raises
+        ------
+        ValueError
+            As :meth:`iter_encode_text_layers`.
+        """
+        self._check_text_layers(subword_pooling, text_pooling, "iter_encode_pair_layers")
+        return self._iter_pair_layers(pairs, layers, subword_pooling, text_pooling, show_progress)
+
+    def _iter_pair_layers(self, pairs: Pairs, layers: LayerSpec, subword_pooling: str, text_pooling: str,
+                          show_progress: bool) -> Iterator[np.ndarray]:
+        """:meth:`iter_encode_pair_layers` with checked options; this default pools on the host."""
+        for pair in self.iter_encode_pair_pieces(pairs, layers, show_progress=show_progress):
+            if text_pooling == "cls":
+                yield pair.cls[None]
+            else:
+                yield np.stack([side.text_layers(subword_pooling, text_pooling) for side in (pair.first, pair.second)])
+
+    def _check_text_layers(self, subword_pooling: str, text_pooling: str, method: str) -> None:
+        check_subword_pooling(subword_pooling)
+        check_text_options(text_pooling, subword_pooling, self.has_cls, f"the {self.family} encoder {self.spec!r}")
+        if text_pooling == "piece_mean":
+            raise ValueError(f"{method} pools words; the mean of every piece (text_pooling='piece_mean') is "
+                             "encode_piece_means")
 
     def iter_encode(
         self,

@@ -6,6 +6,7 @@ Layers are the embedding output followed by every hidden layer (``hidden_states`
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import copy
 import functools
@@ -47,6 +48,7 @@ from ..pooling._subword import (
     pool_subwords_numpy,
     subword_output_width,
 )
+from ..pooling._text import pool_pieces_to_text, pool_text
 from . import _engine as engine, _unpadded as unpadded
 from ._host_copies import HostCopies
 from ._base import (
@@ -174,6 +176,34 @@ class _Pooled:
     def on_device(self, n_pieces: int, window: int) -> bool:
         """Whether a sentence of ``n_pieces`` pieces is pooled on the device."""
         return not self.grouped or n_pieces <= window
+
+    def pool_on_host(self, item: "_Pending") -> np.ndarray:
+        """``(words, dim)``: the sentence's pieces that came back, pooled."""
+        words = pool_subwords_numpy(item.joined(0), item.pieces.offsets, self.method)
+        return pool_layers_numpy(self.host_pooling, words)
+
+
+@dataclass
+class _TextPooled:
+    """Texts pooled where the model ran: each layer's pieces to words (``method``), then the words to
+    one vector (``text_pooling``, ``"mean"`` or ``"max"``), so only ``(layers, width')`` per text (or
+    per side of a pair) reaches the host.
+
+    A text whose pieces one model input owns all of is pooled where that input ran: on a CPU by the
+    host's own function, text by text (:func:`~contextembed.pooling.pool_pieces_to_text`, so the bits
+    are those of pooling its :class:`PieceEncoding`); elsewhere every such text of a batch at once
+    (:func:`_pool_texts`). A text in several windows (or one side of a long pair) has its pieces come
+    back and is pooled on the host when its chunk is done.
+    """
+
+    method: SubwordPooling
+    text_pooling: str
+    n_layers: int
+    copies: Optional[HostCopies] = None
+
+    def pool_on_host(self, item: _Pending) -> np.ndarray:
+        """``(layers, width')``: the text's pieces that came back, pooled."""
+        return pool_pieces_to_text(item.joined(0), item.pieces.offsets, self.method, self.text_pooling)
 
 
 class TransformerEncoder(Encoder):
@@ -666,6 +696,18 @@ class TransformerEncoder(Encoder):
                 out[i] = item.joined(0).sum(axis=1) / pieces[i]
         return out
 
+    def _iter_text_layers(self, sentences, layers: LayerSpec, subword_pooling: str, text_pooling: str,
+                          show_progress: bool) -> Iterator[np.ndarray]:
+        """Each text pooled where the model ran (:class:`_TextPooled`); ``"cls"``: only the first piece
+        leaves the device."""
+        if text_pooling == "cls":
+            for item in self._iter_pending(sentences, layers, (), show_progress):
+                yield item.cls if len(item.pieces.offsets) > 1 else np.zeros_like(item.cls)  # an empty text: zeros
+            return
+        pooled = _TextPooled(subword_pooling, text_pooling, len(self.layer_indexes(layers)))
+        for item in self._iter_pending(sentences, layers, ("all",), show_progress, pooled):
+            yield item.rows
+
     def encode_cls(self, sentences: Sentences, layers: LayerSpec = "all") -> np.ndarray:
         """The first piece ([CLS]/<s>) of each sentence: ``(sentences, layers, width)`` float32."""
         if not self.has_cls:
@@ -690,6 +732,25 @@ class TransformerEncoder(Encoder):
             Per pair, in input order: each side's pieces (every word of each side owns at least one)
             and the pair's first-piece vector.
         """
+        for a, b in self._iter_pairs(pairs, layers, ("all",), show_progress):
+            first = PieceEncoding(a.joined(0), a.pieces.offsets, a.cls)
+            yield PairPieces(first, PieceEncoding(b.joined(0), b.pieces.offsets, a.cls), a.cls)
+
+    def _iter_pair_layers(self, pairs: Pairs, layers: LayerSpec, subword_pooling: str, text_pooling: str,
+                          show_progress: bool) -> Iterator[np.ndarray]:
+        """Each side pooled where the model ran (:class:`_TextPooled`); ``"cls"``: only the pair's first
+        piece leaves the device."""
+        if text_pooling == "cls":
+            for a, _ in self._iter_pairs(pairs, layers, (), show_progress):
+                yield a.cls[None]
+            return
+        pooled = _TextPooled(subword_pooling, text_pooling, len(self.layer_indexes(layers)))
+        for a, b in self._iter_pairs(pairs, layers, ("all",), show_progress, pooled):
+            yield np.stack([a.rows, b.rows])
+
+    def _iter_pairs(self, pairs: Pairs, layers: LayerSpec, selectors: Sequence[str], show_progress: bool,
+                    pooled: Optional[_TextPooled] = None) -> Iterator[tuple[_Pending, _Pending]]:
+        """Run the model over pairs in chunks; yield each pair's finished sides in input order."""
         pairs = check_pairs(pairs)
         layer_index = self.layer_indexes(layers)
         long_pairs = 0
@@ -697,21 +758,20 @@ class TransformerEncoder(Encoder):
             for begin in range(0, len(pairs), self.chunk_size):
                 chunk = pairs[begin : begin + self.chunk_size]
                 firsts, seconds = self.pieces([a for a, _ in chunk]), self.pieces([b for _, b in chunk])
-                sides = [(self._pending(a, ("all",)), self._pending(b, ("all",))) for a, b in zip(firsts, seconds)]
+                sides = [(self._pending(a, selectors), self._pending(b, selectors)) for a, b in zip(firsts, seconds)]
                 rows = []
                 for a, b in sides:
                     rows.extend(self._pair_rows(a, b))
                     long_pairs += a.pieces.n_pieces + b.pieces.n_pieces > self._pair_budget()
-                self._run_rows(rows, layer_index, progress=_ChunkProgress(progress, len(chunk)))
-                for a, b in sides:
-                    first = PieceEncoding(a.joined(0), a.pieces.offsets, a.cls)
-                    yield PairPieces(first, PieceEncoding(b.joined(0), b.pieces.offsets, a.cls), a.cls)
+                self._run([side for pair in sides for side in pair], rows, layer_index, pooled,
+                          _ChunkProgress(progress, len(chunk)))
+                yield from sides
         if long_pairs:
             warn_long_pairs(long_pairs, len(pairs), self._pair_budget())
 
     def _iter_pending(
         self, sentences: Sentences, layers: LayerSpec, selectors: Sequence[str], show_progress: bool,
-        pooled: Optional[_Pooled] = None,
+        pooled: Union[_Pooled, _TextPooled, None] = None,
     ) -> Iterator[_Pending]:
         """Run the model over sentences in chunks; yield finished sentences in input order (an iterator
         is read one chunk at a time)."""
@@ -728,20 +788,22 @@ class TransformerEncoder(Encoder):
                 yield from pending
 
     def _run(self, pending: list[_Pending], rows: list[_Row], layer_index: tuple[int, ...],
-             pooled: Optional[_Pooled], progress: Optional["_ChunkProgress"] = None) -> None:
+             pooled: Union[_Pooled, _TextPooled, None], progress: Optional["_ChunkProgress"] = None) -> None:
         """Run ``rows`` for the sentences ``pending`` (``progress`` counts them as batches finish);
         with ``pooled``, their word rows are laid out in one array first and filled as the batches
         finish."""
         if pooled is None:
             self._run_rows(rows, layer_index, progress=progress)
             return
-        on_host = self._lay_out_rows(pending, pooled)
+        if isinstance(pooled, _TextPooled):
+            on_host = self._lay_out_texts(pending, rows, pooled)
+        else:
+            on_host = self._lay_out_rows(pending, pooled)
         pooled.copies = HostCopies(self.device)
         self._run_rows(rows, layer_index, pooled, progress)
         pooled.copies.flush()
-        for item, item_rows in on_host:  # their pieces came back: see _Pooled
-            words = pool_subwords_numpy(item.joined(0), item.pieces.offsets, pooled.method)
-            item_rows[:] = pool_layers_numpy(pooled.host_pooling, words)
+        for item, item_rows in on_host:  # their pieces came back: see _Pooled, _TextPooled
+            item_rows[...] = pooled.pool_on_host(item)
             item.rows, item.blocks = item_rows, []
 
     def _lay_out_rows(self, pending: list[_Pending], pooled: _Pooled) -> list[tuple[_Pending, np.ndarray]]:
@@ -758,6 +820,22 @@ class TransformerEncoder(Encoder):
                 item.rows = out[end - count : end]
             else:
                 on_host.append((item, out[end - count : end]))
+        return on_host
+
+    def _lay_out_texts(self, pending: list[_Pending], rows: list[_Row], pooled: _TextPooled) -> list[tuple[_Pending, np.ndarray]]:
+        """One ``(texts, layers, width')`` float32 output for the chunk, each text's ``rows`` a view of
+        it where one model input owns all of its pieces; the other texts, with their rows (their
+        ``rows`` stay ``None``: their pieces come back)."""
+        dim = subword_output_width(self.width, pooled.method)
+        out = np.empty((len(pending), pooled.n_layers, dim), dtype=np.float32)
+        # how many model inputs own some of each text's pieces
+        owners = collections.Counter(id(part.item) for row in rows for part in row.parts if part.owned)
+        on_host = []
+        for item, item_rows in zip(pending, out):
+            if owners[id(item)] == 1:
+                item.rows = item_rows
+            else:
+                on_host.append((item, item_rows))
         return on_host
 
     def iter_encode_pieces_in_context(
@@ -857,7 +935,7 @@ class TransformerEncoder(Encoder):
         owners = [a, b] if owned == (True, True) and template.prefix else []
         return _Row(template.ids(first, second), types, parts, owners)
 
-    def _run_rows(self, rows: list[_Row], layer_index: tuple[int, ...], pooled: Optional[_Pooled] = None,
+    def _run_rows(self, rows: list[_Row], layer_index: tuple[int, ...], pooled: Union[_Pooled, _TextPooled, None] = None,
                   progress: Optional["_ChunkProgress"] = None) -> None:
         """Run length-sorted batches of ``rows``; on a CPU several at once (:mod:`contextembed._streams`:
         each batch's results are filed under its windows, whatever order the batches finish in).
@@ -882,7 +960,7 @@ class TransformerEncoder(Encoder):
         return min(-(-len(row.ids) // self.pad_multiple) * self.pad_multiple, self._max_length)
 
     @torch.inference_mode()
-    def _run_batch(self, batch: list[_Row], layer_index: tuple[int, ...], pooled: Optional[_Pooled] = None) -> None:
+    def _run_batch(self, batch: list[_Row], layer_index: tuple[int, ...], pooled: Union[_Pooled, _TextPooled, None] = None) -> None:
         length = max(self._padded_length(row) for row in batch)
         # (batch, seq)
         ids = np.full((len(batch), length), self.pad_id, dtype=np.int64)
@@ -917,7 +995,7 @@ class TransformerEncoder(Encoder):
         return [out.hidden_states[i].reshape(batch * length, -1) for i in layer_index]
 
     def _gather_selector(self, batch: list[_Row], flat: list[torch.Tensor], length: int, k: int,
-                         pooled: Optional[_Pooled] = None) -> None:
+                         pooled: Union[_Pooled, _TextPooled, None] = None) -> None:
         """Selector ``k``'s owned pieces of every row: pooled into their sentences' rows on the device
         (``pooled``), gathered to the host, or (a ``"sum"`` selector) summed per window on the device."""
         index, targets = [], []
@@ -986,6 +1064,9 @@ class TransformerEncoder(Encoder):
                     pooled: _Pooled) -> None:
         """Pool selector ``k``'s units ``index`` (rows of ``flat``) of the windows ``chosen`` into their
         rows of the chunk's output."""
+        if isinstance(pooled, _TextPooled):
+            self._pool_texts(flat, index, chosen, pooled)
+            return
         if pooled.grouped:  # whole sentences (one window each): their rows in order
             starts, lengths = [part.item.first_row for part, _, _ in chosen], [len(part.item.rows) for part, _, _ in chosen]
         else:
@@ -1011,6 +1092,25 @@ class TransformerEncoder(Encoder):
         else:  # (layers, units, width) -> (units, dim)
             words = pooled.pooling.combine_selected(torch.stack(gathered))
         pooled.copies.put(words.to(_OUTPUT_DTYPES[pooled.dtype]), functools.partial(_fill_rows, columns, dest))
+
+    def _pool_texts(self, flat: list[torch.Tensor], index: np.ndarray, chosen: list[tuple[_Part, int, int]],
+                    pooled: _TextPooled) -> None:
+        """Pool the texts of the windows ``chosen`` (each owning all of its text's pieces, rows ``index``
+        of ``flat``) into their ``(layers, width')`` rows of the chunk's output."""
+        index_t = torch.from_numpy(index).to(self.device)
+        # (layers, units, width)
+        gathered = torch.stack([layer.index_select(0, index_t) for layer in flat]).float()
+        items = [part.item for part, _, _ in chosen]
+        if gathered.device.type == "cpu":  # the host's own pooling, text by text: the same bits
+            pieces = gathered.numpy()
+            start = 0
+            for item, (_, _, count) in zip(items, chosen):
+                item.rows[...] = pool_pieces_to_text(pieces[:, start : start + count], item.pieces.offsets,
+                                                     pooled.method, pooled.text_pooling)
+                start += count
+            return
+        texts = _pool_texts(gathered, [item.pieces.offsets for item in items], pooled.method, pooled.text_pooling)
+        pooled.copies.put(texts, functools.partial(_fill_texts, items))
 
     def _gather_cls(self, batch: list[_Row], flat: list[torch.Tensor], length: int) -> None:
         rows = [r for r, row in enumerate(batch) if row.cls_owners]
@@ -1055,6 +1155,49 @@ def _sequential_sums(layers: list[np.ndarray], index: list[np.ndarray], counts: 
         block[empty] = 0.0
         block.sum(axis=1, dtype=np.float64, out=sums, initial=0.0)  # from +0.0, as index_add_ starts
     return out
+
+
+def _pool_texts(pieces: torch.Tensor, offsets: list[np.ndarray], method: SubwordPooling, text_pooling: str) -> torch.Tensor:
+    """Many texts pooled at once, each layer on its own: their words from their pieces (``method``),
+    then each text's words (``text_pooling``, ``"mean"`` or ``"max"``).
+
+    Parameters
+    ----------
+    pieces : torch.Tensor
+        ``(layers, units, width)``: the texts' pieces one after the other.
+    offsets : list of np.ndarray
+        Per text, ``(words + 1,)`` word offsets into its own pieces (from 0).
+
+    Returns
+    -------
+    torch.Tensor
+        ``(texts, layers, width')`` float32; zeros for a text without words. The values of
+        :func:`~contextembed.pooling.pool_pieces_to_text`, text by text, up to the order of the
+        device's sums.
+    """
+    device = pieces.device
+    n_words = np.array([len(o) - 1 for o in offsets], dtype=np.int64)
+    per_word = np.concatenate([np.diff(o) for o in offsets]) if offsets else np.zeros(0, dtype=np.int64)
+    word_offsets = torch.from_numpy(np.concatenate([[0], np.cumsum(per_word)]).astype(np.int64)).to(device)
+    # (layers, words, width')
+    words = pool_subwords(pieces, word_offsets, method)
+    n_layers, total, dim = words.shape
+    # each word's text and place in it
+    text = np.repeat(np.arange(len(offsets)), n_words)
+    place = np.arange(total) - np.repeat(np.cumsum(n_words) - n_words, n_words)
+    text_t, place_t = torch.from_numpy(text).to(device), torch.from_numpy(place).to(device)
+    # (texts, longest, layers * width'), zeros past each text's words
+    padded = words.new_zeros(len(offsets), int(n_words.max(initial=0)), n_layers * dim)
+    padded[text_t, place_t] = words.transpose(0, 1).reshape(total, n_layers * dim)
+    mask = torch.zeros(padded.shape[:2], dtype=torch.bool, device=device)
+    mask[text_t, place_t] = True
+    return pool_text(padded, mask, text_pooling).view(len(offsets), n_layers, dim)
+
+
+def _fill_texts(items: list[_Pending], texts: np.ndarray) -> None:
+    """Pooled ``(texts, layers, width')`` to each text's rows of the chunk's output."""
+    for item, vectors in zip(items, texts):
+        item.rows[...] = vectors
 
 
 def _selector_columns(out: np.ndarray, k: int, selectors: int, width: int) -> np.ndarray:

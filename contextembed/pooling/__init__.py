@@ -26,6 +26,7 @@ from ._text import (
     check_text_options,
     check_text_pooling,
     normalize_rows,
+    pool_pieces_to_text,
     pool_text,
     pool_text_numpy,
 )
@@ -48,6 +49,7 @@ __all__ = [
     "check_text_pooling",
     "normalize_rows",
     "pool_layers_numpy",
+    "pool_pieces_to_text",
     "pool_subwords",
     "pool_subwords_numpy",
     "pool_text",

@@ -26,7 +26,7 @@ import torch
 
 from .._options import check_choice
 from ._layers import Combine, LayerSpec
-from ._subword import SubwordPooling
+from ._subword import SubwordPooling, pool_subwords_numpy
 
 TextPooling = Literal["mean", "piece_mean", "max", "cls"]
 TEXT_POOLINGS: tuple[str, ...] = get_args(TextPooling)
@@ -163,6 +163,35 @@ def pool_text_numpy(words: np.ndarray, method: TextPooling = "mean", cls: Option
     counts = None if pieces is None else torch.from_numpy(np.asarray(pieces))[None].expand(len(batch), -1)
     pooled = pool_text(batch, mask, method, first, counts).numpy()
     return pooled[0] if single else pooled
+
+
+def pool_pieces_to_text(pieces: np.ndarray, offsets: np.ndarray, subword_pooling: SubwordPooling,
+                        text_pooling: TextPooling) -> np.ndarray:
+    """One text's pieces to one vector per layer: its words pooled from their pieces
+    (:func:`~contextembed.pooling.pool_subwords_numpy`), then the words pooled
+    (:func:`pool_text_numpy`), each layer on its own.
+
+    Parameters
+    ----------
+    pieces : np.ndarray
+        ``(layers, pieces, width)`` float32.
+    offsets : np.ndarray
+        ``(words + 1,)``: word ``i`` owns pieces ``offsets[i]:offsets[i + 1]``.
+    subword_pooling : {"first", "last", "mean", "first_last", "max"}
+    text_pooling : {"mean", "max"}
+        ``"piece_mean"`` and ``"cls"`` do not pool words (see :meth:`PieceEncoding.piece_means` and
+        ``PieceEncoding.cls``).
+
+    Returns
+    -------
+    np.ndarray
+        ``(layers, width')``, ``width'`` twice ``width`` for ``first_last``; zeros for a text without
+        words.
+    """
+    if text_pooling not in ("mean", "max"):
+        raise ValueError(f"pool_pieces_to_text pools words with text_pooling 'mean' or 'max', got {text_pooling!r}")
+    words = pool_subwords_numpy(np.ascontiguousarray(pieces), offsets, subword_pooling)
+    return pool_text_numpy(words, text_pooling)
 
 
 def normalize_rows(vectors: np.ndarray) -> np.ndarray:

@@ -120,18 +120,20 @@ class LayerFeaturesBase(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
 
     # -- encoding and pooling -----------------------------------------------------------------
 
-    def _encodings(self, sentences: Sequence, kind: Kind = "sentence", progress: Optional[EncodingProgress] = None) -> list:
+    def _encodings(self, sentences: Sequence, kind: Kind = "sentence", progress: Optional[EncodingProgress] = None,
+                   options: tuple = ()) -> list:
         """Every sentence's cached encoding: pieces (:class:`PieceEncoding`), ``kind="piece_mean"``
-        its ``(layers, width)`` piece means, ``kind="pair"`` a pair's :class:`PairPieces`.
+        its ``(layers, width)`` piece means, ``kind="text_layers"`` (``"pair_layers"``) a text's (a
+        pair's) per-layer vectors pooled by ``options`` (``(subword_pooling, text_pooling)``).
 
         ``progress``: the bar of a call that encodes in several blocks (:meth:`_progress`); by
         default this call draws its own (when ``show_progress``).
         """
         if progress is None:
             with self._progress(kind) as progress:
-                return self._encodings(sentences, kind, progress)
+                return self._encodings(sentences, kind, progress, options)
         return encode_all(self.encoder_ref_, sentences, cache=self.cache, n_jobs=self.n_jobs, kind=kind,
-                          progress=progress)
+                          progress=progress, options=options)
 
     def _progress(self, kind: Kind = "sentence") -> EncodingProgress:
         """The encoding bar of one call (drawn when ``show_progress``)."""

@@ -1,9 +1,10 @@
 """Encode once, pool many times: a process-wide encoder registry and an encoding cache.
 
-Every estimator in :mod:`contextembed.sklearn` asks this module for *piece-level encodings with
-all layers* (:class:`~contextembed.PieceEncoding`). Pooling choices (``layers``, ``combine``,
-``subword_pooling``, ``text_pooling``) are applied afterwards, so a grid search over them runs the
-encoder once per distinct sentence.
+Every estimator in :mod:`contextembed.sklearn` asks this module for encodings with all layers
+(:data:`KINDS`): word-level estimators for *piece-level encodings* (:class:`~contextembed.PieceEncoding`),
+text and pair estimators for each text's per-layer vector pooled where the encoder ran (keyed by its
+pooling options too). Layer choices (``layers``, ``combine``) are applied afterwards, so a grid
+search over them runs the encoder once per distinct sentence.
 
 - :func:`get_encoder` keeps one loaded encoder per ``(spec, device, precision, options)`` in the
   process, so clones made by ``GridSearchCV`` never reload the model.
@@ -38,7 +39,7 @@ from typing import Literal, Optional, Union
 import numpy as np
 
 from .._documents import InContext
-from ..encoders._base import Encoder, PairPieces, PieceEncoding, ShowProgress
+from ..encoders._base import Encoder, PieceEncoding, ShowProgress
 from ..encoders._identity import ModelIdentity, fingerprint, identify, locate
 from ..encoders._loading import load_encoder
 from ..settings import MAX_BYTES, byte_size, parse_byte_size
@@ -242,8 +243,6 @@ class EncodingCache:
 def _nbytes(encoding) -> int:
     if isinstance(encoding, np.ndarray):  # a text's piece means
         return encoding.nbytes
-    if isinstance(encoding, PairPieces):
-        return _nbytes(encoding.first) + _nbytes(encoding.second)
     cls = 0 if encoding.cls is None else encoding.cls.nbytes
     return encoding.hidden.nbytes + encoding.word_offsets.nbytes + cls
 
@@ -386,6 +385,22 @@ def piece_mean_key(encoder_key: str, tokens: Sequence[str]) -> str:
     return sentence_key(encoder_key + "\x1epiece_mean", tokens)
 
 
+def text_layers_key(encoder_key: str, tokens: Sequence[str], subword_pooling: str, text_pooling: str) -> str:
+    """Hash naming a text's per-layer vector pooled by ``subword_pooling`` then ``text_pooling`` (never
+    equal to its sentence key, nor to another pooling's; ``"cls"`` takes no subword pooling)."""
+    return sentence_key(encoder_key + _pooling_suffix(subword_pooling, text_pooling), tokens)
+
+
+def pair_layers_key(encoder_key: str, pair: tuple[Sequence[str], Sequence[str]], subword_pooling: str,
+                    text_pooling: str) -> str:
+    """Hash naming a pair's per-layer side vectors (or first piece, ``"cls"``): see :func:`text_layers_key`."""
+    return pair_key(encoder_key + _pooling_suffix(subword_pooling, text_pooling), pair)
+
+
+def _pooling_suffix(subword_pooling: str, text_pooling: str) -> str:
+    return f"\x1epooled\x1e{'-' if text_pooling == 'cls' else subword_pooling}\x1e{text_pooling}"
+
+
 def _encode_sentences(encoder: Encoder, sentences: list, progress: ShowProgress = False) -> Iterator[PieceEncoding]:
     return encoder.iter_encode_pieces(sentences, layers="all", show_progress=progress)
 
@@ -394,8 +409,14 @@ def _encode_in_context(encoder: Encoder, items: list, progress: ShowProgress = F
     return encoder.iter_encode_pieces_in_context(items, layers="all", show_progress=progress)
 
 
-def _encode_pairs(encoder: Encoder, pairs: list, progress: ShowProgress = False) -> Iterator[PairPieces]:
-    return encoder.iter_encode_pair_pieces(pairs, layers="all", show_progress=progress)
+def _encode_text_layers(encoder: Encoder, sentences: list, progress: ShowProgress = False, subword_pooling: str = "mean",
+                        text_pooling: str = "mean") -> Iterator[np.ndarray]:
+    return encoder.iter_encode_text_layers(sentences, "all", subword_pooling, text_pooling, show_progress=progress)
+
+
+def _encode_pair_layers(encoder: Encoder, pairs: list, progress: ShowProgress = False, subword_pooling: str = "first",
+                        text_pooling: str = "mean") -> Iterator[np.ndarray]:
+    return encoder.iter_encode_pair_layers(pairs, "all", subword_pooling, text_pooling, show_progress=progress)
 
 
 def _encode_piece_means(encoder: Encoder, sentences: list, progress: ShowProgress = False) -> Iterator[np.ndarray]:
@@ -406,16 +427,18 @@ def _encode_piece_means(encoder: Encoder, sentences: list, progress: ShowProgres
 
 
 #: what can be encoded and cached: how to key one item, and how to encode a block of them (one
-#: result per item, in order)
-KINDS = {"sentence": (sentence_key, _encode_sentences), "pair": (pair_key, _encode_pairs),
-         "piece_mean": (piece_mean_key, _encode_piece_means), "in_context": (context_key, _encode_in_context)}
-Kind = Literal["sentence", "pair", "piece_mean", "in_context"]
+#: result per item, in order); ``text_layers`` and ``pair_layers`` take the pooling options
+#: ``(subword_pooling, text_pooling)`` after the item (key) and after the progress (encoding)
+KINDS = {"sentence": (sentence_key, _encode_sentences), "piece_mean": (piece_mean_key, _encode_piece_means),
+         "in_context": (context_key, _encode_in_context), "text_layers": (text_layers_key, _encode_text_layers),
+         "pair_layers": (pair_layers_key, _encode_pair_layers)}
+Kind = Literal["sentence", "piece_mean", "in_context", "text_layers", "pair_layers"]
 #: what a progress bar counts for each kind
-UNITS = {"sentence": "sent", "pair": "pair", "piece_mean": "text", "in_context": "sent"}
+UNITS = {"sentence": "sent", "piece_mean": "text", "in_context": "sent", "text_layers": "text", "pair_layers": "pair"}
 
 
 def _encode_block(ref: EncoderRef, items: list, kind: Kind = "sentence", threads: Optional[int] = None,
-                  speedups: Optional[dict] = None, progress: EncodingProgress = SILENT) -> list:
+                  speedups: Optional[dict] = None, progress: EncodingProgress = SILENT, options: tuple = ()) -> list:
     """One joblib task: encode a block of sentences (or pairs) with every layer.
 
     ``threads`` pins torch's intra-op threads to the caller's count: CPU kernels may split their
@@ -423,14 +446,15 @@ def _encode_block(ref: EncoderRef, items: list, kind: Kind = "sentence", threads
     ``speedups``: the caller's measurements behind ``precision="auto"``, so a worker picks what the
     caller picked (:func:`contextembed._devices.adopt_speedups`). ``progress`` counts the items as
     the encoder's forward passes finish (in the caller's process only: a worker gets none), so that
-    its bar moves and measures a rate long before the block is done.
+    its bar moves and measures a rate long before the block is done. ``options``: the pooling options
+    of ``kind`` (:data:`KINDS`).
     """
     from .._devices import adopt_speedups
     from .._streams import intra_op_threads
 
     adopt_speedups(speedups or {})
     with intra_op_threads(threads):
-        return list(KINDS[kind][1](get_encoder(ref), items, progress if progress.show else False))
+        return list(KINDS[kind][1](get_encoder(ref), items, progress if progress.show else False, *options))
 
 
 def encode_all(
@@ -441,16 +465,21 @@ def encode_all(
     n_jobs: Optional[int] = None,
     kind: Kind = "sentence",
     progress: EncodingProgress = SILENT,
+    options: tuple = (),
 ) -> list:
     """Piece-level encodings with all layers for every sentence (or pair), in input order.
 
     Items found in the caches are not encoded again; the rest (deduplicated) are encoded in blocks
     of :data:`BLOCK_SIZE`, in parallel when ``n_jobs`` asks for it, and counted on ``progress``.
 
+    ``options``: ``(subword_pooling, text_pooling)`` for ``kind="text_layers"`` and ``"pair_layers"``.
+
     Returns
     -------
-    list of PieceEncoding; of PairPieces for ``kind="pair"``; of ``(layers, width)`` piece means
-    for ``kind="piece_mean"`` (from the sentence's cached pieces where those are cached)
+    list of PieceEncoding; of ``(layers, width)`` piece means for ``kind="piece_mean"`` and
+    ``(layers, width')`` pooled text vectors for ``kind="text_layers"`` (from the sentence's cached
+    pieces where those are cached); of ``(2, layers, width')`` side vectors (``(1, layers, width)``
+    first pieces for ``"cls"``) for ``kind="pair_layers"``
     """
     disk = disk_cache(cache)
     memory = MEMORY_CACHE if uses_memory(cache) else None
@@ -458,7 +487,7 @@ def encode_all(
         keys = list(map(tuple, sentences))  # no cache: equal token lists are encoded once
     else:
         encoder_key = ref.cache_key()
-        keys = [KINDS[kind][0](encoder_key, item) for item in sentences]
+        keys = [KINDS[kind][0](encoder_key, item, *options) for item in sentences]
     found: dict[str, object] = {}
     missing: dict[str, object] = {}
     hits = {"memory": 0, "disk": 0}
@@ -466,9 +495,9 @@ def encode_all(
         if key in found or key in missing:
             continue
         hit, where = _lookup(key, memory, disk)
-        if hit is None and kind == "piece_mean" and (memory is not None or disk is not None):  # the text's pieces may be cached already
+        if hit is None and kind in _FROM_PIECES and (memory is not None or disk is not None):  # the text's pieces may be cached already
             pieces, where = _lookup(sentence_key(encoder_key, item), memory, disk)
-            hit = None if pieces is None else pieces.piece_means()
+            hit = None if pieces is None else _FROM_PIECES[kind](pieces, *options)
         if hit is None:
             missing[key] = item
         else:
@@ -479,7 +508,7 @@ def encode_all(
                  len(missing))
     if missing:
         progress.add(len(missing))
-        new = _encode_missing(ref, list(missing.values()), n_jobs, kind, progress)
+        new = _encode_missing(ref, list(missing.values()), n_jobs, kind, progress, options)
         for key, encoding in zip(missing, new):
             found[key] = encoding
             if memory is not None:
@@ -487,6 +516,10 @@ def encode_all(
             if disk is not None:
                 disk.put(key, encoding)
     return [found[key] for key in keys]
+
+
+#: the kinds that a sentence's cached pieces (:class:`PieceEncoding`) give without encoding it again
+_FROM_PIECES = {"piece_mean": PieceEncoding.piece_means, "text_layers": PieceEncoding.text_layers}
 
 
 def _lookup(key: str, memory: Optional[EncodingCache], disk: Optional[DiskCache]) -> tuple[object, str]:
@@ -503,12 +536,12 @@ def _lookup(key: str, memory: Optional[EncodingCache], disk: Optional[DiskCache]
 
 
 def _encode_missing(ref: EncoderRef, items: list, n_jobs: Optional[int], kind: Kind,
-                    progress: EncodingProgress = SILENT) -> list:
+                    progress: EncodingProgress = SILENT, options: tuple = ()) -> list:
     blocks = [items[i : i + BLOCK_SIZE] for i in range(0, len(items), BLOCK_SIZE)]
     from joblib import Parallel, delayed, effective_n_jobs
 
     if effective_n_jobs(n_jobs) == 1 or len(blocks) == 1:
-        results = [_encode_block(ref, block, kind, progress=progress) for block in blocks]
+        results = [_encode_block(ref, block, kind, progress=progress, options=options) for block in blocks]
     else:
         import torch
 
@@ -518,7 +551,7 @@ def _encode_missing(ref: EncoderRef, items: list, n_jobs: Optional[int], kind: K
         from .._devices import measured_speedups
 
         threads, speedups = torch.get_num_threads(), measured_speedups()
-        tasks = (delayed(_encode_block)(ref, block, kind, threads, speedups) for block in blocks)
+        tasks = (delayed(_encode_block)(ref, block, kind, threads, speedups, options=options) for block in blocks)
         results = []
         for block in Parallel(n_jobs=n_jobs, return_as=_return_as(progress))(tasks):  # in order
             results.append(block)

@@ -8,7 +8,7 @@ from typing import Literal, Optional, Union, get_args
 import numpy as np
 
 from .._options import check_choice
-from ..pooling import LayerSpec, check_text_pooling, pool_subwords_numpy, pool_text_numpy
+from ..pooling import LayerSpec, check_text_pooling
 from ..pooling._layers import OutputDtype
 from ._base import LayerFeaturesBase
 from ._checks import check_pairs, class_labels
@@ -127,22 +127,21 @@ class TextPairEmbedder(LayerFeaturesBase):
         array per side. Pairs are encoded ``STREAM_TEXTS`` at a time (bounded memory)."""
         n_out = 1 if self.pair_features == "cls" else 2
         out = tuple(np.empty((len(self.layer_indexes_), len(pairs), self.width_), dtype=np.float32) for _ in range(n_out))
-        with self._progress("pair") as progress:  # one bar for all blocks
+        # each side pooled where the encoder ran (or only the pair's first piece comes back, "cls")
+        options = (self.subword_pooling, "cls" if self.pair_features == "cls" else self.text_pooling)
+        with self._progress("pair_layers") as progress:  # one bar for all blocks
             for begin in range(0, len(pairs), STREAM_TEXTS):
                 block = pairs[begin : begin + STREAM_TEXTS]
-                self._pool_block(self._encodings(block, "pair", progress), out, begin)
+                self._pool_block(self._encodings(block, "pair_layers", progress, options), out, begin)
         return out
 
     def _pool_block(self, encoded: list, out: tuple[np.ndarray, ...], begin: int) -> None:
-        """Write the per-layer vectors of a block of encoded pairs to ``out[k][:, begin:]``."""
-        index = list(self.layer_indexes_)
-        for i, pair in enumerate(encoded, start=begin):
-            if self.pair_features == "cls":
-                out[0][:, i] = pair.cls[index]
-                continue
-            for side, encoding in enumerate((pair.first, pair.second)):
-                words = pool_subwords_numpy(encoding.hidden[index], encoding.word_offsets, self.subword_pooling)
-                out[side][:, i] = pool_text_numpy(words, self.text_pooling)
+        """Write the selected layers of a block of pairs' ``(sides, layers, width)`` vectors to
+        ``out[side][:, begin:]``."""
+        # (sides, layers, pairs, width)
+        vectors = np.stack(encoded, axis=2)[:, list(self.layer_indexes_)]
+        for side, side_out in enumerate(out):
+            side_out[:, begin : begin + len(encoded)] = vectors[side]
 
 
 PAIR_FEATURES: tuple[str, ...] = get_args(PairFeatures)

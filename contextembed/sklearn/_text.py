@@ -8,7 +8,7 @@ from typing import Optional, Union
 import numpy as np
 from sklearn.preprocessing import normalize as unit_rows
 
-from ..pooling import LayerSpec, check_text_options, check_text_pooling, pool_subwords_numpy, pool_text_numpy
+from ..pooling import LayerSpec, check_text_options, check_text_pooling
 from ..pooling._layers import OutputDtype
 from ._base import LayerFeaturesBase
 from ._checks import check_texts, class_labels
@@ -115,25 +115,20 @@ class TextEmbedder(LayerFeaturesBase):
         plus the output, whatever the corpus size.
         """
         out = np.empty((len(self.layer_indexes_), len(texts), self.width_), dtype=np.float32)
-        kind = "piece_mean" if self.text_pooling == "piece_mean" else "sentence"
+        # each text's vector of every layer, pooled where the encoder ran: the mean of every piece, or
+        # its words pooled from their pieces and then pooled (or its first piece, "cls")
+        kind, options = ("piece_mean", ()) if self.text_pooling == "piece_mean" else (
+            "text_layers", (self.subword_pooling, self.text_pooling))
         with self._progress(kind) as progress:  # one bar for all blocks
             for begin in range(0, len(texts), STREAM_TEXTS):
                 block = texts[begin : begin + STREAM_TEXTS]
-                self._pool_block(self._encodings(block, kind, progress), out, begin)
+                self._pool_block(self._encodings(block, kind, progress, options), out, begin)
         return out
 
     def _pool_block(self, encodings: list, out: np.ndarray, begin: int) -> None:
-        """Write the per-layer vectors of a block of texts' ``encodings`` to ``out[:, begin:]``."""
+        """Write the selected layers of a block of texts' ``(layers, width)`` vectors to ``out[:, begin:]``."""
         index = list(self.layer_indexes_)
-        if self.text_pooling == "piece_mean":  # with subword mean: the mean of every piece
-            if index == list(range(len(encodings[0]))):  # every layer, in order: stacked in place
-                np.stack(encodings, axis=1, out=out[:, begin : begin + len(encodings)])
-            else:
-                out[:, begin : begin + len(encodings)] = np.stack(encodings, axis=1)[index]
-            return
-        for i, encoding in enumerate(encodings, start=begin):
-            if self.text_pooling == "cls":
-                out[:, i] = encoding.cls[index] if encoding.n_words else 0.0  # an empty text: zeros
-                continue
-            words = pool_subwords_numpy(encoding.hidden[index], encoding.word_offsets, self.subword_pooling)
-            out[:, i] = pool_text_numpy(words, self.text_pooling)
+        if index == list(range(len(encodings[0]))):  # every layer, in order: stacked in place
+            np.stack(encodings, axis=1, out=out[:, begin : begin + len(encodings)])
+        else:
+            out[:, begin : begin + len(encodings)] = np.stack(encodings, axis=1)[index]

@@ -205,3 +205,25 @@ def test_dataframes_of_texts(static_path):
     with pytest.raises(TypeError, match=r"X is a DataFrame with 2 columns \('text', 'id'\); expected one column of "
                                         r"texts: .* X=df\['text'\]\.tolist\(\)"):
         fitted.transform(pd.DataFrame({"text": texts, "id": [1, 2]}))
+
+
+@pytest.mark.parametrize("text_pooling, subword_pooling", [("mean", "first"), ("max", "mean"), ("mean", "first_last"), ("cls", "first")])
+def test_texts_pooled_where_the_encoder_ran_are_their_cached_pieces_pooled(bert, monkeypatch, text_pooling, subword_pooling):
+    """The same features bit for bit (fp32, CPU) whether a text is pooled where the encoder ran
+    (nothing cached) or from every layer's pieces that a TokenEmbedder cached, which is then
+    what happens: the encoder pools nothing again."""
+    from contextembed.sklearn import TokenEmbedder, clear_cache
+    from contextembed.sklearn._encoding import EncoderRef, get_encoder
+
+    tokens = [regex_tokenize(t) for t in TEXTS] + [["unaffable"] * 30]  # longer than the tiny model: windows
+    options = dict(layers=[-1, 0], combine="concat", normalize=False, device="cpu", precision="fp32",
+                   text_pooling=text_pooling, subword_pooling=subword_pooling)
+    clear_cache()
+    pooled = TextEmbedder(bert, cache=None, **options).fit(tokens).transform(tokens)
+    TokenEmbedder(bert, device="cpu", precision="fp32").fit(tokens).transform(tokens)  # caches the pieces
+    encoder = get_encoder(EncoderRef.fitted(bert, "cpu", "fp32", None))
+    monkeypatch.setattr(encoder, "iter_encode_text_layers", lambda *args, **kwargs: pytest.fail("encoded again"))
+    from_pieces = TextEmbedder(bert, **options).fit(tokens).transform(tokens)
+    assert pooled.shape == from_pieces.shape and np.abs(pooled).max() > 0
+    np.testing.assert_array_equal(pooled, from_pieces)
+    clear_cache()

@@ -115,23 +115,26 @@ def test_sklearn_contract_on_pair_data(bert):
     assert len(search.cv_results_["params"]) == 4 and 0.0 <= search.score(PAIRS, LABELS) <= 1.0
 
 
-def test_each_pair_is_encoded_once_across_a_grid_search(bert, monkeypatch):
+def test_each_pair_is_encoded_once_per_pooling_across_a_grid_search(bert, monkeypatch):
     from contextembed.sklearn._encoding import EncoderRef, get_encoder
 
     clear_cache()
     encoder = get_encoder(EncoderRef.fitted(bert, "cpu", "fp32", None))
     seen = []
-    original = encoder.iter_encode_pair_pieces
+    original = encoder.iter_encode_pair_layers
 
-    def counted(pairs, layers="all", **kwargs):
-        seen.extend(pairs)
-        return original(pairs, layers, **kwargs)
+    def counted(pairs, layers, subword_pooling, text_pooling, **kwargs):
+        seen.extend((pair, text_pooling) for pair in pairs)
+        return original(pairs, layers, subword_pooling, text_pooling, **kwargs)
 
-    monkeypatch.setattr(encoder, "iter_encode_pair_pieces", counted)
+    monkeypatch.setattr(encoder, "iter_encode_pair_layers", counted)
     grid = {"textpairembedder__pair_features": ["cls", "segments", "interactions"], "textpairembedder__combine": ["mean", "concat"]}
     pipeline = make_pipeline(TextPairEmbedder(bert, device="cpu", precision="fp32"), LogisticRegression(max_iter=500))
     GridSearchCV(pipeline, grid, cv=KFold(2)).fit(PAIRS, LABELS)
-    assert len(seen) == len(set(PAIRS))
+    # the pair's first piece ("cls") once, its sides once for "segments" and "interactions" together
+    keys = [(tuple(map(tuple, pair)), pooling) for pair, pooling in seen]
+    assert len(keys) == len(set(keys)) == 2 * len(set(PAIRS))
+    assert sorted(pooling for _, pooling in keys) == ["cls"] * len(set(PAIRS)) + ["mean"] * len(set(PAIRS))
 
 
 def test_piece_mean_is_refused_for_pair_sides(bert):
@@ -161,3 +164,32 @@ def test_x_that_is_not_pairs_is_named(bert):
         for call in (fitted.transform, TextPairEmbedder(bert, device="cpu", precision="fp32").fit):
             with pytest.raises(TypeError, match=message):
                 call(bad)
+
+
+@pytest.mark.parametrize("pair_features, text_pooling, subword_pooling",
+                         [("interactions", "mean", "first"), ("segments", "max", "mean"), ("cls", "mean", "first")])
+def test_pair_features_are_the_pair_pieces_pooled_on_the_host_bit_for_bit(bert, pair_features, text_pooling, subword_pooling):
+    """Sides pooled where the encoder ran against today's host pooling of every layer's pieces of
+    the joint pass (long pairs included: their pieces come back to be pooled)."""
+    import warnings
+
+    from contextembed.pooling import pool_subwords_numpy, pool_text_numpy
+    from contextembed.tokenizers import regex_tokenize
+
+    pairs = [(regex_tokenize(a), regex_tokenize(b)) for a, b in PAIRS] + [(["unaffable"] * 30, ["EU", "lamb"] * 9)]
+    layers = [-1, 0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the long pair's LongPairWarning
+        got = TextPairEmbedder(bert, layers=layers, combine="concat", pair_features=pair_features, text_pooling=text_pooling,
+                               subword_pooling=subword_pooling, device="cpu", precision="fp32", cache=None).fit(pairs).transform(pairs)
+        encoded = list(load_encoder(bert, device="cpu", precision="fp32").iter_encode_pair_pieces(pairs))
+    index = [len(encoded[0].cls) - 1, 0]
+    rows = []
+    for pair in encoded:
+        if pair_features == "cls":
+            rows.append(pair.cls[index].reshape(-1))
+            continue
+        u, v = (pool_text_numpy(pool_subwords_numpy(side.hidden[index], side.word_offsets, subword_pooling), text_pooling).reshape(-1)
+                for side in (pair.first, pair.second))
+        rows.append(np.concatenate([u, v] if pair_features == "segments" else [u, v, np.abs(u - v), u * v]))
+    np.testing.assert_array_equal(got, np.stack(rows))
