@@ -754,10 +754,10 @@ class TransformerEncoder(Encoder):
         pairs = check_pairs(pairs)
         layer_index = self.layer_indexes(layers)
         long_pairs = 0
+        chunks = (pairs[begin : begin + self.chunk_size] for begin in range(0, len(pairs), self.chunk_size))
         with progress_bar(pairs, show_progress, unit="pair") as progress:
-            for begin in range(0, len(pairs), self.chunk_size):
-                chunk = pairs[begin : begin + self.chunk_size]
-                firsts, seconds = self.pieces([a for a, _ in chunk]), self.pieces([b for _, b in chunk])
+            # the next chunk tokenized on a producer while this one runs
+            for chunk, (firsts, seconds) in _tokenized(chunks, self._pair_pieces, len(pairs) > self.chunk_size):
                 sides = [(self._pending(a, selectors), self._pending(b, selectors)) for a, b in zip(firsts, seconds)]
                 rows = []
                 for a, b in sides:
@@ -768,6 +768,10 @@ class TransformerEncoder(Encoder):
                 yield from sides
         if long_pairs:
             warn_long_pairs(long_pairs, len(pairs), self._pair_budget())
+
+    def _pair_pieces(self, chunk: list) -> tuple[list[SentencePieces], list[SentencePieces]]:
+        """The pieces of each first side and of each second side of a chunk of pairs."""
+        return self.pieces([a for a, _ in chunk]), self.pieces([b for _, b in chunk])
 
     def _iter_pending(
         self, sentences: Sentences, layers: LayerSpec, selectors: Sequence[str], show_progress: bool,

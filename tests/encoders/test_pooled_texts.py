@@ -180,3 +180,14 @@ def test_pool_pieces_to_text_against_a_plain_loop():
         np.testing.assert_array_equal(pool_pieces_to_text(pieces, offsets, method, "max"), np.max(rows, axis=0))
     with pytest.raises(ValueError, match="'mean' or 'max'"):
         pool_pieces_to_text(pieces, offsets, "first", "cls")
+
+
+def test_pairs_over_several_chunks_come_in_input_order(tiny_bert_dir):
+    """Chunks of pairs tokenized a chunk ahead on a producer: every pair in input order, as its pieces."""
+    encoder = load_encoder(str(tiny_bert_dir), device="cpu", precision="fp32", chunk_size=2)
+    pairs = [([f"w{i}", "fox"], ["the", "quick"] * (i % 3)) for i in range(7)]
+    got = list(encoder.iter_encode_pair_layers(pairs, "all", "mean", "mean"))
+    expected = [np.stack([side.text_layers("mean", "mean") for side in (pair.first, pair.second)])
+                for pair in encoder.iter_encode_pair_pieces(pairs)]
+    _assert_identical(got, expected, (2, encoder.n_layers, encoder.width))
+    assert len({vectors[0].tobytes() for vectors in got}) == len(pairs)  # each pair its own vectors
