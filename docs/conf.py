@@ -48,7 +48,10 @@ templates_path = ["_templates"]
 # the reference: one page per public name, its parameters from the numpydoc docstring
 autosummary_generate = True
 autosummary_imported_members = False
-autodoc_default_options = {"members": False}
+# class pages document their own methods (the template's ``:members:``); scikit-learn's generated
+# metadata-routing setters are left to scikit-learn's documentation
+autodoc_default_options = {"exclude-members": "set_fit_request,set_transform_request,set_predict_request,"
+                                              "set_score_request,set_partial_fit_request"}
 autodoc_typehints = "none"  # numpydoc's "Parameters" state the types; signatures keep the defaults
 autodoc_member_order = "bysource"
 numpydoc_show_class_members = False

@@ -281,3 +281,33 @@ def test_cli_words_walks_sub_commands():
     sub = parser.add_subparsers().add_parser("run")
     sub.add_argument("--fast", "-f")
     assert cli_words(parser) == [((), "--top"), ((), "run"), (("run",), "--fast"), (("run",), "-f")]
+
+
+#: methods a class page leaves to scikit-learn's own reference (docs/conf.py excludes them)
+SKLEARN_ROUTING = {"set_fit_request", "set_transform_request", "set_predict_request", "set_score_request",
+                   "set_partial_fit_request"}
+
+
+def test_every_public_method_of_a_listed_class_is_on_its_page(site):
+    """A class page documents the methods and properties the class defines (the template's
+    ``:members:``), each with the parameters its docstring names."""
+    problems = []
+    for qualified, (page, _) in listed_names().items():
+        cls = resolve(qualified)
+        if not page or not inspect.isclass(cls):
+            continue
+        source = (site / page).read_text(encoding="utf-8")
+        text = page_text(site / page)
+        for name, member in vars(cls).items():
+            if name.startswith("_") or name in SKLEARN_ROUTING or not member.__doc__:
+                continue
+            function = member.__func__ if isinstance(member, (classmethod, staticmethod)) else member
+            if not (inspect.isfunction(function) or isinstance(member, property)):
+                continue
+            if f'id="{qualified}.{name}"' not in source:
+                problems.append(f"{qualified}.{name}: not on {page}")
+            elif inspect.isfunction(function):
+                missing = missing_from(text, documented_parameters(function))
+                if missing:
+                    problems.append(f"{qualified}.{name}: documented parameters missing from {page}: {missing}")
+    assert problems == []
