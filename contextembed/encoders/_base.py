@@ -403,6 +403,17 @@ class Encoder(ABC):
         The pairs are encoded as :meth:`iter_encode_pair_pieces` encodes them (transformers: one joint
         pass per pair, long pairs by its window policy).
 
+        Parameters
+        ----------
+        pairs : sequence of (token list, token list)
+            Pre-tokenized sentence pairs.
+        layers : int, sequence of int, "all" or "hidden"
+        subword_pooling : {"first", "last", "mean", "first_last", "max"}
+        text_pooling : {"mean", "max", "cls"}
+            How each side's words become one vector; ``"cls"``: the pair's first piece instead
+            (encoders with one, :attr:`has_cls`).
+        show_progress : bool or ProgressCounter
+
         Yields
         ------
         np.ndarray
