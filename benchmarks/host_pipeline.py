@@ -11,11 +11,13 @@ less the host matters. Measured on every machine, a GPU or none.
   (``FeatureExtractor(...).words``), on CoNLL-2003 dev sentences (``examples/data`` without
   ../shared);
 - text path: ``TextEmbedder("minilm-l6")``'s defaults (every layer, scalar mix, piece mean,
-  unit length; uncached) on SST-2 training sentences (synthetic ones without ../shared).
+  unit length; uncached) on SST-2 training sentences (synthetic ones without ../shared);
+- pair path: ``TextPairEmbedder("minilm-l6")``'s defaults (each side's first pieces averaged per
+  layer, ``[u; v; |u - v|; u * v]``; uncached) on pairs of consecutive SST-2 sentences.
 
 Real and free take turns ``--rounds`` times; each reports its best.
 
-    python benchmarks/host_pipeline.py [--sentences 2000] [--texts 2000] [--rounds 3]
+    python benchmarks/host_pipeline.py [--sentences 2000] [--texts 2000] [--pairs 1000] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -115,6 +117,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sentences", type=int, default=2000, help="CoNLL-2003 dev sentences of the word path")
     parser.add_argument("--texts", type=int, default=2000, help="SST-2 sentences of the text path (0: skip it)")
+    parser.add_argument("--pairs", type=int, default=1000, help="pairs of SST-2 sentences of the pair path (0: skip it)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--device", default="cpu")
     args = parser.parse_args()
@@ -124,7 +127,7 @@ def main() -> None:
 
     from contextembed import load_encoder
     from contextembed.extraction import FeatureExtractor
-    from contextembed.sklearn import TextEmbedder
+    from contextembed.sklearn import TextEmbedder, TextPairEmbedder
 
     print(f"{os.cpu_count()} CPUs, torch {torch.__version__}, {torch.backends.cpu.get_cpu_capability()}, "
           f"device {args.device}, fp32")
@@ -139,16 +142,25 @@ def main() -> None:
     print(f"word path: {len(sentences)} sentences, {n_words} words ({source}), last four layers concatenated, "
           "first piece")
     report("words/s", words)
-    if not args.texts:
-        return
-    texts, source = text_inputs(args.texts)
-    embedder = TextEmbedder("minilm-l6", device=args.device, precision="fp32", cache=None).fit(texts[:1])
-    text_encoder = embedder.encoder_
-    rates = best_rates({"real": (lambda: embedder.transform(texts), real),
-                        "free": (lambda: embedder.transform(texts), lambda: free_forward(text_encoder))},
-                       len(texts), args.rounds)
-    print(f"text path: {len(texts)} texts ({source}), TextEmbedder defaults, uncached")
-    report("texts/s", rates)
+    if args.texts:
+        texts, source = text_inputs(args.texts)
+        embedder = TextEmbedder("minilm-l6", device=args.device, precision="fp32", cache=None).fit(texts[:1])
+        print(f"text path: {len(texts)} texts ({source}), TextEmbedder defaults, uncached")
+        report("texts/s", estimator_rates(embedder, texts, args.rounds))
+    if args.pairs:
+        texts, source = text_inputs(2 * args.pairs)
+        pairs = list(zip(texts[0::2], texts[1::2]))
+        embedder = TextPairEmbedder("minilm-l6", device=args.device, precision="fp32", cache=None).fit(pairs[:1])
+        print(f"pair path: {len(pairs)} pairs ({source}), TextPairEmbedder defaults, uncached")
+        report("pairs/s", estimator_rates(embedder, pairs, args.rounds))
+
+
+def estimator_rates(embedder, inputs: list, rounds: int) -> dict[str, float]:
+    """``transform``'s items per second with the real forward pass and with the free one."""
+    encoder = embedder.encoder_
+    return best_rates({"real": (lambda: embedder.transform(inputs), contextlib.nullcontext),
+                       "free": (lambda: embedder.transform(inputs), lambda: free_forward(encoder))},
+                      len(inputs), rounds)
 
 
 def report(unit: str, rates: dict[str, float]) -> None:
