@@ -158,24 +158,45 @@ def test_a_list_gives_the_rows_of_an_iterator_over_several_chunks(tiny_bert_dir)
     assert all(np.array_equal(a, b) for a, b in zip(listed, streamed))
 
 
-def test_window_sums_are_torch_index_add_bit_for_bit():
-    """``_sequential_sums`` (the CPU's window sums) against torch's ``index_add_`` in float64 (the
-    device's), on values of every magnitude where the order of the additions shows."""
-    from contextembed.encoders.transformer import _sequential_sums
+def _index_add_sums(rows: np.ndarray, starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """The reference: torch's ``index_add_`` in float64 from zeros (what the device runs), one row after
+    the other: ``(segments, width)``."""
+    index = np.concatenate([np.arange(start, start + count) for start, count in zip(starts, counts)] + [np.zeros(0, dtype=np.int64)])
+    owner = torch.repeat_interleave(torch.arange(len(counts)), torch.from_numpy(counts))
+    return torch.zeros(len(counts), rows.shape[1], dtype=torch.float64).index_add_(
+        0, owner, torch.from_numpy(rows[index]).double()).numpy()
+
+
+@pytest.mark.parametrize("width", [16, 3])
+def test_window_sums_are_torch_index_add_bit_for_bit(width):
+    """``_segment_sums`` (the CPU's window sums) against torch's ``index_add_`` in float64 (the
+    device's), on values of every magnitude where the order of the additions shows: a batch's
+    windows (evenly spaced runs of one count, read as one view), and segments in any order,
+    overlapping or empty."""
+    from contextembed.encoders.transformer import _segment_sums
 
     rng = np.random.default_rng(0)
-    rows = (rng.standard_normal((900, 16)) * np.exp(rng.uniform(-40, 40, (900, 1)))).astype(np.float32)
+    rows = (rng.standard_normal((900, width)) * np.exp(rng.uniform(-40, 40, (900, 1)))).astype(np.float32)
     rows[:, 0] = -0.0  # a sum of negative zeros from 0.0 is +0.0
-    bounds = np.sort(rng.choice(900, 80, replace=False)).reshape(-1, 2)  # 40 disjoint windows of 1 or more rows
-    index = [np.arange(start, end) for start, end in bounds] + [np.array([5, 3, 899]), np.array([], dtype=np.int64)]  # any order, none
-    counts = np.array([len(i) for i in index])
-    owner = torch.repeat_interleave(torch.arange(len(index)), torch.from_numpy(counts))
-    expected = torch.zeros(len(index), 16, dtype=torch.float64).index_add_(
-        0, owner, torch.from_numpy(rows[np.concatenate(index)]).double()).numpy()
-    sums = _sequential_sums([rows], index, counts)[0]
-    assert sums.dtype == np.float64 and np.array_equal(sums, expected)
-    assert not np.signbit(sums[:, 0]).any() and np.array_equal(np.signbit(sums), np.signbit(expected))
-    assert not np.array_equal(sums, np.stack([rows[i].astype(np.float64)[::-1].sum(axis=0) for i in index]))  # order shows
+    rows[100:140] = -0.0  # whole segments of negative zeros
+    # a batch of 30 rows of 30 positions, each window from position 1, counts non-decreasing in runs
+    batch_counts = np.sort(rng.integers(0, 28, 30))
+    batch_starts = np.arange(30) * 30 + 1
+    # anything else: descending, overlapping, repeated, empty, the last row, one row, negative zeros
+    other_starts = np.array([800, 700, 600, 5, 5, 5, 899, 0, 895, 100, 110, 120, 898])
+    other_counts = np.array([40, 40, 40, 10, 10, 0, 1, 1, 5, 10, 10, 10, 2])
+    for starts, counts in [(batch_starts, batch_counts), (other_starts, other_counts),
+                           (np.concatenate([batch_starts, other_starts]), np.concatenate([batch_counts, other_counts]))]:
+        expected = _index_add_sums(rows, starts, counts)
+        sums = _segment_sums([rows, rows[::-1].copy()], starts, counts)
+        assert sums.shape == (2, len(counts), width) and sums.dtype == np.float64
+        assert np.array_equal(sums[0], expected) and np.array_equal(np.signbit(sums[0]), np.signbit(expected))
+        assert np.array_equal(sums[1], _index_add_sums(rows[::-1].copy(), starts, counts))
+        assert not np.signbit(sums[0][:, 0]).any()
+    reversed_order = np.stack([rows[start : start + count].astype(np.float64)[::-1].sum(axis=0)
+                               for start, count in zip(batch_starts, batch_counts)])
+    assert not np.array_equal(_segment_sums([rows], batch_starts, batch_counts)[0], reversed_order)  # order shows
+    assert _segment_sums([rows], np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)).shape == (1, 0, width)
 
 
 def _on_the_device_paths(monkeypatch):
