@@ -208,13 +208,15 @@ class WordPieces:
         counts = np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces))
         starts = _offsets(counts)
         ids = np.fromiter(itertools.chain.from_iterable(pieces), dtype=np.int64, count=int(starts[-1]))
-        out, first = [], 0
-        for sentence in sentences:
-            last = first + len(sentence)
-            begin = starts[first]
-            out.append(SentencePieces(ids[begin : starts[last]], starts[first : last + 1] - begin))
-            first = last
-        return out
+        # (sentences,) words of each, and where its words start among all
+        n_words = np.fromiter(map(len, sentences), dtype=np.int64, count=len(sentences))
+        first_word = _offsets(n_words)[:-1]
+        # (words + sentences,): each sentence's word offsets from its own first piece, one after the other
+        offsets = starts[ragged_arange(first_word, n_words + 1)] - np.repeat(starts[first_word], n_words + 1)
+        bounds = _offsets(n_words + 1).tolist()
+        begins, ends = starts[first_word].tolist(), starts[first_word + n_words].tolist()
+        return [SentencePieces(ids[begin:end], offsets[bounds[i] : bounds[i + 1]])
+                for i, (begin, end) in enumerate(zip(begins, ends))]
 
     def _lookup(self, sentences: Sentences) -> list[tuple[int, ...]]:
         """Every word's pieces, word after word; new words tokenized and remembered."""
@@ -244,6 +246,13 @@ class WordPieces:
         for word in list(itertools.islice(known, max(0, excess))):  # the oldest first
             del known[word]
         known.update(itertools.islice(found.items(), self.max_words))
+
+
+def ragged_arange(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """``counts[j]`` consecutive integers from ``starts[j]`` for each ``j``, one run after the other:
+    ``(counts.sum(),)`` int64."""
+    ends = np.cumsum(counts)
+    return np.repeat(starts - (ends - counts), counts) + np.arange(ends[-1] if len(ends) else 0)
 
 
 def _offsets(counts: np.ndarray) -> np.ndarray:

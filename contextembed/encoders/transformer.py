@@ -32,6 +32,7 @@ from .._alignment import (
     check_window,
     pair_template,
     plan_windows,
+    ragged_arange,
     split_context,
 )
 from .._documents import InContext
@@ -218,7 +219,7 @@ class _SumWindows:
         ids = np.full((len(n), length), pad_id, dtype=np.int64)
         ids[:, : len(prefix)] = prefix
         content = (columns >= len(prefix)) & (columns < (len(prefix) + n)[:, None])
-        ids[content] = self.ids[_ragged_arange(self.first[rows], n)]
+        ids[content] = self.ids[ragged_arange(self.first[rows], n)]
         ids[np.arange(len(n))[:, None], (len(prefix) + n)[:, None] + np.arange(len(suffix))] = suffix
         mask = (columns < (len(prefix) + n + len(suffix))[:, None]).astype(np.int64)
         return ids, mask
@@ -1089,7 +1090,7 @@ class TransformerEncoder(Encoder):
 
     def _device_window_sums(self, flat: list[torch.Tensor], starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
         """:meth:`_window_sums` by torch on the model's device."""
-        index_t = torch.from_numpy(_ragged_arange(starts, counts)).to(self.device)
+        index_t = torch.from_numpy(ragged_arange(starts, counts)).to(self.device)
         owner = torch.repeat_interleave(torch.arange(len(counts), device=self.device), torch.from_numpy(counts).to(self.device))
         return torch.stack([
             flat[0].new_zeros(len(counts), self.width, dtype=torch.float64).index_add_(0, owner, layer.index_select(0, index_t).double())
@@ -1167,7 +1168,9 @@ def _segment_sums(layers: list[np.ndarray], starts: np.ndarray, counts: np.ndarr
     """
     layers = [np.ascontiguousarray(rows) for rows in layers]
     width = layers[0].shape[1] if layers else 0
-    out = np.empty((len(layers), len(counts), width), dtype=np.float64)
+    # (layers, segments, width), each segment's layers side by side in memory: the layout of the
+    # (sentences, layers, width) means they become
+    out = np.empty((len(counts), len(layers), width), dtype=np.float64).transpose(1, 0, 2)
     for begin, end, step in _even_runs(starts, counts):
         count = int(counts[begin])
         if not count:
@@ -1196,12 +1199,6 @@ def _even_runs(starts: np.ndarray, counts: np.ndarray) -> Iterator[tuple[int, in
         yield begin, end, int(steps[begin]) if end - begin > 1 else 0
         begin = end
 
-
-def _ragged_arange(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """``counts[j]`` consecutive integers from ``starts[j]`` for each ``j``, one run after the other:
-    ``(counts.sum(),)`` int64."""
-    ends = np.cumsum(counts)
-    return np.repeat(starts - (ends - counts), counts) + np.arange(ends[-1] if len(ends) else 0)
 
 def _selector_columns(out: np.ndarray, k: int, selectors: int, width: int) -> np.ndarray:
     """The columns of ``out`` ``(words, dim)`` that selector ``k`` of ``selectors`` fills, as
