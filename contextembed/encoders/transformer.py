@@ -1065,13 +1065,16 @@ class TransformerEncoder(Encoder):
         count, text, slot = windows.count[rows], windows.text[rows], windows.slot[rows]
         # (layers, batch, width) float64
         sums = self._window_sums(flat, starts, count)
+        # (batch, layers, width): each window's sums over its pieces in float64, rounded to float32 (for
+        # a window of a whole sentence its mean; an empty one's is 0 / 1)
+        means = np.empty((len(text), *out.shape[1:]), dtype=np.float32)
+        np.divide(sums.transpose(1, 0, 2), np.maximum(windows.length[rows], 1).astype(np.float64)[:, None, None],
+                  out=means, casting="same_kind")
         whole = slot < 0
-        # a whole sentence's mean (an empty one: 0 / 1)
-        np.divide(sums, np.where(whole, np.maximum(windows.length[rows], 1), 1)[:, None], out=sums)
         if whole.all():
-            out[text] = sums.transpose(1, 0, 2)
+            out[text] = means
             return
-        out[text[whole]] = sums[:, whole].transpose(1, 0, 2)
+        out[text[whole]] = means[whole]
         split_sums[:, slot[~whole]] = sums[:, ~whole]
 
     def _window_sums(self, flat: list[torch.Tensor], starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
