@@ -176,17 +176,17 @@ class _SumWindows:
     split_offsets: np.ndarray
 
     @classmethod
-    def plan(cls, pieces: list[SentencePieces], window: int, stride: int) -> "_SumWindows":
-        """Every window of each sentence's ``pieces`` (one for a sentence that fits, an empty sentence
-        included), sorted by length."""
-        # (sentences,) pieces and windows of each
-        n_pieces = np.fromiter((p.n_pieces for p in pieces), dtype=np.int64, count=len(pieces))
+    def plan(cls, ids: np.ndarray, n_pieces: np.ndarray, window: int, stride: int) -> "_SumWindows":
+        """Every window of each sentence (one for a sentence that fits, an empty sentence included),
+        sorted by length; ``ids`` ``(pieces,)`` holds the sentences' pieces one after the other,
+        ``n_pieces`` ``(sentences,)`` how many each has (:meth:`PieceTokenizer.joined`)."""
+        # (sentences,) windows of each
         split = np.flatnonzero(n_pieces > window)
         planned = [plan_windows(int(n_pieces[i]), window, stride) for i in split]
-        n_windows = np.ones(len(pieces), dtype=np.int64)
+        n_windows = np.ones(len(n_pieces), dtype=np.int64)
         n_windows[split] = [len(windows) for windows in planned]
         # (windows,) in input order: a sentence that fits is window (0, n, 0, n)
-        text = np.repeat(np.arange(len(pieces)), n_windows)
+        text = np.repeat(np.arange(len(n_pieces)), n_windows)
         start, end = np.zeros(len(text), dtype=np.int64), n_pieces[text]
         own_start, own_end = start.copy(), end.copy()
         slot = np.full(len(text), -1, dtype=np.int64)
@@ -200,7 +200,6 @@ class _SumWindows:
         # (sentences,) where each sentence's pieces start in ``ids``
         sentence_start = np.cumsum(n_pieces) - n_pieces
         order = np.argsort(end - start, kind="stable")
-        ids = np.concatenate([p.ids for p in pieces]) if pieces else np.zeros(0, dtype=np.int64)
         split_offsets = np.concatenate([[0], np.cumsum(n_windows[split])])
         return cls(ids, text[order], (sentence_start[text] + start)[order], (end - start)[order],
                    (own_start - start)[order], (own_end - own_start)[order], slot[order], split, split_offsets)
@@ -750,8 +749,8 @@ class TransformerEncoder(Encoder):
         out = np.empty((len(sentences), len(layer_index), self.width), dtype=np.float32)
         chunks = (sentences[begin : begin + self.chunk_size] for begin in range(0, len(sentences), self.chunk_size))
         begin = 0
-        for chunk, pieces in _tokenized(chunks, self.pieces, ahead=len(sentences) > self.chunk_size):
-            self._piece_means(pieces, layer_index, out[begin : begin + len(chunk)])
+        for chunk, (ids, n_pieces) in _tokenized(chunks, self.pieces.joined, ahead=len(sentences) > self.chunk_size):
+            self._piece_means(ids, n_pieces, layer_index, out[begin : begin + len(chunk)])
             begin += len(chunk)
         return out
 
@@ -1031,11 +1030,11 @@ class TransformerEncoder(Encoder):
             part.item.blocks[k].append((part.window.own_start, gathered[:, start : start + count]))
             start += count
 
-    def _piece_means(self, pieces: list[SentencePieces], layer_index: tuple[int, ...], out: np.ndarray) -> None:
-        """The piece means of one chunk's sentences (their ``pieces``) into ``out``
-        ``(sentences, layers, width)``: the means of a sentence in one window as its batch finishes,
-        those in several once all of their windows' sums are in."""
-        windows = _SumWindows.plan(pieces, self.window, self.stride)
+    def _piece_means(self, ids: np.ndarray, n_pieces: np.ndarray, layer_index: tuple[int, ...], out: np.ndarray) -> None:
+        """The piece means of one chunk's sentences (their pieces ``ids`` one after the other, ``n_pieces``
+        of each) into ``out`` ``(sentences, layers, width)``: the means of a sentence in one window as
+        its batch finishes, those in several once all of their windows' sums are in."""
+        windows = _SumWindows.plan(ids, n_pieces, self.window, self.stride)
         n_special = len(self.pieces.prefix) + len(self.pieces.suffix)
         # (windows,) in run order: the model input length of each, as _padded_length gives it
         padded = np.minimum(-(-(windows.length + n_special) // self.pad_multiple) * self.pad_multiple, self._max_length)
@@ -1048,7 +1047,7 @@ class TransformerEncoder(Encoder):
         streams.run_all(run, batches, self.device)
         for text, begin, end in zip(windows.split, windows.split_offsets[:-1], windows.split_offsets[1:]):
             # (layers, windows, width): its windows' sums, in window order, added up
-            out[text] = split_sums[:, begin:end].sum(axis=1) / pieces[text].n_pieces
+            out[text] = split_sums[:, begin:end].sum(axis=1) / n_pieces[text]
 
     @torch.inference_mode()
     def _sum_batch(self, rows: slice, windows: _SumWindows, padded: np.ndarray, layer_index: tuple[int, ...],
@@ -1268,7 +1267,7 @@ class _ChunkProgress:
             self._bar.update(step)
 
 
-def _tokenized(chunks: Iterator[list], tokenize: Callable[[list], list], ahead: bool) -> Iterator[tuple[list, list]]:
+def _tokenized(chunks: Iterator[list], tokenize: Callable[[list], object], ahead: bool) -> Iterator[tuple[list, object]]:
     """``(chunk, tokenize(chunk))`` for each chunk, in order. With ``ahead``, a producer thread takes
     and tokenizes the next chunk while the caller runs the current one (the tokenizer's batch call
     releases the GIL); where no thread can start (the interpreter shuts down), one after the other."""
