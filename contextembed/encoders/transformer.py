@@ -1064,8 +1064,8 @@ class TransformerEncoder(Encoder):
         count, text, slot = windows.count[rows], windows.text[rows], windows.slot[rows]
         # (layers, batch, width) float64
         sums = self._window_sums(flat, starts, count)
-        # (batch, layers, width): each window's sums over its pieces in float64, rounded to float32 (for
-        # a window of a whole sentence its mean; an empty one's is 0 / 1)
+        # (batch, layers, width): a whole sentence's mean, divided in float64 and rounded once (an empty
+        # one's is 0 / 1); the rows of windows of longer sentences are not used
         means = np.empty((len(text), *out.shape[1:]), dtype=np.float32)
         np.divide(sums.transpose(1, 0, 2), np.maximum(windows.length[rows], 1).astype(np.float64)[:, None, None],
                   out=means, casting="same_kind")

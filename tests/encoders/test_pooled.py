@@ -220,6 +220,47 @@ def test_rows_copied_on_the_cpu_are_the_torch_paths_rows(tiny, method, dtype, mo
     _assert_equal(in_context_copied, reference, dim)
 
 
+def _piece_means_reference(encoder, sentences, layers) -> np.ndarray:
+    """A plain loop over each sentence's pieces as ``iter_encode_pieces`` gives them (the same
+    batches): every window's own pieces added one after the other in float64 from 0, the windows'
+    sums added in window order, divided by the pieces, rounded to float32 (zeros for no pieces)."""
+    from contextembed._alignment import plan_windows
+
+    means = []
+    for encoding in encoder.iter_encode_pieces(sentences, layers):
+        hidden = encoding.hidden  # (layers, pieces, width) float32
+        total = None
+        for window in plan_windows(hidden.shape[1], encoder.window, encoder.stride):
+            sums = np.zeros((hidden.shape[0], hidden.shape[2]), dtype=np.float64)  # (layers, width)
+            for piece in range(window.own_start, window.own_end):
+                sums = sums + hidden[:, piece]
+            total = sums if total is None else total + sums
+        means.append((total / max(hidden.shape[1], 1)).astype(np.float32))
+    return np.stack(means)
+
+
+@pytest.mark.parametrize("options", [{}, {"max_batch_size": 3, "window": 7, "stride": 3}],
+                         ids=["default", "small batches and windows"])
+@pytest.mark.parametrize("model", ["bert", "roberta", "minilm"])
+def test_piece_means_are_a_plain_loop_over_the_pieces_bit_for_bit(request, model, options):
+    """``encode_piece_means`` builds its model inputs and batches as arrays: the rows, the batches
+    (MiniLM's fp32 vectors change with a sentence's batch neighbours) and the sums are those of the
+    piece path, to the bit (many sentences of each length, windows of long ones beside whole
+    sentences in one batch, empty sentences, repeated ones)."""
+    if model == "minilm":
+        request.getfixturevalue("minilm")  # skipped without the models extra
+        path = "minilm-l6"
+    else:
+        path = str(request.getfixturevalue(f"tiny_{model}_dir"))
+    encoder = load_encoder(path, device="cpu", precision="fp32", **options)
+    sentences = SENTENCES + [s[: len(s) // 2] for s in SENTENCES] + [["unaffable"] * 30, ["a"] * 7, ["a"] * 8] + SENTENCES
+    for layers in ("all", [-1, 0]):
+        means = encoder.encode_piece_means(sentences, layers)
+        assert means.dtype == np.float32 and means.shape == (len(sentences), len(encoder.layer_indexes(layers)), encoder.width)
+        assert np.array_equal(means, _piece_means_reference(encoder, sentences, layers))
+        assert not np.signbit(means[1]).any() and not means[1].any()  # the empty sentence
+
+
 def test_piece_means_summed_on_the_cpu_are_the_torch_paths(tiny, monkeypatch):
     sentences = SENTENCES + [["unaffable"] * 30]  # far over the 40 positions: windows
     means = tiny.encode_piece_means(sentences)
