@@ -117,6 +117,23 @@ class PieceTokenizer:
             results[i] = self._align(batch["input_ids"][row], word_ids, len(sentences[i]))
         return results
 
+    def joined(self, sentences: Sentences) -> tuple[np.ndarray, np.ndarray]:
+        """The pieces of :meth:`__call__`, sentence after sentence, without an object per sentence.
+
+        Returns
+        -------
+        ids : np.ndarray
+            ``(pieces,)`` int64: every sentence's piece ids, one sentence after the other.
+        n_pieces : np.ndarray
+            ``(sentences,)`` int64: how many pieces each sentence has.
+        """
+        if self._words is not None:
+            ids, starts, first_word, n_words = self._words.words(sentences)
+            return ids, starts[first_word + n_words] - starts[first_word]
+        pieces = self(sentences)
+        ids = np.concatenate([p.ids for p in pieces]) if pieces else np.zeros(0, dtype=np.int64)
+        return ids, np.fromiter((p.n_pieces for p in pieces), dtype=np.int64, count=len(pieces))
+
     def words_alone(self, words: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """The pieces of each word as a one-word sentence (what ``self([[word]])`` gives), by one
         call of the fast backend: many words at a fraction of the cost of full alignment.
@@ -202,19 +219,33 @@ class WordPieces:
 
     def sentences(self, sentences: Sentences) -> list[SentencePieces]:
         """Each sentence's pieces, exactly what the tokenizer's batch call aligned gives."""
+        ids, starts, first_word, n_words = self.words(sentences)
+        # (words + sentences,): each sentence's word offsets from its own first piece, one after the other
+        offsets = starts[ragged_arange(first_word, n_words + 1)] - np.repeat(starts[first_word], n_words + 1)
+        bounds = _offsets(n_words + 1).tolist()
+        begins, ends = starts[first_word].tolist(), starts[first_word + n_words].tolist()
+        return [SentencePieces(ids[begin:end], offsets[bounds[i] : bounds[i + 1]])
+                for i, (begin, end) in enumerate(zip(begins, ends))]
+
+    def words(self, sentences: Sentences) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Every word's pieces, word after word.
+
+        Returns
+        -------
+        ids : np.ndarray
+            ``(pieces,)`` int64 piece ids of every word of every sentence.
+        starts : np.ndarray
+            ``(words + 1,)`` int64: where each word's pieces start in ``ids``.
+        first_word, n_words : np.ndarray
+            ``(sentences,)`` int64: where each sentence's words start among all, and how many it has.
+        """
         with self._lock:
             pieces = self._lookup(sentences)
-        # (words,) pieces per word and (words + 1,) where each word's pieces start
         counts = np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces))
         starts = _offsets(counts)
         ids = np.fromiter(itertools.chain.from_iterable(pieces), dtype=np.int64, count=int(starts[-1]))
-        out, first = [], 0
-        for sentence in sentences:
-            last = first + len(sentence)
-            begin = starts[first]
-            out.append(SentencePieces(ids[begin : starts[last]], starts[first : last + 1] - begin))
-            first = last
-        return out
+        n_words = np.fromiter(map(len, sentences), dtype=np.int64, count=len(sentences))
+        return ids, starts, _offsets(n_words)[:-1], n_words
 
     def _lookup(self, sentences: Sentences) -> list[tuple[int, ...]]:
         """Every word's pieces, word after word; new words tokenized and remembered."""
@@ -244,6 +275,13 @@ class WordPieces:
         for word in list(itertools.islice(known, max(0, excess))):  # the oldest first
             del known[word]
         known.update(itertools.islice(found.items(), self.max_words))
+
+
+def ragged_arange(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """``counts[j]`` consecutive integers from ``starts[j]`` for each ``j``, one run after the other:
+    ``(counts.sum(),)`` int64."""
+    ends = np.cumsum(counts)
+    return np.repeat(starts - (ends - counts), counts) + np.arange(ends[-1] if len(ends) else 0)
 
 
 def _offsets(counts: np.ndarray) -> np.ndarray:

@@ -96,4 +96,24 @@ def tokenize_item(item, split: Tokenizer, where: str) -> list[str]:
     raise TypeError(f"{where} is {type(item).__name__} ({str(item)[:40]!r}); expected a str or a list of str tokens")
 
 
-__all__ = ["TOKENIZERS", "Tokenizer", "get_tokenizer", "regex_tokenize", "spacy_tokenizer", "tokenize_item", "whitespace_tokenize"]
+#: the tokenizers that always return a list of str (what :func:`tokenize_item` checks of any other)
+_RETURN_STR_LISTS = (regex_tokenize, whitespace_tokenize)
+
+
+def tokenize_items(items: list, split: Tokenizer, what: str) -> list[list[str]]:
+    """:func:`tokenize_item` of every item, ``where`` being ``f"{what} {i}"``, with the same results
+    and errors.
+
+    The common case, raw strings that UTF-8 can encode split by :func:`regex_tokenize` or
+    :func:`whitespace_tokenize`, is checked for all items at once (a string encodes if and only if
+    none of its characters is a lone surrogate, so the joined strings encode if and only if each
+    does) and split without checking what the tokenizer returned.
+    """
+    if split in _RETURN_STR_LISTS and all(map(isinstance, items, itertools.repeat(str))):
+        if unencodable_position("".join(items)) is None:
+            return list(map(split, items))
+    return [tokenize_item(item, split, f"{what} {i}") for i, item in enumerate(items)]
+
+
+__all__ = ["TOKENIZERS", "Tokenizer", "get_tokenizer", "regex_tokenize", "spacy_tokenizer", "tokenize_item",
+           "tokenize_items", "whitespace_tokenize"]

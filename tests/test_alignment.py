@@ -49,6 +49,19 @@ def test_alignment_matches_per_word_reference(tokenizer, sentences):
         assert pieces.offsets.tolist() == offsets.tolist()
 
 
+@settings(max_examples=40, deadline=None)
+@given(sentences=SENTENCES)
+def test_joined_pieces_are_the_sentences_pieces_one_after_the_other(tokenizer, sentences):
+    """With the word cache (BERT) and by the batch call (RoBERTa), empty sentences included."""
+    pieces = PieceTokenizer(tokenizer)
+    sentences = sentences + [[]]
+    ids, n_pieces = pieces.joined(sentences)
+    each = pieces(sentences)
+    assert ids.dtype == n_pieces.dtype == np.int64
+    assert ids.tolist() == [i for p in each for i in p.ids.tolist()]
+    assert n_pieces.tolist() == [p.n_pieces for p in each]
+
+
 @settings(max_examples=80, deadline=None)
 @given(words=st.lists(WORDS, max_size=30))
 def test_words_alone_match_one_word_sentences(tokenizer, words):

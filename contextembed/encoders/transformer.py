@@ -33,6 +33,7 @@ from .._alignment import (
     check_window,
     pair_template,
     plan_windows,
+    ragged_arange,
     split_context,
 )
 from .._documents import InContext
@@ -98,8 +99,6 @@ class _Pending:
 
     pieces: SentencePieces
     positions: list[np.ndarray]
-    #: per selector, whether its pieces are summed per window on the device instead of gathered
-    sums: tuple[bool, ...] = ()
     #: per selector, ``(own_start, (layers, units, width))`` blocks in the order they were computed
     blocks: list[list[tuple[int, np.ndarray]]] = field(default_factory=list)
     cls: Optional[np.ndarray] = None
@@ -108,8 +107,6 @@ class _Pending:
     rows: Optional[np.ndarray] = None
     #: where ``rows`` start in the chunk's output
     first_row: int = 0
-    #: whether the sentence keeps its first piece's vector (``cls``)
-    takes_cls: bool = True
 
     def joined(self, k: int) -> np.ndarray:
         """Selector ``k``'s blocks in piece order: ``(layers, units, width)``."""
@@ -137,6 +134,96 @@ class _Row:
     types: Optional[np.ndarray]
     parts: list[_Part]
     cls_owners: list[_Pending]
+
+
+@dataclass
+class _SumWindows:
+    """The model inputs of a chunk's piece sums (:meth:`TransformerEncoder.encode_piece_means`): one
+    per window of each sentence (:func:`plan_windows`), held as arrays instead of :class:`_Row`
+    objects, in the order the rows run: by length, stably, as :meth:`TransformerEncoder._run_rows`
+    sorts rows, so that the batches are those of every other path.
+
+    Attributes
+    ----------
+    ids : np.ndarray
+        ``(pieces,)`` int64: the chunk's pieces, sentence after sentence.
+    text : np.ndarray
+        ``(windows,)`` int64: each window's sentence.
+    first : np.ndarray
+        ``(windows,)`` int64: where the window's pieces start in ``ids``.
+    length : np.ndarray
+        ``(windows,)`` int64: the window's pieces (without special tokens).
+    own : np.ndarray
+        ``(windows,)`` int64: where the pieces the window owns start in it.
+    count : np.ndarray
+        ``(windows,)`` int64: how many pieces it owns.
+    slot : np.ndarray
+        ``(windows,)`` int64: ``-1`` for a window holding a whole sentence; for a window of a sentence
+        in several, the place of its sums among those of :attr:`split` (its sentence's windows in order).
+    split : np.ndarray
+        ``(sentences in several windows,)`` int64: those sentences, in input order.
+    split_offsets : np.ndarray
+        ``(len(split) + 1,)`` int64: sentence ``split[i]``'s windows are slots
+        ``split_offsets[i]:split_offsets[i + 1]``.
+    """
+
+    ids: np.ndarray
+    text: np.ndarray
+    first: np.ndarray
+    length: np.ndarray
+    own: np.ndarray
+    count: np.ndarray
+    slot: np.ndarray
+    split: np.ndarray
+    split_offsets: np.ndarray
+
+    @classmethod
+    def plan(cls, ids: np.ndarray, n_pieces: np.ndarray, window: int, stride: int) -> "_SumWindows":
+        """Every window of each sentence (one for a sentence that fits, an empty sentence included),
+        sorted by length; ``ids`` ``(pieces,)`` holds the sentences' pieces one after the other,
+        ``n_pieces`` ``(sentences,)`` how many each has (:meth:`PieceTokenizer.joined`)."""
+        # (sentences,) windows of each
+        split = np.flatnonzero(n_pieces > window)
+        planned = [plan_windows(int(n_pieces[i]), window, stride) for i in split]
+        n_windows = np.ones(len(n_pieces), dtype=np.int64)
+        n_windows[split] = [len(windows) for windows in planned]
+        # (windows,) in input order: a sentence that fits is window (0, n, 0, n)
+        text = np.repeat(np.arange(len(n_pieces)), n_windows)
+        start, end = np.zeros(len(text), dtype=np.int64), n_pieces[text]
+        own_start, own_end = start.copy(), end.copy()
+        slot = np.full(len(text), -1, dtype=np.int64)
+        first_window = np.cumsum(n_windows) - n_windows
+        for i, windows in zip(split, planned):
+            place = slice(first_window[i], first_window[i] + len(windows))
+            start[place], end[place], own_start[place], own_end[place] = np.array(
+                [(w.start, w.end, w.own_start, w.own_end) for w in windows], dtype=np.int64).T
+        if len(split):
+            slot[n_windows[text] > 1] = np.arange(int(n_windows[split].sum()))
+        # (sentences,) where each sentence's pieces start in ``ids``
+        sentence_start = np.cumsum(n_pieces) - n_pieces
+        order = np.argsort(end - start, kind="stable")
+        split_offsets = np.concatenate([[0], np.cumsum(n_windows[split])])
+        return cls(ids, text[order], (sentence_start[text] + start)[order], (end - start)[order],
+                   (own_start - start)[order], (own_end - own_start)[order], slot[order], split, split_offsets)
+
+    def __len__(self) -> int:
+        return len(self.text)
+
+    def inputs(self, rows: slice, length: int, around: tuple[np.ndarray, np.ndarray], pad_id: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(ids, attention mask)`` of windows ``rows``, each ``prefix + pieces + suffix`` padded to
+        ``length``: both ``(batch, seq)`` int64, what :meth:`TransformerEncoder._run_batch` builds from
+        the same windows' rows."""
+        prefix, suffix = around
+        n = self.length[rows]
+        columns = np.arange(length)
+        # (batch, seq)
+        ids = np.full((len(n), length), pad_id, dtype=np.int64)
+        ids[:, : len(prefix)] = prefix
+        content = (columns >= len(prefix)) & (columns < (len(prefix) + n)[:, None])
+        ids[content] = self.ids[ragged_arange(self.first[rows], n)]
+        ids[np.arange(len(n))[:, None], (len(prefix) + n)[:, None] + np.arange(len(suffix))] = suffix
+        mask = (columns < (len(prefix) + n + len(suffix))[:, None]).astype(np.int64)
+        return ids, mask
 
 
 @dataclass
@@ -675,25 +762,26 @@ class TransformerEncoder(Encoder):
             yield pending.rows
 
     def encode_piece_means(self, sentences: Sentences, layers: LayerSpec = "all") -> np.ndarray:
-        """The mean over each sentence's pieces, summed on the device per window (every piece once,
-        from the window that owns it): only ``(layers, width)`` per sentence leaves the device."""
+        """The mean over each sentence's pieces, summed where the model ran per window (every piece
+        once, from the window that owns it): only ``(layers, width)`` per window leaves the device.
+
+        The sentences' model inputs are arrays (:class:`_SumWindows`), not an object per sentence, and
+        each batch's means go straight to the output; the batches are those of the other paths.
+
+        Returns
+        -------
+        np.ndarray
+            ``(sentences, layers, width)`` float32; zeros for an empty sentence.
+        """
         sentences = check_sentences(sentences)
-        out = np.zeros((len(sentences), len(self.layer_indexes(layers)), self.width), dtype=np.float32)
-        pending = list(self._iter_pending(sentences, layers, ("sum",), False))
-        pieces = np.array([item.pieces.n_pieces for item in pending], dtype=np.int64)
-        # one window: its sum (an empty text's mean stays zeros)
-        whole = [i for i, item in enumerate(pending) if len(item.blocks[0]) == 1 and pieces[i]]
-        if whole:
-            # (layers, texts, width) float64 sums -> means -> (texts, layers, width)
-            sums = np.concatenate([pending[i].blocks[0][0][1] for i in whole], axis=1)
-            np.divide(sums, pieces[whole][:, None], out=sums)
-            if len(whole) == len(out):
-                out.transpose(1, 0, 2)[...] = sums
-            else:
-                out[whole] = sums.transpose(1, 0, 2)
-        for i, item in enumerate(pending):
-            if len(item.blocks[0]) > 1:  # the sum of its windows' sums
-                out[i] = item.joined(0).sum(axis=1) / pieces[i]
+        layer_index = self.layer_indexes(layers)
+        # (sentences, layers, width): every row is written (an empty sentence's mean is 0 / 1)
+        out = np.empty((len(sentences), len(layer_index), self.width), dtype=np.float32)
+        chunks = (sentences[begin : begin + self.chunk_size] for begin in range(0, len(sentences), self.chunk_size))
+        begin = 0
+        for chunk, (ids, n_pieces) in _tokenized(chunks, self.pieces.joined, ahead=len(sentences) > self.chunk_size):
+            self._piece_means(ids, n_pieces, layer_index, out[begin : begin + len(chunk)])
+            begin += len(chunk)
         return out
 
     def _iter_text_layers(self, sentences, layers: LayerSpec, subword_pooling: str, text_pooling: str,
@@ -880,11 +968,9 @@ class TransformerEncoder(Encoder):
         yield _Row(ids, None, [part], [item] if len(prefix) else [])
 
     def _pending(self, pieces: SentencePieces, selectors: Sequence[str]) -> _Pending:
-        """``selectors``: ``"all"`` pieces, word ``"starts"`` or ``"ends"``, or the ``"sum"`` of all."""
+        """``selectors``: ``"all"`` pieces, word ``"starts"`` or ``"ends"``."""
         positions = [_POSITIONS[name](pieces) for name in selectors]
-        sums = tuple(name == "sum" for name in selectors)
-        # piece sums take no [CLS] vector
-        return _Pending(pieces, positions, sums, [[] for _ in selectors], takes_cls=not any(sums))
+        return _Pending(pieces, positions, [[] for _ in selectors])
 
     def _single_rows(self, item: _Pending) -> Iterator[_Row]:
         """One row per window of a sentence: ``prefix + window + suffix``."""
@@ -892,7 +978,7 @@ class TransformerEncoder(Encoder):
         around = self.pieces.around
         for window in plan_windows(item.pieces.n_pieces, self.window, self.stride):
             ids = np.concatenate([around[0], item.pieces.ids[window.start : window.end], around[1]])
-            owners = [item] if window.start == 0 and prefix and item.takes_cls else []
+            owners = [item] if window.start == 0 and prefix else []
             yield _Row(ids, None, [_Part(item, window, len(prefix))], owners)
 
     def _pair_budget(self) -> int:
@@ -1001,7 +1087,7 @@ class TransformerEncoder(Encoder):
     def _gather_selector(self, batch: list[_Row], flat: list[torch.Tensor], length: int, k: int,
                          pooled: Union[_Pooled, _TextPooled, None] = None) -> None:
         """Selector ``k``'s owned pieces of every row: pooled into their sentences' rows on the device
-        (``pooled``), gathered to the host, or (a ``"sum"`` selector) summed per window on the device."""
+        (``pooled``) or gathered to the host."""
         index, targets = [], []
         for r, row in enumerate(batch):
             for part in row.parts:
@@ -1018,12 +1104,6 @@ class TransformerEncoder(Encoder):
             index, targets = self._pool_selector(flat, index, targets, k, pooled)
             if not targets:
                 return
-        if batch[0].parts[0].item.sums[k]:
-            # (layers, windows, width) float64
-            sums = self._window_sums(flat, index, np.array([count for _, _, count in targets]))
-            for j, (part, _, _) in enumerate(targets):
-                part.item.blocks[k].append((part.window.own_start, sums[:, j : j + 1]))
-            return
         index_t = torch.from_numpy(np.concatenate(index)).to(self.device)
         # (layers, units, width)
         gathered = torch.stack([layer.index_select(0, index_t) for layer in flat]).float().cpu().numpy()
@@ -1032,23 +1112,69 @@ class TransformerEncoder(Encoder):
             part.item.blocks[k].append((part.window.own_start, gathered[:, start : start + count]))
             start += count
 
-    def _window_sums(self, flat: list[torch.Tensor], index: list[np.ndarray], counts: np.ndarray) -> np.ndarray:
-        """The sum of each window's rows ``index[j]`` (``counts[j]`` of them) of every layer of ``flat``:
-        ``(layers, windows, width)`` float64, one value after the other in index order, like every other
+    def _piece_means(self, ids: np.ndarray, n_pieces: np.ndarray, layer_index: tuple[int, ...], out: np.ndarray) -> None:
+        """The piece means of one chunk's sentences (their pieces ``ids`` one after the other, ``n_pieces``
+        of each) into ``out`` ``(sentences, layers, width)``: the means of a sentence in one window as
+        its batch finishes, those in several once all of their windows' sums are in."""
+        windows = _SumWindows.plan(ids, n_pieces, self.window, self.stride)
+        n_special = len(self.pieces.prefix) + len(self.pieces.suffix)
+        # (windows,) in run order: the model input length of each, as _padded_length gives it
+        padded = np.minimum(-(-(windows.length + n_special) // self.pad_multiple) * self.pad_multiple, self._max_length)
+        batches = [slice(batch[0], batch[-1] + 1) for batch in _batches(
+            range(len(windows)), padded.tolist().__getitem__, self.batch_tokens, self.max_batch_size)]
+        # (layers, windows of the sentences in several, width) float64
+        split_sums = np.empty((len(layer_index), int(windows.split_offsets[-1]), self.width), dtype=np.float64)
+        run = functools.partial(self._sum_batch, windows=windows, padded=padded, layer_index=layer_index, out=out,
+                                split_sums=split_sums)
+        streams.run_all(run, batches, self.device)
+        for text, begin, end in zip(windows.split, windows.split_offsets[:-1], windows.split_offsets[1:]):
+            # (layers, windows, width): its windows' sums, in window order, added up
+            out[text] = split_sums[:, begin:end].sum(axis=1) / n_pieces[text]
+
+    @torch.inference_mode()
+    def _sum_batch(self, rows: slice, windows: _SumWindows, padded: np.ndarray, layer_index: tuple[int, ...],
+                   out: np.ndarray, split_sums: np.ndarray) -> None:
+        """Run windows ``rows`` (one batch) and sum the pieces each owns: a whole sentence's sums
+        divided by its pieces into its row of ``out`` ``(sentences, layers, width)``, the other
+        windows' sums into their slots of ``split_sums`` ``(layers, slots, width)``."""
+        length = int(padded[rows].max())
+        ids, mask = windows.inputs(rows, length, self.pieces.around, self.pad_id)
+        inputs = {"input_ids": torch.from_numpy(ids).to(self.device), "attention_mask": torch.from_numpy(mask).to(self.device)}
+        # each (batch * seq, width)
+        flat = self._forward(inputs, layer_index)
+        starts = np.arange(len(ids)) * length + len(self.pieces.prefix) + windows.own[rows]
+        count, text, slot = windows.count[rows], windows.text[rows], windows.slot[rows]
+        # (layers, batch, width) float64
+        sums = self._window_sums(flat, starts, count)
+        # (batch, layers, width): a whole sentence's mean, divided in float64 and rounded once (an empty
+        # one's is 0 / 1); the rows of windows of longer sentences are not used
+        means = np.empty((len(text), *out.shape[1:]), dtype=np.float32)
+        np.divide(sums.transpose(1, 0, 2), np.maximum(windows.length[rows], 1).astype(np.float64)[:, None, None],
+                  out=means, casting="same_kind")
+        whole = slot < 0
+        if whole.all():
+            out[text] = means
+            return
+        out[text[whole]] = means[whole]
+        split_sums[:, slot[~whole]] = sums[:, ~whole]
+
+    def _window_sums(self, flat: list[torch.Tensor], starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+        """The sum of each window's ``counts[j]`` rows from ``starts[j]`` of every layer of ``flat``:
+        ``(layers, windows, width)`` float64, one value after the other in row order, like every other
         piece mean (a sum of float32 values in float64 is exact in practice, so the result does not
         depend on the order, the windows, or whether it was taken from cached pieces).
 
-        On a CPU in NumPy (:func:`_sequential_sums`: the same bits as torch's ``index_add_``, which
+        On a CPU in NumPy (:func:`_segment_sums`: the same bits as torch's ``index_add_``, which
         dispatches one row at a time); elsewhere layer by layer on the device, so only one layer's
         pieces are gathered and widened at a time.
         """
         if self.device.type == "cpu" and all(layer.dtype == torch.float32 for layer in flat):
-            return _sequential_sums([layer.numpy() for layer in flat], index, counts)
-        return self._device_window_sums(flat, index, counts)
+            return _segment_sums([layer.numpy() for layer in flat], starts, counts)
+        return self._device_window_sums(flat, starts, counts)
 
-    def _device_window_sums(self, flat: list[torch.Tensor], index: list[np.ndarray], counts: np.ndarray) -> np.ndarray:
+    def _device_window_sums(self, flat: list[torch.Tensor], starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
         """:meth:`_window_sums` by torch on the model's device."""
-        index_t = torch.from_numpy(np.concatenate(index)).to(self.device)
+        index_t = torch.from_numpy(ragged_arange(starts, counts)).to(self.device)
         owner = torch.repeat_interleave(torch.arange(len(counts), device=self.device), torch.from_numpy(counts).to(self.device))
         return torch.stack([
             flat[0].new_zeros(len(counts), self.width, dtype=torch.float64).index_add_(0, owner, layer.index_select(0, index_t).double())
@@ -1131,33 +1257,37 @@ class TransformerEncoder(Encoder):
 #: the positions of each selector's units among a sentence's pieces (:meth:`TransformerEncoder._pending`)
 _POSITIONS: dict[str, Callable[[SentencePieces], np.ndarray]] = {
     "all": lambda pieces: np.arange(pieces.n_pieces),
-    "sum": lambda pieces: np.arange(pieces.n_pieces),
     "starts": lambda pieces: pieces.offsets[:-1],
     "ends": lambda pieces: pieces.offsets[1:] - 1,
 }
 
 
-def _sequential_sums(layers: list[np.ndarray], index: list[np.ndarray], counts: np.ndarray) -> np.ndarray:
-    """``layer[index[j]]`` summed in float64 for each ``j`` and layer, the values added one after the
-    other from 0 in index order (as ``index_add_`` adds them): ``layers`` x ``(rows, width)`` float32
-    -> ``(layers, windows, width)``.
+def _segment_sums(layers: list[np.ndarray], starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """``layer[starts[j] : starts[j] + counts[j]]`` summed in float64 for each segment ``j`` and layer,
+    the values added one after the other from +0.0 in row order (as ``index_add_`` adds them):
+    ``layers`` x ``(rows, width)`` float32 -> ``(layers, segments, width)``.
 
-    Each window's rows are gathered into one ``(windows, longest, width)`` block, zeros past its
-    ``counts[j]`` (adding 0.0 changes no sum), and summed over the middle axis, which NumPy reduces
-    one slice after the other (``tests/encoders/test_pooled.py`` checks the bits against torch).
+    Consecutive segments of one count whose starts are evenly spaced (a batch's windows of one
+    length) are read as one ``(segments, count, width)`` view of the rows, nothing copied, and summed
+    over its middle axis, which NumPy reduces one slice after the other
+    (``tests/encoders/test_pooled.py`` checks the bits against torch).
     """
-    steps = np.arange(counts.max(initial=0))
-    # (windows, longest): which steps hold one of the window's rows, and where that row is
-    filled = steps < counts[:, None]
-    where = np.zeros(filled.shape, dtype=np.int64)
-    where[filled] = np.concatenate(index)
-    empty = ~filled
-    out = np.empty((len(layers), len(counts), layers[0].shape[1]), dtype=np.float64)
-    for rows, sums in zip(layers, out):
-        # (windows, longest, width)
-        block = rows[where]
-        block[empty] = 0.0
-        block.sum(axis=1, dtype=np.float64, out=sums, initial=0.0)  # from +0.0, as index_add_ starts
+    layers = [np.ascontiguousarray(rows) for rows in layers]
+    width = layers[0].shape[1] if layers else 0
+    # (layers, segments, width), each segment's layers side by side in memory: the layout of the
+    # (sentences, layers, width) means they become
+    out = np.empty((len(counts), len(layers), width), dtype=np.float64).transpose(1, 0, 2)
+    for begin, end, step in _even_runs(starts, counts):
+        count = int(counts[begin])
+        if not count:
+            out[:, begin:end] = 0.0
+            continue
+        for rows, sums in zip(layers, out):
+            # (segments, count, width): segment j is rows[starts[begin] + j * step :][:count], a view
+            row_bytes, item_bytes = rows.strides
+            block = np.ndarray((end - begin, count, width), rows.dtype, rows, int(starts[begin]) * row_bytes,
+                               (step * row_bytes, row_bytes, item_bytes))
+            block.sum(axis=1, dtype=np.float64, out=sums[begin:end], initial=0.0)  # from +0.0, as index_add_ starts
     return out
 
 
@@ -1202,6 +1332,21 @@ def _fill_texts(items: list[_Pending], texts: np.ndarray) -> None:
     """Pooled ``(texts, layers, width')`` to each text's rows of the chunk's output."""
     for item, vectors in zip(items, texts):
         item.rows[...] = vectors
+
+
+def _even_runs(starts: np.ndarray, counts: np.ndarray) -> Iterator[tuple[int, int, int]]:
+    """``(begin, end, step)`` of each run of consecutive segments of one count whose starts are
+    ``step`` rows apart (``step`` >= 1; 0 for a run of one segment), covering every segment in order."""
+    if not len(starts):
+        return
+    # (segments - 1,): whether segment j + 1 starts another run: another count, or another step
+    steps = np.diff(starts)
+    breaks = (np.diff(counts) != 0) | (steps < 1)
+    breaks[1:] |= steps[1:] != steps[:-1]
+    begin = 0
+    for end in [*(np.flatnonzero(breaks) + 1).tolist(), len(starts)]:
+        yield begin, end, int(steps[begin]) if end - begin > 1 else 0
+        begin = end
 
 
 def _selector_columns(out: np.ndarray, k: int, selectors: int, width: int) -> np.ndarray:
@@ -1269,7 +1414,7 @@ class _ChunkProgress:
             self._bar.update(step)
 
 
-def _tokenized(chunks: Iterator[list], tokenize: Callable[[list], list], ahead: bool) -> Iterator[tuple[list, list]]:
+def _tokenized(chunks: Iterator[list], tokenize: Callable[[list], object], ahead: bool) -> Iterator[tuple[list, object]]:
     """``(chunk, tokenize(chunk))`` for each chunk, in order. With ``ahead``, a producer thread takes
     and tokenizes the next chunk while the caller runs the current one (the tokenizer's batch call
     releases the GIL); where no thread can start (the interpreter shuts down), one after the other."""

@@ -36,7 +36,7 @@ from typing import Optional, Union
 import numpy as np
 
 from .._sentences import check_sentences
-from ..tokenizers import get_tokenizer, tokenize_item
+from ..tokenizers import get_tokenizer, tokenize_item, tokenize_items
 
 #: what the token-level estimators take as ``X``
 TOKENS_EXPECTED = "a list of tokenized sentences (list of list of str), e.g. [['EU', 'rejects', 'German', 'call']]"
@@ -119,7 +119,7 @@ def check_texts(X, tokenizer: Tokenizer, *, fit: bool = False) -> list[list[str]
     an error names the text (``"text 3"``) and token.
     """
     split = get_tokenizer(tokenizer)
-    texts = [tokenize_item(item, split, f"text {i}") for i, item in enumerate(_text_column(X))]
+    texts = tokenize_items(_text_column(X), split, "text")
     return check_nonempty(texts, "text") if fit else texts
 
 

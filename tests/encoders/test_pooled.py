@@ -158,24 +158,45 @@ def test_a_list_gives_the_rows_of_an_iterator_over_several_chunks(tiny_bert_dir)
     assert all(np.array_equal(a, b) for a, b in zip(listed, streamed))
 
 
-def test_window_sums_are_torch_index_add_bit_for_bit():
-    """``_sequential_sums`` (the CPU's window sums) against torch's ``index_add_`` in float64 (the
-    device's), on values of every magnitude where the order of the additions shows."""
-    from contextembed.encoders.transformer import _sequential_sums
+def _index_add_sums(rows: np.ndarray, starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """The reference: torch's ``index_add_`` in float64 from zeros (what the device runs), one row after
+    the other: ``(segments, width)``."""
+    index = np.concatenate([np.arange(start, start + count) for start, count in zip(starts, counts)] + [np.zeros(0, dtype=np.int64)])
+    owner = torch.repeat_interleave(torch.arange(len(counts)), torch.from_numpy(counts))
+    return torch.zeros(len(counts), rows.shape[1], dtype=torch.float64).index_add_(
+        0, owner, torch.from_numpy(rows[index]).double()).numpy()
+
+
+@pytest.mark.parametrize("width", [16, 3])
+def test_window_sums_are_torch_index_add_bit_for_bit(width):
+    """``_segment_sums`` (the CPU's window sums) against torch's ``index_add_`` in float64 (the
+    device's), on values of every magnitude where the order of the additions shows: a batch's
+    windows (evenly spaced runs of one count, read as one view), and segments in any order,
+    overlapping or empty."""
+    from contextembed.encoders.transformer import _segment_sums
 
     rng = np.random.default_rng(0)
-    rows = (rng.standard_normal((900, 16)) * np.exp(rng.uniform(-40, 40, (900, 1)))).astype(np.float32)
+    rows = (rng.standard_normal((900, width)) * np.exp(rng.uniform(-40, 40, (900, 1)))).astype(np.float32)
     rows[:, 0] = -0.0  # a sum of negative zeros from 0.0 is +0.0
-    bounds = np.sort(rng.choice(900, 80, replace=False)).reshape(-1, 2)  # 40 disjoint windows of 1 or more rows
-    index = [np.arange(start, end) for start, end in bounds] + [np.array([5, 3, 899]), np.array([], dtype=np.int64)]  # any order, none
-    counts = np.array([len(i) for i in index])
-    owner = torch.repeat_interleave(torch.arange(len(index)), torch.from_numpy(counts))
-    expected = torch.zeros(len(index), 16, dtype=torch.float64).index_add_(
-        0, owner, torch.from_numpy(rows[np.concatenate(index)]).double()).numpy()
-    sums = _sequential_sums([rows], index, counts)[0]
-    assert sums.dtype == np.float64 and np.array_equal(sums, expected)
-    assert not np.signbit(sums[:, 0]).any() and np.array_equal(np.signbit(sums), np.signbit(expected))
-    assert not np.array_equal(sums, np.stack([rows[i].astype(np.float64)[::-1].sum(axis=0) for i in index]))  # order shows
+    rows[100:140] = -0.0  # whole segments of negative zeros
+    # a batch of 30 rows of 30 positions, each window from position 1, counts non-decreasing in runs
+    batch_counts = np.sort(rng.integers(0, 28, 30))
+    batch_starts = np.arange(30) * 30 + 1
+    # anything else: descending, overlapping, repeated, empty, the last row, one row, negative zeros
+    other_starts = np.array([800, 700, 600, 5, 5, 5, 899, 0, 895, 100, 110, 120, 898])
+    other_counts = np.array([40, 40, 40, 10, 10, 0, 1, 1, 5, 10, 10, 10, 2])
+    for starts, counts in [(batch_starts, batch_counts), (other_starts, other_counts),
+                           (np.concatenate([batch_starts, other_starts]), np.concatenate([batch_counts, other_counts]))]:
+        expected = _index_add_sums(rows, starts, counts)
+        sums = _segment_sums([rows, rows[::-1].copy()], starts, counts)
+        assert sums.shape == (2, len(counts), width) and sums.dtype == np.float64
+        assert np.array_equal(sums[0], expected) and np.array_equal(np.signbit(sums[0]), np.signbit(expected))
+        assert np.array_equal(sums[1], _index_add_sums(rows[::-1].copy(), starts, counts))
+        assert not np.signbit(sums[0][:, 0]).any()
+    reversed_order = np.stack([rows[start : start + count].astype(np.float64)[::-1].sum(axis=0)
+                               for start, count in zip(batch_starts, batch_counts)])
+    assert not np.array_equal(_segment_sums([rows], batch_starts, batch_counts)[0], reversed_order)  # order shows
+    assert _segment_sums([rows], np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)).shape == (1, 0, width)
 
 
 def _on_the_device_paths(monkeypatch):
@@ -197,6 +218,47 @@ def test_rows_copied_on_the_cpu_are_the_torch_paths_rows(tiny, method, dtype, mo
     _assert_equal(copied, list(tiny.iter_encode_pooled(SENTENCES, pooling, method, dtype=dtype)), dim)
     reference = list(tiny.iter_encode_pooled(in_context(SENTENCES, DOC_IDS, 6), pooling, method, in_context=True))
     _assert_equal(in_context_copied, reference, dim)
+
+
+def _piece_means_reference(encoder, sentences, layers) -> np.ndarray:
+    """A plain loop over each sentence's pieces as ``iter_encode_pieces`` gives them (the same
+    batches): every window's own pieces added one after the other in float64 from 0, the windows'
+    sums added in window order, divided by the pieces, rounded to float32 (zeros for no pieces)."""
+    from contextembed._alignment import plan_windows
+
+    means = []
+    for encoding in encoder.iter_encode_pieces(sentences, layers):
+        hidden = encoding.hidden  # (layers, pieces, width) float32
+        total = None
+        for window in plan_windows(hidden.shape[1], encoder.window, encoder.stride):
+            sums = np.zeros((hidden.shape[0], hidden.shape[2]), dtype=np.float64)  # (layers, width)
+            for piece in range(window.own_start, window.own_end):
+                sums = sums + hidden[:, piece]
+            total = sums if total is None else total + sums
+        means.append((total / max(hidden.shape[1], 1)).astype(np.float32))
+    return np.stack(means)
+
+
+@pytest.mark.parametrize("options", [{}, {"max_batch_size": 3, "window": 7, "stride": 3}],
+                         ids=["default", "small batches and windows"])
+@pytest.mark.parametrize("model", ["bert", "roberta", "minilm"])
+def test_piece_means_are_a_plain_loop_over_the_pieces_bit_for_bit(request, model, options):
+    """``encode_piece_means`` builds its model inputs and batches as arrays: the rows, the batches
+    (MiniLM's fp32 vectors change with a sentence's batch neighbours) and the sums are those of the
+    piece path, to the bit (many sentences of each length, windows of long ones beside whole
+    sentences in one batch, empty sentences, repeated ones)."""
+    if model == "minilm":
+        request.getfixturevalue("minilm")  # skipped without the models extra
+        path = "minilm-l6"
+    else:
+        path = str(request.getfixturevalue(f"tiny_{model}_dir"))
+    encoder = load_encoder(path, device="cpu", precision="fp32", **options)
+    sentences = SENTENCES + [s[: len(s) // 2] for s in SENTENCES] + [["unaffable"] * 30, ["a"] * 7, ["a"] * 8] + SENTENCES
+    for layers in ("all", [-1, 0]):
+        means = encoder.encode_piece_means(sentences, layers)
+        assert means.dtype == np.float32 and means.shape == (len(sentences), len(encoder.layer_indexes(layers)), encoder.width)
+        assert np.array_equal(means, _piece_means_reference(encoder, sentences, layers))
+        assert not np.signbit(means[1]).any() and not means[1].any()  # the empty sentence
 
 
 def test_piece_means_summed_on_the_cpu_are_the_torch_paths(tiny, monkeypatch):
