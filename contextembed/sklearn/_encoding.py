@@ -483,7 +483,7 @@ def encode_all(
     """
     disk = disk_cache(cache)
     memory = MEMORY_CACHE if uses_memory(cache) else None
-    if memory is None and disk is None and kind in ("sentence", "piece_mean"):
+    if memory is None and disk is None and kind in ("sentence", "piece_mean", "text_layers"):
         keys = list(map(tuple, sentences))  # no cache: equal token lists are encoded once
     else:
         encoder_key = ref.cache_key()
