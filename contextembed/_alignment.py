@@ -134,6 +134,30 @@ class PieceTokenizer:
         ids = np.concatenate([p.ids for p in pieces]) if pieces else np.zeros(0, dtype=np.int64)
         return ids, np.fromiter((p.n_pieces for p in pieces), dtype=np.int64, count=len(pieces))
 
+    def word_pieces(self, sentences: Sentences) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The pieces of :meth:`__call__` word after word, without an object per sentence.
+
+        Returns
+        -------
+        ids : np.ndarray
+            ``(pieces,)`` int64: every word's piece ids, one sentence after the other.
+        starts : np.ndarray
+            ``(words + 1,)`` int64: where each word's pieces start in ``ids`` (the last: ``len(ids)``).
+        first_word, n_words : np.ndarray
+            ``(sentences,)`` int64: where each sentence's words start among all, and how many it has.
+        """
+        if self._words is not None:
+            return self._words.words(sentences)
+        pieces = self(sentences)
+        n_words = np.fromiter((len(p.offsets) - 1 for p in pieces), dtype=np.int64, count=len(pieces))
+        if not int(n_words.sum()):
+            return np.zeros(0, dtype=np.int64), np.zeros(1, dtype=np.int64), _offsets(n_words)[:-1], n_words
+        n_pieces = np.fromiter((p.n_pieces for p in pieces), dtype=np.int64, count=len(pieces))
+        first_piece = _offsets(n_pieces)[:-1]
+        word_starts = [p.offsets[:-1] + begin for p, begin in zip(pieces, first_piece.tolist())]
+        starts = np.concatenate([*word_starts, [int(n_pieces.sum())]]).astype(np.int64, copy=False)
+        return np.concatenate([p.ids for p in pieces]), starts, _offsets(n_words)[:-1], n_words
+
     def words_alone(self, words: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """The pieces of each word as a one-word sentence (what ``self([[word]])`` gives), by one
         call of the fast backend: many words at a fraction of the cost of full alignment.

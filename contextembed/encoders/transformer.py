@@ -227,6 +227,47 @@ class _SumWindows:
 
 
 @dataclass
+class _WordUnits:
+    """One selector's units (each word's first or last piece) of a chunk's windows (:class:`_SumWindows`),
+    grouped by the window that owns them, in run order, so that a batch of windows ``[a, b)`` has
+    units ``window_units[a]:window_units[b]``: arrays instead of :class:`_Pending` and :class:`_Part`
+    objects.
+
+    Attributes
+    ----------
+    window_units : np.ndarray
+        ``(windows + 1,)`` int64: where each window's units start.
+    window : np.ndarray
+        ``(units,)`` int64: the window (its place in run order) that owns each unit.
+    position : np.ndarray
+        ``(units,)`` int64: the unit's position in its window's model input.
+    word : np.ndarray
+        ``(units,)`` int64: its word among the chunk's words (the row of the chunk's output).
+    """
+
+    window_units: np.ndarray
+    window: np.ndarray
+    position: np.ndarray
+    word: np.ndarray
+
+    @classmethod
+    def plan(cls, windows: _SumWindows, pieces: np.ndarray, n_prefix: int) -> "_WordUnits":
+        """The units at chunk pieces ``pieces`` ``(words,)`` (one per word, increasing) of ``windows``,
+        whose model inputs start with ``n_prefix`` special tokens."""
+        # (windows,) where each window's owned pieces start among the chunk's; owned ranges tile them
+        owned = windows.first + windows.own
+        holding = np.flatnonzero(windows.count > 0)
+        holding = holding[np.argsort(owned[holding], kind="stable")]
+        # (words,) the window owning each word's unit, then the units by window, in piece order
+        window = holding[np.searchsorted(owned[holding], pieces, side="right") - 1]
+        order = np.argsort(window, kind="stable")
+        window = window[order]
+        window_units = np.zeros(len(windows) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(window, minlength=len(windows)), out=window_units[1:])
+        return cls(window_units, window, pieces[order] - windows.first[window] + n_prefix, order)
+
+
+@dataclass
 class _Pooled:
     """Word features pooled where the model ran: each word's pieces (``method``), then the layers
     (``pooling``, on the model's device), so only ``(words, dim)`` rows in ``dtype`` reach the host.
@@ -756,10 +797,73 @@ class TransformerEncoder(Encoder):
         come to the host, views of one array per chunk of sentences."""
         on_device = pooling if self.device.type == "cpu" else copy.deepcopy(pooling).to(self.device)
         pooled = _Pooled(on_device, pooling, subword_pooling, dtype)
+        if not in_context and subword_pooling in _DIRECT:
+            yield from self._iter_picked(sentences, pooled, _DIRECT[subword_pooling], show_progress)
+            return
         selectors = _DIRECT.get(subword_pooling, ("all",))
         run = self._iter_in_context if in_context else self._iter_pending
         for pending in run(sentences, pooling.layer_indexes, selectors, show_progress, pooled):
             yield pending.rows
+
+    def _iter_picked(self, sentences, pooled: _Pooled, selectors: Sequence[str], show_progress: bool) -> Iterator[np.ndarray]:
+        """:meth:`_iter_pooled` of words picked by ``selectors`` (their first or last pieces), each chunk
+        planned as arrays (:class:`_SumWindows`, :class:`_WordUnits`) instead of an object per sentence,
+        window and unit; the same batches, so the same bits, as :meth:`_iter_pending` runs."""
+        layer_index = pooled.pooling.layer_indexes
+        dim = pooled.pooling.output_width(subword_output_width(self.width, pooled.method))
+        chunks = check_sentence_chunks(sentences, self.chunk_size)
+        ahead = not isinstance(sentences, Iterator) and isinstance(sentences, Sized) and len(sentences) > self.chunk_size
+        with progress_bar(sentences, show_progress) as progress:
+            for chunk, (ids, starts, first_word, n_words) in _tokenized(chunks, self.pieces.word_pieces, ahead):
+                windows = _SumWindows.plan(ids, starts[first_word + n_words] - starts[first_word], self.window, self.stride)
+                units = [_WordUnits.plan(windows, _UNIT_PIECES[name](starts), len(self.pieces.prefix)) for name in selectors]
+                # (words of the chunk, dim): every row is written, as its word's window runs
+                out = pooled.out = np.empty((len(starts) - 1, dim), dtype=pooled.dtype)
+                pooled.copies = HostCopies(self.device)
+                padded, batches = self._window_batches(windows)
+                run = functools.partial(self._pick_batch, windows=windows, padded=padded, units=units,
+                                        layer_index=layer_index, pooled=pooled)
+                self._run_windows(run, batches, padded, _ChunkProgress(progress, len(chunk)))
+                pooled.copies.flush()
+                for begin, end in zip(first_word.tolist(), (first_word + n_words).tolist()):
+                    yield out[begin:end]
+
+    @torch.inference_mode()
+    def _pick_batch(self, rows: slice, windows: _SumWindows, padded: np.ndarray, units: list[_WordUnits],
+                    layer_index: tuple[int, ...], pooled: _Pooled) -> None:
+        """Run windows ``rows`` (one batch) and pool each selector's units into their words' rows."""
+        length = int(padded[rows].max())
+        ids, mask = windows.inputs(rows, length, self.pieces.around, self.pad_id)
+        inputs = {"input_ids": torch.from_numpy(ids).to(self.device), "attention_mask": torch.from_numpy(mask).to(self.device)}
+        # each (batch * seq, width)
+        flat = self._forward(inputs, layer_index)
+        for k, unit in enumerate(units):
+            begin, end = unit.window_units[rows.start], unit.window_units[rows.stop]
+            if begin < end:
+                # (units,) their rows of flat
+                index = (unit.window[begin:end] - rows.start) * length + unit.position[begin:end]
+                self._pool_words(flat, index, unit.word[begin:end], k, len(units), pooled)
+
+    def _window_batches(self, windows: _SumWindows) -> tuple[np.ndarray, list[slice]]:
+        """Each window's model input length (``(windows,)``, as :meth:`_padded_length` gives it) and the
+        batches :meth:`_run_rows` cuts from them, as slices of the windows in run order."""
+        n_special = len(self.pieces.prefix) + len(self.pieces.suffix)
+        padded = np.minimum(-(-(windows.length + n_special) // self.pad_multiple) * self.pad_multiple, self._max_length)
+        batches = [slice(batch[0], batch[-1] + 1) for batch in _batches(
+            range(len(windows)), padded.tolist().__getitem__, self.batch_tokens, self.max_batch_size)]
+        return padded, batches
+
+    def _run_windows(self, run: Callable[[slice], None], batches: list[slice], padded: np.ndarray,
+                     progress: Optional["_ChunkProgress"] = None) -> None:
+        """:meth:`_run_rows` of batches of planned windows (``padded``: each one's input length)."""
+        if progress is not None:
+            cost = [(batch.stop - batch.start) * int(padded[batch].max()) for batch in batches]
+            progress.expect(sum(cost))
+            costs = dict(zip((batch.start for batch in batches), cost))
+            run = functools.partial(_counted, run, lambda batch: progress.advance(costs[batch.start]))
+        streams.run_all(run, batches, self.device)
+        if progress is not None:
+            progress.finish()
 
     def encode_piece_means(self, sentences: Sentences, layers: LayerSpec = "all") -> np.ndarray:
         """The mean over each sentence's pieces, summed where the model ran per window (every piece
@@ -1117,16 +1221,12 @@ class TransformerEncoder(Encoder):
         of each) into ``out`` ``(sentences, layers, width)``: the means of a sentence in one window as
         its batch finishes, those in several once all of their windows' sums are in."""
         windows = _SumWindows.plan(ids, n_pieces, self.window, self.stride)
-        n_special = len(self.pieces.prefix) + len(self.pieces.suffix)
-        # (windows,) in run order: the model input length of each, as _padded_length gives it
-        padded = np.minimum(-(-(windows.length + n_special) // self.pad_multiple) * self.pad_multiple, self._max_length)
-        batches = [slice(batch[0], batch[-1] + 1) for batch in _batches(
-            range(len(windows)), padded.tolist().__getitem__, self.batch_tokens, self.max_batch_size)]
+        padded, batches = self._window_batches(windows)
         # (layers, windows of the sentences in several, width) float64
         split_sums = np.empty((len(layer_index), int(windows.split_offsets[-1]), self.width), dtype=np.float64)
         run = functools.partial(self._sum_batch, windows=windows, padded=padded, layer_index=layer_index, out=out,
                                 split_sums=split_sums)
-        streams.run_all(run, batches, self.device)
+        self._run_windows(run, batches, padded)
         for text, begin, end in zip(windows.split, windows.split_offsets[:-1], windows.split_offsets[1:]):
             # (layers, windows, width): its windows' sums, in window order, added up
             out[text] = split_sums[:, begin:end].sum(axis=1) / n_pieces[text]
@@ -1203,8 +1303,16 @@ class TransformerEncoder(Encoder):
             starts, lengths = [part.item.first_row + lo for part, lo, _ in chosen], [count for _, _, count in chosen]
         # the rows of the chunk's output the units go to, in order
         dest = np.repeat(np.asarray(starts) - np.cumsum([0] + lengths[:-1]), lengths) + np.arange(sum(lengths))
+        # (words,) pieces of each word pooled over all of them
+        counts = np.concatenate([np.diff(part.item.pieces.offsets) for part, _, _ in chosen]) if pooled.grouped else None
+        self._pool_words(flat, index, dest, k, len(chosen[0][0].item.positions), pooled, counts)
+
+    def _pool_words(self, flat: list[torch.Tensor], index: np.ndarray, dest: np.ndarray, k: int, n_selectors: int,
+                    pooled: _Pooled, counts: Optional[np.ndarray] = None) -> None:
+        """Rows ``index`` of ``flat`` (selector ``k``'s units of ``n_selectors``) pooled into rows ``dest``
+        of the chunk's output; ``counts``: grouped words, each pooled over that many consecutive units."""
         # (words, dim_k): selector k's columns
-        columns = _selector_columns(pooled.out, k, len(chosen[0][0].item.positions), self.width)
+        columns = _selector_columns(pooled.out, k, n_selectors, self.width)
         if pooled.copies_in_place(flat):
             # (words, layers, width): the concatenation's blocks, each layer's units copied straight there
             blocks = columns.reshape(len(columns), len(flat), self.width)
@@ -1213,8 +1321,7 @@ class TransformerEncoder(Encoder):
             return
         index_t = torch.from_numpy(index).to(self.device)
         gathered = [layer.index_select(0, index_t).float() for layer in flat]
-        if pooled.grouped:  # (layers, words, width)
-            counts = np.concatenate([np.diff(part.item.pieces.offsets) for part, _, _ in chosen])
+        if counts is not None:  # (layers, words, width)
             offsets = torch.from_numpy(np.concatenate([[0], np.cumsum(counts)])).to(self.device)
             words = pooled.pooling.combine_selected(pool_subwords(torch.stack(gathered), offsets, pooled.method))
         elif pooled.pooling.combine == "concat":  # (units, layers, width) -> (units, layers * width)
@@ -1254,6 +1361,12 @@ class TransformerEncoder(Encoder):
                 owner.cls = vector
 
 
+#: the pieces of each selector's units among a chunk's, from where its words' pieces start
+#: (``(words + 1,)``, :meth:`~contextembed._alignment.PieceTokenizer.word_pieces`)
+_UNIT_PIECES: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "starts": lambda starts: starts[:-1],
+    "ends": lambda starts: starts[1:] - 1,
+}
 #: the positions of each selector's units among a sentence's pieces (:meth:`TransformerEncoder._pending`)
 _POSITIONS: dict[str, Callable[[SentencePieces], np.ndarray]] = {
     "all": lambda pieces: np.arange(pieces.n_pieces),

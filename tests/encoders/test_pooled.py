@@ -2,6 +2,7 @@
 pooling of the same hidden states (``Encoder._iter_pooled``, the plain path): equal bit for
 bit in fp32, for every subword pooling and layer combination, windows and document context."""
 
+import contextlib
 import threading
 
 import numpy as np
@@ -267,3 +268,84 @@ def test_piece_means_summed_on_the_cpu_are_the_torch_paths(tiny, monkeypatch):
     _on_the_device_paths(monkeypatch)
     assert np.array_equal(means, tiny.encode_piece_means(sentences))
     assert np.abs(means[-1]).max() > 0
+
+
+def _pending_rows(encoder, sentences, pooling, method) -> list[np.ndarray]:
+    """The rows of the path with an object per sentence, window and unit (``_iter_pending``, as the
+    grouped poolings and context still run): the batches, rows and copies the planned path replaces."""
+    from contextembed.encoders.transformer import _DIRECT, _Pooled
+
+    pooled = _Pooled(pooling, pooling, method, "float32")
+    pending = encoder._iter_pending(sentences, pooling.layer_indexes, _DIRECT[method], False, pooled)
+    return [item.rows.copy() for item in pending]
+
+
+@pytest.mark.parametrize("options", [{}, {"max_batch_size": 3, "window": 7, "stride": 3, "chunk_size": 4}],
+                         ids=["default", "small batches, windows and chunks"])
+@pytest.mark.parametrize("model", ["bert", "roberta", "minilm"])
+def test_picked_words_are_the_pending_paths_bit_for_bit(request, model, options):
+    """Words picked by their first or last pieces are planned as arrays per chunk (``_WordUnits``): the
+    same model inputs in the same batches as the path with an object per sentence, so the same bits
+    (MiniLM's fp32 vectors change with a sentence's batch neighbours), with windows beside whole
+    sentences in one batch, empty sentences, repeated ones and several chunks, and the same rows
+    from an iterator."""
+    if model == "minilm":
+        request.getfixturevalue("minilm")  # skipped without the models extra
+        path = "minilm-l6"
+    else:
+        path = str(request.getfixturevalue(f"tiny_{model}_dir"))
+    encoder = load_encoder(path, device="cpu", precision="fp32", **options)
+    sentences = SENTENCES + [s[: len(s) // 2] for s in SENTENCES] + [["unaffable"] * 30, ["a"] * 7, ["a"] * 8, []] + SENTENCES
+    for method in ("first", "last", "first_last"):
+        for combine in ("concat", "scalar_mix"):
+            pooling = _pooling(encoder, combine)
+            picked = list(encoder.iter_encode_pooled(sentences, pooling, method))
+            reference = _pending_rows(encoder, sentences, pooling, method)
+            assert [rows.shape[0] for rows in picked] == [len(s) for s in sentences]
+            assert all(np.array_equal(a, b) for a, b in zip(picked, reference, strict=True))
+            streamed = list(encoder.iter_encode_pooled(iter(sentences), pooling, method))
+            assert all(np.array_equal(a, b) for a, b in zip(streamed, picked, strict=True))
+    assert np.abs(np.concatenate(picked)).max() > 0
+
+
+def test_picked_words_of_only_empty_sentences_or_none(tiny):
+    pooling = _pooling(tiny, "concat")
+    dim = pooling.output_width(tiny.width)
+    rows = list(tiny.iter_encode_pooled([[], []], pooling, "first"))
+    assert [r.shape for r in rows] == [(0, dim), (0, dim)]
+    assert list(tiny.iter_encode_pooled([], pooling, "first")) == []
+
+
+@pytest.mark.parametrize("model", ["bert", "roberta"])
+def test_word_pieces_are_the_sentences_pieces_joined(request, model):
+    """``PieceTokenizer.word_pieces`` (the lookup of a context-free tokenizer, or the aligned batch
+    call of any other) is ``__call__``'s pieces, word after word."""
+    encoder = load_encoder(str(request.getfixturevalue(f"tiny_{model}_dir")), device="cpu", precision="fp32")
+    sentences = SENTENCES + [[], ["unaffable"] * 3]
+    ids, starts, first_word, n_words = encoder.pieces.word_pieces(sentences)
+    pieces = encoder.pieces(sentences)
+    assert np.array_equal(n_words, [len(s) for s in sentences])
+    assert np.array_equal(first_word, np.cumsum([0] + [len(s) for s in sentences])[:-1])
+    for i, expected in enumerate(pieces):
+        begin, end = starts[first_word[i]], starts[first_word[i] + n_words[i]]
+        assert np.array_equal(ids[begin:end], expected.ids)
+        assert np.array_equal(starts[first_word[i] : first_word[i] + n_words[i] + 1] - begin, expected.offsets)
+    assert starts[-1] == len(ids) and ids.dtype == starts.dtype == np.int64
+    empty = encoder.pieces.word_pieces([[], []])
+    assert [a.tolist() for a in empty] == [[], [0], [0, 0], [0, 0]]
+
+
+def test_picked_words_count_progress_by_sentence(tiny_bert_dir, monkeypatch):
+    import contextembed.encoders.transformer as transformer
+
+    counted = []
+
+    class Bar:
+        def update(self, n):
+            counted.append(n)
+
+    monkeypatch.setattr(transformer, "progress_bar", lambda items, show: contextlib.nullcontext(Bar()))
+    encoder = load_encoder(str(tiny_bert_dir), device="cpu", precision="fp32", chunk_size=3, max_batch_size=1)
+    rows = list(encoder.iter_encode_pooled(SENTENCES, _pooling(encoder, "concat"), "first", show_progress=True))
+    assert len(rows) == len(SENTENCES)
+    assert sum(counted) == len(SENTENCES) and len(counted) > 2  # counted as batches finish, exact at the end
