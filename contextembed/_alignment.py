@@ -278,9 +278,11 @@ class WordPieces:
         if vocabulary != self._vocabulary:
             self._known, self._vocabulary = {}, vocabulary
         known = self._known
-        new = list(dict.fromkeys(word for sentence in sentences for word in sentence if word not in known))
-        if not new:
+        try:  # every word seen before: one pass
             return [known[word] for sentence in sentences for word in sentence]
+        except KeyError:
+            pass
+        new = list(dict.fromkeys(word for sentence in sentences for word in sentence if word not in known))
         backend = tokenizer.backend_tokenizer
         if backend.truncation is not None or backend.padding is not None:  # what the tokenizer's own call does
             backend.no_truncation()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from itertools import islice
+from itertools import chain, islice
 from typing import Optional
 
 #: a batch of pre-tokenized sentences: one list of str tokens per sentence
@@ -33,9 +33,23 @@ def check_sentences(sentences: object) -> Sentences:
     if not isinstance(sentences, Iterable):
         raise TypeError(f"expected a list of tokenized sentences, got {type(sentences).__name__}")
     checked = list(sentences)
+    if _all_words_fine(checked):
+        return checked
     for i, sentence in enumerate(checked):
         _check_tokens(sentence, f"sentence {i}")
     return checked
+
+
+def _all_words_fine(sentences: list) -> bool:
+    """Whether every sentence is a list or tuple of str that UTF-8 encodes, checked at once in C; the
+    sentence-by-sentence check names what is wrong where this says no."""
+    if not all(type(sentence) is list or type(sentence) is tuple for sentence in sentences):
+        return False
+    try:
+        "".join(chain.from_iterable(sentences)).encode("utf-8")
+    except (TypeError, UnicodeEncodeError):
+        return False
+    return True
 
 
 def check_sentence_chunks(sentences: object, size: int) -> Iterator[list[Sequence[str]]]:
@@ -59,8 +73,9 @@ def check_sentence_chunks(sentences: object, size: int) -> Iterator[list[Sequenc
         return
     first = 0
     while chunk := list(islice(sentences, size)):
-        for i, sentence in enumerate(chunk, start=first):
-            _check_tokens(sentence, f"sentence {i}")
+        if not _all_words_fine(chunk):
+            for i, sentence in enumerate(chunk, start=first):
+                _check_tokens(sentence, f"sentence {i}")
         first += len(chunk)
         yield chunk
 
