@@ -326,8 +326,12 @@ class Encoder(ABC):
         """List form of :meth:`iter_encode_pieces`."""
         return list(self.iter_encode_pieces(sentences, layers))
 
-    def encode_piece_means(self, sentences: Sentences, layers: LayerSpec = "all") -> np.ndarray:
+    def encode_piece_means(self, sentences: Sentences, layers: LayerSpec = "all", *,
+                           show_progress: ShowProgress = False) -> np.ndarray:
         """The mean of every piece of each sentence (``text_pooling="piece_mean"``), per layer.
+
+        ``show_progress``: a bar of its own, or one the caller holds (anything with ``update(n)``)
+        that counts the sentences as they are encoded.
 
         Returns
         -------
@@ -337,7 +341,7 @@ class Encoder(ABC):
         """
         sentences = check_sentences(sentences)
         out = np.zeros((len(sentences), len(self.layer_indexes(layers)), self.width), dtype=np.float32)
-        for i, encoding in enumerate(self.iter_encode_pieces(sentences, layers)):
+        for i, encoding in enumerate(self.iter_encode_pieces(sentences, layers, show_progress=show_progress)):
             out[i] = encoding.piece_means()
         return out
 

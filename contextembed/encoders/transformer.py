@@ -58,6 +58,7 @@ from ._base import (
     Pairs,
     PieceEncoding,
     Sentences,
+    ShowProgress,
     check_pairs,
     check_sentence_chunks,
     check_sentences,
@@ -865,7 +866,8 @@ class TransformerEncoder(Encoder):
         if progress is not None:
             progress.finish()
 
-    def encode_piece_means(self, sentences: Sentences, layers: LayerSpec = "all") -> np.ndarray:
+    def encode_piece_means(self, sentences: Sentences, layers: LayerSpec = "all", *,
+                           show_progress: ShowProgress = False) -> np.ndarray:
         """The mean over each sentence's pieces, summed where the model ran per window (every piece
         once, from the window that owns it): only ``(layers, width)`` per window leaves the device.
 
@@ -883,9 +885,10 @@ class TransformerEncoder(Encoder):
         out = np.empty((len(sentences), len(layer_index), self.width), dtype=np.float32)
         chunks = (sentences[begin : begin + self.chunk_size] for begin in range(0, len(sentences), self.chunk_size))
         begin = 0
-        for chunk, (ids, n_pieces) in _tokenized(chunks, self.pieces.joined, ahead=len(sentences) > self.chunk_size):
-            self._piece_means(ids, n_pieces, layer_index, out[begin : begin + len(chunk)])
-            begin += len(chunk)
+        with progress_bar(sentences, show_progress) as progress:
+            for chunk, (ids, n_pieces) in _tokenized(chunks, self.pieces.joined, ahead=len(sentences) > self.chunk_size):
+                self._piece_means(ids, n_pieces, layer_index, out[begin : begin + len(chunk)], _ChunkProgress(progress, len(chunk)))
+                begin += len(chunk)
         return out
 
     def _iter_text_layers(self, sentences, layers: LayerSpec, subword_pooling: str, text_pooling: str,
@@ -1216,7 +1219,8 @@ class TransformerEncoder(Encoder):
             part.item.blocks[k].append((part.window.own_start, gathered[:, start : start + count]))
             start += count
 
-    def _piece_means(self, ids: np.ndarray, n_pieces: np.ndarray, layer_index: tuple[int, ...], out: np.ndarray) -> None:
+    def _piece_means(self, ids: np.ndarray, n_pieces: np.ndarray, layer_index: tuple[int, ...], out: np.ndarray,
+                     progress: Optional["_ChunkProgress"] = None) -> None:
         """The piece means of one chunk's sentences (their pieces ``ids`` one after the other, ``n_pieces``
         of each) into ``out`` ``(sentences, layers, width)``: the means of a sentence in one window as
         its batch finishes, those in several once all of their windows' sums are in."""
@@ -1226,7 +1230,7 @@ class TransformerEncoder(Encoder):
         split_sums = np.empty((len(layer_index), int(windows.split_offsets[-1]), self.width), dtype=np.float64)
         run = functools.partial(self._sum_batch, windows=windows, padded=padded, layer_index=layer_index, out=out,
                                 split_sums=split_sums)
-        self._run_windows(run, batches, padded)
+        self._run_windows(run, batches, padded, progress)
         for text, begin, end in zip(windows.split, windows.split_offsets[:-1], windows.split_offsets[1:]):
             # (layers, windows, width): its windows' sums, in window order, added up
             out[text] = split_sums[:, begin:end].sum(axis=1) / n_pieces[text]

@@ -49,6 +49,11 @@ logger = logging.getLogger(__name__)
 
 #: sentences per encoding block (the unit of work of one joblib task)
 BLOCK_SIZE = 512
+#: texts or pairs per block of the kinds pooled where the encoder ran (``(layers, width)`` each, not
+#: every piece), whose blocks hold little: the encoder's own chunks then tokenize ahead and keep every
+#: core busy to the end of the block. One block size whatever ``n_jobs``, so the batches, and so the
+#: bits, are the same in a worker and in the caller.
+POOLED_BLOCK_SIZE = 4096
 #: environment variable that bounds :data:`MEMORY_CACHE` (a byte size, :mod:`contextembed.settings`)
 CACHE_BYTES_ENV = "CONTEXTEMBED_CACHE_BYTES"
 #: the bound of :data:`MEMORY_CACHE` when neither the variable nor :func:`set_cache_size` sets it
@@ -420,10 +425,7 @@ def _encode_pair_layers(encoder: Encoder, pairs: list, progress: ShowProgress = 
 
 
 def _encode_piece_means(encoder: Encoder, sentences: list, progress: ShowProgress = False) -> Iterator[np.ndarray]:
-    means = encoder.encode_piece_means(sentences, layers="all")  # computed for the whole block
-    if not isinstance(progress, bool):
-        progress.update(len(sentences))
-    return iter(means)
+    return iter(encoder.encode_piece_means(sentences, layers="all", show_progress=progress))  # the whole block
 
 
 #: what can be encoded and cached: how to key one item, and how to encode a block of them (one
@@ -470,7 +472,7 @@ def encode_all(
     """Piece-level encodings with all layers for every sentence (or pair), in input order.
 
     Items found in the caches are not encoded again; the rest (deduplicated) are encoded in blocks
-    of :data:`BLOCK_SIZE`, in parallel when ``n_jobs`` asks for it, and counted on ``progress``.
+    of :data:`BLOCK_SIZE` (:data:`POOLED_BLOCK_SIZE` for the pooled kinds), in parallel when ``n_jobs`` asks for it, and counted on ``progress``.
 
     ``options``: ``(subword_pooling, text_pooling)`` for ``kind="text_layers"`` and ``"pair_layers"``.
 
@@ -537,7 +539,8 @@ def _lookup(key: str, memory: Optional[EncodingCache], disk: Optional[DiskCache]
 
 def _encode_missing(ref: EncoderRef, items: list, n_jobs: Optional[int], kind: Kind,
                     progress: EncodingProgress = SILENT, options: tuple = ()) -> list:
-    blocks = [items[i : i + BLOCK_SIZE] for i in range(0, len(items), BLOCK_SIZE)]
+    size = POOLED_BLOCK_SIZE if kind in ("piece_mean", "text_layers", "pair_layers") else BLOCK_SIZE
+    blocks = [items[i : i + size] for i in range(0, len(items), size)]
     from joblib import Parallel, delayed, effective_n_jobs
 
     if effective_n_jobs(n_jobs) == 1 or len(blocks) == 1:

@@ -349,3 +349,27 @@ def test_picked_words_count_progress_by_sentence(tiny_bert_dir, monkeypatch):
     rows = list(encoder.iter_encode_pooled(SENTENCES, _pooling(encoder, "concat"), "first", show_progress=True))
     assert len(rows) == len(SENTENCES)
     assert sum(counted) == len(SENTENCES) and len(counted) > 2  # counted as batches finish, exact at the end
+
+
+class _Counter:
+    """A bar the caller holds: ``update(n)`` only."""
+
+    def __init__(self):
+        self.counts = []
+
+    def update(self, n):
+        self.counts.append(n)
+
+
+def test_piece_means_count_progress_on_the_callers_bar(tiny_bert_dir):
+    from contextembed.encoders import StaticVectors
+
+    encoder = load_encoder(str(tiny_bert_dir), device="cpu", precision="fp32", chunk_size=3, max_batch_size=1)
+    bar = _Counter()
+    means = encoder.encode_piece_means(SENTENCES, show_progress=bar)
+    assert sum(bar.counts) == len(SENTENCES) and len(bar.counts) > 2  # as batches finish, exact at the end
+    assert np.array_equal(means, encoder.encode_piece_means(SENTENCES))
+    static = StaticVectors(["the", "fox"], np.arange(8, dtype=np.float32).reshape(2, 4))  # the host's path
+    bar = _Counter()
+    means = static.encode_piece_means(SENTENCES, show_progress=bar)
+    assert sum(bar.counts) == len(SENTENCES) and means.shape == (len(SENTENCES), 1, 4)

@@ -160,6 +160,32 @@ def test_n_jobs_gives_identical_results(bert, sentences, monkeypatch, backend):
     np.testing.assert_array_equal(serial, parallel)
 
 
+@pytest.mark.parametrize("text_pooling", ["piece_mean", "mean"])
+def test_text_blocks_are_the_same_whatever_n_jobs(bert, sentences, monkeypatch, text_pooling):
+    """Texts are pooled where the encoder ran, in blocks of POOLED_BLOCK_SIZE (not the sentences'
+    BLOCK_SIZE) in the caller and in workers alike, so n_jobs changes no bit."""
+    from joblib import parallel_backend
+
+    blocks = []
+    original = _encoding._encode_block
+
+    def recorded(ref, items, *args, **kwargs):
+        blocks.append(len(items))
+        return original(ref, items, *args, **kwargs)
+
+    monkeypatch.setattr(_encoding, "_encode_block", recorded)
+    X = [" ".join(s) for s in sentences] * 2 + ["one more text"]
+    serial = TextEmbedder(bert, text_pooling=text_pooling, cache=None).fit(X).transform(X)
+    assert blocks == [len(set(X))]  # one block of every distinct text
+    monkeypatch.setattr(_encoding, "POOLED_BLOCK_SIZE", 2)
+    monkeypatch.setattr(_encoding, "BLOCK_SIZE", 1000)  # not the pooled kinds' block
+    blocks.clear()
+    with parallel_backend("threading"):
+        parallel = TextEmbedder(bert, text_pooling=text_pooling, cache=None, n_jobs=2).fit(X).transform(X)
+    assert blocks and max(blocks) == 2
+    np.testing.assert_array_equal(serial, parallel)
+
+
 def test_text_piece_means_reuse_cached_pieces(bert, sentences, monkeypatch):
     clear_cache()
     TokenEmbedder(bert).fit(sentences).transform(sentences)  # caches every sentence's pieces

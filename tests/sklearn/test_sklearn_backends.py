@@ -91,7 +91,7 @@ def test_joblib_workers_run_the_pinned_backend(bert, sentences, monkeypatch):
         seen.append(ref)
         return original(ref, *args, **kwargs)
 
-    monkeypatch.setattr(_encoding, "BLOCK_SIZE", 2)
+    monkeypatch.setattr(_encoding, "POOLED_BLOCK_SIZE", 2)  # several blocks: the workers encode them
     monkeypatch.setattr(_encoding, "_encode_block", recorded)
     embedder = TextEmbedder(bert, device="cpu", precision="fp32", backend="auto", n_jobs=2, cache=None)
     with parallel_backend("threading"):
