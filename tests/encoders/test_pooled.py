@@ -240,6 +240,20 @@ def _piece_means_reference(encoder, sentences, layers) -> np.ndarray:
     return np.stack(means)
 
 
+def _many_sentences(request, model: str, options: dict):
+    """The encoder ``model`` (``"minilm"``: the real MiniLM-L6, skipped without the models extra; else
+    a tiny one) with ``options``, and many sentences of each length: windows of long ones beside
+    whole sentences in one batch, empty and repeated sentences."""
+    if model == "minilm":
+        request.getfixturevalue("minilm")
+        path = "minilm-l6"
+    else:
+        path = str(request.getfixturevalue(f"tiny_{model}_dir"))
+    encoder = load_encoder(path, device="cpu", precision="fp32", **options)
+    sentences = SENTENCES + [s[: len(s) // 2] for s in SENTENCES] + [["unaffable"] * 30, ["a"] * 7, ["a"] * 8, []] + SENTENCES
+    return encoder, sentences
+
+
 @pytest.mark.parametrize("options", [{}, {"max_batch_size": 3, "window": 7, "stride": 3}],
                          ids=["default", "small batches and windows"])
 @pytest.mark.parametrize("model", ["bert", "roberta", "minilm"])
@@ -248,13 +262,7 @@ def test_piece_means_are_a_plain_loop_over_the_pieces_bit_for_bit(request, model
     (MiniLM's fp32 vectors change with a sentence's batch neighbours) and the sums are those of the
     piece path, to the bit (many sentences of each length, windows of long ones beside whole
     sentences in one batch, empty sentences, repeated ones)."""
-    if model == "minilm":
-        request.getfixturevalue("minilm")  # skipped without the models extra
-        path = "minilm-l6"
-    else:
-        path = str(request.getfixturevalue(f"tiny_{model}_dir"))
-    encoder = load_encoder(path, device="cpu", precision="fp32", **options)
-    sentences = SENTENCES + [s[: len(s) // 2] for s in SENTENCES] + [["unaffable"] * 30, ["a"] * 7, ["a"] * 8] + SENTENCES
+    encoder, sentences = _many_sentences(request, model, options)
     for layers in ("all", [-1, 0]):
         means = encoder.encode_piece_means(sentences, layers)
         assert means.dtype == np.float32 and means.shape == (len(sentences), len(encoder.layer_indexes(layers)), encoder.width)
@@ -289,13 +297,7 @@ def test_picked_words_are_the_pending_paths_bit_for_bit(request, model, options)
     (MiniLM's fp32 vectors change with a sentence's batch neighbours), with windows beside whole
     sentences in one batch, empty sentences, repeated ones and several chunks, and the same rows
     from an iterator."""
-    if model == "minilm":
-        request.getfixturevalue("minilm")  # skipped without the models extra
-        path = "minilm-l6"
-    else:
-        path = str(request.getfixturevalue(f"tiny_{model}_dir"))
-    encoder = load_encoder(path, device="cpu", precision="fp32", **options)
-    sentences = SENTENCES + [s[: len(s) // 2] for s in SENTENCES] + [["unaffable"] * 30, ["a"] * 7, ["a"] * 8, []] + SENTENCES
+    encoder, sentences = _many_sentences(request, model, options)
     for method in ("first", "last", "first_last"):
         for combine in ("concat", "scalar_mix"):
             pooling = _pooling(encoder, combine)

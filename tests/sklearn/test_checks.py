@@ -16,8 +16,10 @@ FAST = {"hidden_size": 8, "max_epochs": 2, "patience": 2, "validation_fraction":
 @pytest.fixture
 def checked(monkeypatch):
     """Counts the token lists validated (``contextembed._sentences._check_tokens``, the one rule for a
-    token list) while the block under ``with checked() as seen:`` runs."""
+    token list) while the block under ``with checked() as seen:`` runs; a batch is checked sentence
+    by sentence here (not at once in C, as a batch without faults is), so that each check counts."""
     seen = []
+    monkeypatch.setattr(contextembed._sentences, "_all_words_fine", lambda sentences: False)
     original = contextembed._sentences._check_tokens
 
     def counting(sentence, where):
