@@ -138,11 +138,12 @@ class _Row:
 
 
 @dataclass
-class _SumWindows:
-    """The model inputs of a chunk's piece sums (:meth:`TransformerEncoder.encode_piece_means`): one
-    per window of each sentence (:func:`plan_windows`), held as arrays instead of :class:`_Row`
-    objects, in the order the rows run: by length, stably, as :meth:`TransformerEncoder._run_rows`
-    sorts rows, so that the batches are those of every other path.
+class _ChunkWindows:
+    """The model inputs of a chunk's piece sums (:meth:`TransformerEncoder.encode_piece_means`) and
+    picked words (:meth:`TransformerEncoder._iter_picked`): one per window of each sentence
+    (:func:`plan_windows`), held as arrays instead of :class:`_Row` objects, in the order the rows
+    run: by length, stably, as :meth:`TransformerEncoder._run_rows` sorts rows, so that the batches
+    are those of every other path.
 
     Attributes
     ----------
@@ -179,7 +180,7 @@ class _SumWindows:
     split_offsets: np.ndarray
 
     @classmethod
-    def plan(cls, ids: np.ndarray, n_pieces: np.ndarray, window: int, stride: int) -> "_SumWindows":
+    def plan(cls, ids: np.ndarray, n_pieces: np.ndarray, window: int, stride: int) -> "_ChunkWindows":
         """Every window of each sentence (one for a sentence that fits, an empty sentence included),
         sorted by length; ``ids`` ``(pieces,)`` holds the sentences' pieces one after the other,
         ``n_pieces`` ``(sentences,)`` how many each has (:meth:`PieceTokenizer.joined`)."""
@@ -229,7 +230,7 @@ class _SumWindows:
 
 @dataclass
 class _WordUnits:
-    """One selector's units (each word's first or last piece) of a chunk's windows (:class:`_SumWindows`),
+    """One selector's units (each word's first or last piece) of a chunk's windows (:class:`_ChunkWindows`),
     grouped by the window that owns them, in run order, so that a batch of windows ``[a, b)`` has
     units ``window_units[a]:window_units[b]``: arrays instead of :class:`_Pending` and :class:`_Part`
     objects.
@@ -252,7 +253,7 @@ class _WordUnits:
     word: np.ndarray
 
     @classmethod
-    def plan(cls, windows: _SumWindows, pieces: np.ndarray, n_prefix: int) -> "_WordUnits":
+    def plan(cls, windows: _ChunkWindows, pieces: np.ndarray, n_prefix: int) -> "_WordUnits":
         """The units at chunk pieces ``pieces`` ``(words,)`` (one per word, increasing) of ``windows``,
         whose model inputs start with ``n_prefix`` special tokens."""
         # (windows,) where each window's owned pieces start among the chunk's; owned ranges tile them
@@ -808,7 +809,7 @@ class TransformerEncoder(Encoder):
 
     def _iter_picked(self, sentences, pooled: _Pooled, selectors: Sequence[str], show_progress: bool) -> Iterator[np.ndarray]:
         """:meth:`_iter_pooled` of words picked by ``selectors`` (their first or last pieces), each chunk
-        planned as arrays (:class:`_SumWindows`, :class:`_WordUnits`) instead of an object per sentence,
+        planned as arrays (:class:`_ChunkWindows`, :class:`_WordUnits`) instead of an object per sentence,
         window and unit; the same batches, so the same bits, as :meth:`_iter_pending` runs."""
         layer_index = pooled.pooling.layer_indexes
         dim = pooled.pooling.output_width(subword_output_width(self.width, pooled.method))
@@ -816,7 +817,7 @@ class TransformerEncoder(Encoder):
         ahead = not isinstance(sentences, Iterator) and isinstance(sentences, Sized) and len(sentences) > self.chunk_size
         with progress_bar(sentences, show_progress) as progress:
             for chunk, (ids, starts, first_word, n_words) in _tokenized(chunks, self.pieces.word_pieces, ahead):
-                windows = _SumWindows.plan(ids, starts[first_word + n_words] - starts[first_word], self.window, self.stride)
+                windows = _ChunkWindows.plan(ids, starts[first_word + n_words] - starts[first_word], self.window, self.stride)
                 units = [_WordUnits.plan(windows, _UNIT_PIECES[name](starts), len(self.pieces.prefix)) for name in selectors]
                 # (words of the chunk, dim): every row is written, as its word's window runs
                 out = pooled.out = np.empty((len(starts) - 1, dim), dtype=pooled.dtype)
@@ -830,7 +831,7 @@ class TransformerEncoder(Encoder):
                     yield out[begin:end]
 
     @torch.inference_mode()
-    def _pick_batch(self, rows: slice, windows: _SumWindows, padded: np.ndarray, units: list[_WordUnits],
+    def _pick_batch(self, rows: slice, windows: _ChunkWindows, padded: np.ndarray, units: list[_WordUnits],
                     layer_index: tuple[int, ...], pooled: _Pooled) -> None:
         """Run windows ``rows`` (one batch) and pool each selector's units into their words' rows."""
         length = int(padded[rows].max())
@@ -845,7 +846,7 @@ class TransformerEncoder(Encoder):
                 index = (unit.window[begin:end] - rows.start) * length + unit.position[begin:end]
                 self._pool_words(flat, index, unit.word[begin:end], k, len(units), pooled)
 
-    def _window_batches(self, windows: _SumWindows) -> tuple[np.ndarray, list[slice]]:
+    def _window_batches(self, windows: _ChunkWindows) -> tuple[np.ndarray, list[slice]]:
         """Each window's model input length (``(windows,)``, as :meth:`_padded_length` gives it) and the
         batches :meth:`_run_rows` cuts from them, as slices of the windows in run order."""
         n_special = len(self.pieces.prefix) + len(self.pieces.suffix)
@@ -871,7 +872,7 @@ class TransformerEncoder(Encoder):
         """The mean over each sentence's pieces, summed where the model ran per window (every piece
         once, from the window that owns it): only ``(layers, width)`` per window leaves the device.
 
-        The sentences' model inputs are arrays (:class:`_SumWindows`), not an object per sentence, and
+        The sentences' model inputs are arrays (:class:`_ChunkWindows`), not an object per sentence, and
         each batch's means go straight to the output; the batches are those of the other paths.
 
         Returns
@@ -887,7 +888,8 @@ class TransformerEncoder(Encoder):
         begin = 0
         with progress_bar(sentences, show_progress) as progress:
             for chunk, (ids, n_pieces) in _tokenized(chunks, self.pieces.joined, ahead=len(sentences) > self.chunk_size):
-                self._piece_means(ids, n_pieces, layer_index, out[begin : begin + len(chunk)], _ChunkProgress(progress, len(chunk)))
+                self._piece_means(ids, n_pieces, layer_index, out[begin : begin + len(chunk)],
+                                  _ChunkProgress(progress, len(chunk)))
                 begin += len(chunk)
         return out
 
@@ -1224,7 +1226,7 @@ class TransformerEncoder(Encoder):
         """The piece means of one chunk's sentences (their pieces ``ids`` one after the other, ``n_pieces``
         of each) into ``out`` ``(sentences, layers, width)``: the means of a sentence in one window as
         its batch finishes, those in several once all of their windows' sums are in."""
-        windows = _SumWindows.plan(ids, n_pieces, self.window, self.stride)
+        windows = _ChunkWindows.plan(ids, n_pieces, self.window, self.stride)
         padded, batches = self._window_batches(windows)
         # (layers, windows of the sentences in several, width) float64
         split_sums = np.empty((len(layer_index), int(windows.split_offsets[-1]), self.width), dtype=np.float64)
@@ -1236,7 +1238,7 @@ class TransformerEncoder(Encoder):
             out[text] = split_sums[:, begin:end].sum(axis=1) / n_pieces[text]
 
     @torch.inference_mode()
-    def _sum_batch(self, rows: slice, windows: _SumWindows, padded: np.ndarray, layer_index: tuple[int, ...],
+    def _sum_batch(self, rows: slice, windows: _ChunkWindows, padded: np.ndarray, layer_index: tuple[int, ...],
                    out: np.ndarray, split_sums: np.ndarray) -> None:
         """Run windows ``rows`` (one batch) and sum the pieces each owns: a whole sentence's sums
         divided by its pieces into its row of ``out`` ``(sentences, layers, width)``, the other
