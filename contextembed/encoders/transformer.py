@@ -874,6 +874,8 @@ class TransformerEncoder(Encoder):
 
         The sentences' model inputs are arrays (:class:`_ChunkWindows`), not an object per sentence, and
         each batch's means go straight to the output; the batches are those of the other paths.
+        ``show_progress`` (a bar of its own, or the caller's: anything with ``update(n)``) counts the
+        sentences as the batches finish.
 
         Returns
         -------
