@@ -127,12 +127,8 @@ class PieceTokenizer:
         n_pieces : np.ndarray
             ``(sentences,)`` int64: how many pieces each sentence has.
         """
-        if self._words is not None:
-            ids, starts, first_word, n_words = self._words.words(sentences)
-            return ids, starts[first_word + n_words] - starts[first_word]
-        pieces = self(sentences)
-        ids = np.concatenate([p.ids for p in pieces]) if pieces else np.zeros(0, dtype=np.int64)
-        return ids, np.fromiter((p.n_pieces for p in pieces), dtype=np.int64, count=len(pieces))
+        ids, starts, first_word, n_words = self.word_pieces(sentences)
+        return ids, starts[first_word + n_words] - starts[first_word]
 
     def word_pieces(self, sentences: Sentences) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """The pieces of :meth:`__call__` word after word, without an object per sentence.

@@ -814,7 +814,7 @@ class TransformerEncoder(Encoder):
         layer_index = pooled.pooling.layer_indexes
         dim = pooled.pooling.output_width(subword_output_width(self.width, pooled.method))
         chunks = check_sentence_chunks(sentences, self.chunk_size)
-        ahead = not isinstance(sentences, Iterator) and isinstance(sentences, Sized) and len(sentences) > self.chunk_size
+        ahead = self._tokenizes_ahead(sentences)
         with progress_bar(sentences, show_progress) as progress:
             for chunk, (ids, starts, first_word, n_words) in _tokenized(chunks, self.pieces.word_pieces, ahead):
                 windows = _ChunkWindows.plan(ids, starts[first_word + n_words] - starts[first_word], self.window, self.stride)
@@ -980,15 +980,19 @@ class TransformerEncoder(Encoder):
         is read one chunk at a time)."""
         layer_index = self.layer_indexes(layers)
         chunks = check_sentence_chunks(sentences, self.chunk_size)
-        # an iterator is read no further than one chunk ahead of the outputs: tokenized as it comes;
-        # a list of one chunk has nothing to tokenize ahead
-        ahead = not isinstance(sentences, Iterator) and isinstance(sentences, Sized) and len(sentences) > self.chunk_size
+        ahead = self._tokenizes_ahead(sentences)
         with progress_bar(sentences, show_progress) as progress:
             for chunk, pieces in _tokenized(chunks, self.pieces, ahead):
                 pending = [self._pending(p, selectors) for p in pieces]
                 self._run(pending, [row for item in pending for row in self._single_rows(item)], layer_index, pooled,
                           _ChunkProgress(progress, len(chunk)))
                 yield from pending
+
+    def _tokenizes_ahead(self, sentences) -> bool:
+        """Whether the next chunk of ``sentences`` is tokenized on a producer while one runs: an iterator
+        is read no further than one chunk ahead of the outputs (tokenized as it comes), and a list of
+        one chunk has nothing to tokenize ahead."""
+        return not isinstance(sentences, Iterator) and isinstance(sentences, Sized) and len(sentences) > self.chunk_size
 
     def _run(self, pending: list[_Pending], rows: list[_Row], layer_index: tuple[int, ...],
              pooled: Union[_Pooled, _TextPooled, None], progress: Optional["_ChunkProgress"] = None) -> None:

@@ -435,6 +435,8 @@ KINDS = {"sentence": (sentence_key, _encode_sentences), "piece_mean": (piece_mea
          "in_context": (context_key, _encode_in_context), "text_layers": (text_layers_key, _encode_text_layers),
          "pair_layers": (pair_layers_key, _encode_pair_layers)}
 Kind = Literal["sentence", "piece_mean", "in_context", "text_layers", "pair_layers"]
+#: the kinds pooled where the encoder ran: a small ``(layers, width)`` result per item
+POOLED_KINDS = ("piece_mean", "text_layers", "pair_layers")
 #: what a progress bar counts for each kind
 UNITS = {"sentence": "sent", "piece_mean": "text", "in_context": "sent", "text_layers": "text", "pair_layers": "pair"}
 
@@ -472,7 +474,8 @@ def encode_all(
     """Piece-level encodings with all layers for every sentence (or pair), in input order.
 
     Items found in the caches are not encoded again; the rest (deduplicated) are encoded in blocks
-    of :data:`BLOCK_SIZE` (:data:`POOLED_BLOCK_SIZE` for the pooled kinds), in parallel when ``n_jobs`` asks for it, and counted on ``progress``.
+    of :data:`BLOCK_SIZE` (:data:`POOLED_BLOCK_SIZE` for :data:`POOLED_KINDS`), in parallel when
+    ``n_jobs`` asks for it, and counted on ``progress``.
 
     ``options``: ``(subword_pooling, text_pooling)`` for ``kind="text_layers"`` and ``"pair_layers"``.
 
@@ -539,7 +542,7 @@ def _lookup(key: str, memory: Optional[EncodingCache], disk: Optional[DiskCache]
 
 def _encode_missing(ref: EncoderRef, items: list, n_jobs: Optional[int], kind: Kind,
                     progress: EncodingProgress = SILENT, options: tuple = ()) -> list:
-    size = POOLED_BLOCK_SIZE if kind in ("piece_mean", "text_layers", "pair_layers") else BLOCK_SIZE
+    size = POOLED_BLOCK_SIZE if kind in POOLED_KINDS else BLOCK_SIZE
     blocks = [items[i : i + size] for i in range(0, len(items), size)]
     from joblib import Parallel, delayed, effective_n_jobs
 
