@@ -59,10 +59,11 @@ class FreeModel:
 
         batch, seq = input_ids.shape
         size = batch * seq * self.width
-        if not self.buffers or self.buffers[0].numel() < size:
-            self.buffers = [torch.zeros(size, device=self.device) for _ in range(self.n_layers)]
+        buffers = self.buffers  # this call's: batches run on several threads, each may grow them
+        if not buffers or buffers[0].numel() < size:
+            buffers = self.buffers = [torch.zeros(size, device=self.device) for _ in range(self.n_layers)]
         # n_layers x (batch, seq, width)
-        hidden = tuple(buffer[:size].view(batch, seq, self.width) for buffer in self.buffers)
+        hidden = tuple(buffer[:size].view(batch, seq, self.width) for buffer in buffers)
         return SimpleNamespace(hidden_states=hidden, last_hidden_state=hidden[-1])
 
 

@@ -341,9 +341,15 @@ class Encoder(ABC):
         """
         sentences = check_sentences(sentences)
         out = np.zeros((len(sentences), len(self.layer_indexes(layers)), self.width), dtype=np.float32)
-        for i, encoding in enumerate(self.iter_encode_pieces(sentences, layers, show_progress=show_progress)):
-            out[i] = encoding.piece_means()
+        for i, means in enumerate(self.iter_encode_piece_means(sentences, layers, show_progress=show_progress)):
+            out[i] = means
         return out
+
+    def iter_encode_piece_means(self, sentences: Sentences, layers: LayerSpec = "all", *,
+                                show_progress: ShowProgress = False) -> Iterator[np.ndarray]:
+        """:meth:`encode_piece_means` one sentence after the other, in input order: ``(layers, width)``
+        float32 each, without gathering them into one array."""
+        return (encoding.piece_means() for encoding in self.iter_encode_pieces(sentences, layers, show_progress=show_progress))
 
     def iter_encode_text_layers(
         self,

@@ -167,6 +167,9 @@ class _ChunkWindows:
     split_offsets : np.ndarray
         ``(len(split) + 1,)`` int64: sentence ``split[i]``'s windows are slots
         ``split_offsets[i]:split_offsets[i + 1]``.
+    row : np.ndarray
+        ``(sentences,)`` int64: the place in run order of each sentence's first window (where a
+        sentence's piece means are, among the windows' rows: :meth:`TransformerEncoder._piece_means`).
     """
 
     ids: np.ndarray
@@ -178,6 +181,7 @@ class _ChunkWindows:
     slot: np.ndarray
     split: np.ndarray
     split_offsets: np.ndarray
+    row: np.ndarray
 
     @classmethod
     def plan(cls, ids: np.ndarray, n_pieces: np.ndarray, window: int, stride: int) -> "_ChunkWindows":
@@ -205,8 +209,12 @@ class _ChunkWindows:
         sentence_start = np.cumsum(n_pieces) - n_pieces
         order = np.argsort(end - start, kind="stable")
         split_offsets = np.concatenate([[0], np.cumsum(n_windows[split])])
+        # (windows,) the place in run order of each window in input order
+        place = np.empty_like(order)
+        place[order] = np.arange(len(order))
         return cls(ids, text[order], (sentence_start[text] + start)[order], (end - start)[order],
-                   (own_start - start)[order], (own_end - own_start)[order], slot[order], split, split_offsets)
+                   (own_start - start)[order], (own_end - own_start)[order], slot[order], split, split_offsets,
+                   place[first_window])
 
     def __len__(self) -> int:
         return len(self.text)
@@ -872,10 +880,9 @@ class TransformerEncoder(Encoder):
         """The mean over each sentence's pieces, summed where the model ran per window (every piece
         once, from the window that owns it): only ``(layers, width)`` per window leaves the device.
 
-        The sentences' model inputs are arrays (:class:`_ChunkWindows`), not an object per sentence, and
-        each batch's means go straight to the output; the batches are those of the other paths.
-        ``show_progress`` (a bar of its own, or the caller's: anything with ``update(n)``) counts the
-        sentences as the batches finish.
+        The sentences' model inputs are arrays (:class:`_ChunkWindows`), not an object per sentence;
+        the batches are those of the other paths. ``show_progress`` (a bar of its own, or the
+        caller's: anything with ``update(n)``) counts the sentences as the batches finish.
 
         Returns
         -------
@@ -883,17 +890,31 @@ class TransformerEncoder(Encoder):
             ``(sentences, layers, width)`` float32; zeros for an empty sentence.
         """
         sentences = check_sentences(sentences)
-        layer_index = self.layer_indexes(layers)
         # (sentences, layers, width): every row is written (an empty sentence's mean is 0 / 1)
-        out = np.empty((len(sentences), len(layer_index), self.width), dtype=np.float32)
-        chunks = (sentences[begin : begin + self.chunk_size] for begin in range(0, len(sentences), self.chunk_size))
+        out = np.empty((len(sentences), len(self.layer_indexes(layers)), self.width), dtype=np.float32)
         begin = 0
+        for rows, where in self._chunk_piece_means(sentences, layers, show_progress):
+            np.take(rows, where, axis=0, out=out[begin : begin + len(where)])
+            begin += len(where)
+        return out
+
+    def iter_encode_piece_means(self, sentences: Sentences, layers: LayerSpec = "all", *,
+                                show_progress: ShowProgress = False) -> Iterator[np.ndarray]:
+        """:meth:`encode_piece_means` one sentence after the other, in input order, without gathering
+        them into one array: each ``(layers, width)`` is a view of its chunk's means (which it keeps
+        alive; copy the few to keep of many)."""
+        chunks = self._chunk_piece_means(check_sentences(sentences), layers, show_progress)
+        return (means for rows, where in chunks for means in map(rows.__getitem__, where.tolist()))
+
+    def _chunk_piece_means(self, sentences: list, layers: LayerSpec,
+                           show_progress: ShowProgress) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """:meth:`_piece_means` of each chunk of the checked ``sentences``, in order (the next chunk
+        tokenized while one runs)."""
+        layer_index = self.layer_indexes(layers)
+        chunks = (sentences[begin : begin + self.chunk_size] for begin in range(0, len(sentences), self.chunk_size))
         with progress_bar(sentences, show_progress) as progress:
             for chunk, (ids, n_pieces) in _tokenized(chunks, self.pieces.joined, ahead=len(sentences) > self.chunk_size):
-                self._piece_means(ids, n_pieces, layer_index, out[begin : begin + len(chunk)],
-                                  _ChunkProgress(progress, len(chunk)))
-                begin += len(chunk)
-        return out
+                yield self._piece_means(ids, n_pieces, layer_index, _ChunkProgress(progress, len(chunk)))
 
     def _iter_text_layers(self, sentences, layers: LayerSpec, subword_pooling: str, text_pooling: str,
                           show_progress: bool) -> Iterator[np.ndarray]:
@@ -1227,48 +1248,52 @@ class TransformerEncoder(Encoder):
             part.item.blocks[k].append((part.window.own_start, gathered[:, start : start + count]))
             start += count
 
-    def _piece_means(self, ids: np.ndarray, n_pieces: np.ndarray, layer_index: tuple[int, ...], out: np.ndarray,
-                     progress: Optional["_ChunkProgress"] = None) -> None:
+    def _piece_means(self, ids: np.ndarray, n_pieces: np.ndarray, layer_index: tuple[int, ...],
+                     progress: Optional["_ChunkProgress"] = None) -> tuple[np.ndarray, np.ndarray]:
         """The piece means of one chunk's sentences (their pieces ``ids`` one after the other, ``n_pieces``
-        of each) into ``out`` ``(sentences, layers, width)``: the means of a sentence in one window as
-        its batch finishes, those in several once all of their windows' sums are in."""
+        of each): a sentence in one window is divided into its window's row as its batch finishes, one in
+        several once all of its windows' sums are in (into the row of its first window).
+
+        Returns
+        -------
+        tuple of np.ndarray
+            ``(windows, layers, width)`` float32 in run order, and ``(sentences,)`` the row of each
+            sentence's means (the other rows of a sentence's windows are not used).
+        """
         windows = _ChunkWindows.plan(ids, n_pieces, self.window, self.stride)
         padded, batches = self._window_batches(windows)
+        rows = np.empty((len(windows), len(layer_index), self.width), dtype=np.float32)
         # (layers, windows of the sentences in several, width) float64
         split_sums = np.empty((len(layer_index), int(windows.split_offsets[-1]), self.width), dtype=np.float64)
-        run = functools.partial(self._sum_batch, windows=windows, padded=padded, layer_index=layer_index, out=out,
+        run = functools.partial(self._sum_batch, windows=windows, padded=padded, layer_index=layer_index, out=rows,
                                 split_sums=split_sums)
         self._run_windows(run, batches, padded, progress)
         for text, begin, end in zip(windows.split, windows.split_offsets[:-1], windows.split_offsets[1:]):
             # (layers, windows, width): its windows' sums, in window order, added up
-            out[text] = split_sums[:, begin:end].sum(axis=1) / n_pieces[text]
+            rows[windows.row[text]] = split_sums[:, begin:end].sum(axis=1) / n_pieces[text]
+        return rows, windows.row
 
     @torch.inference_mode()
     def _sum_batch(self, rows: slice, windows: _ChunkWindows, padded: np.ndarray, layer_index: tuple[int, ...],
                    out: np.ndarray, split_sums: np.ndarray) -> None:
-        """Run windows ``rows`` (one batch) and sum the pieces each owns: a whole sentence's sums
-        divided by its pieces into its row of ``out`` ``(sentences, layers, width)``, the other
-        windows' sums into their slots of ``split_sums`` ``(layers, slots, width)``."""
+        """Run windows ``rows`` (one batch) and sum the pieces each owns: each window's sums divided by
+        its pieces into its rows of ``out`` ``(windows, layers, width)`` (a sentence's mean where the
+        window holds all of it), those of windows of sentences in several windows also into their slots
+        of ``split_sums`` ``(layers, slots, width)``."""
         length = int(padded[rows].max())
         ids, mask = windows.inputs(rows, length, self.pieces.around, self.pad_id)
         inputs = {"input_ids": torch.from_numpy(ids).to(self.device), "attention_mask": torch.from_numpy(mask).to(self.device)}
         # each (batch * seq, width)
         flat = self._forward(inputs, layer_index)
         starts = np.arange(len(ids)) * length + len(self.pieces.prefix) + windows.own[rows]
-        count, text, slot = windows.count[rows], windows.text[rows], windows.slot[rows]
-        # (layers, batch, width) float64
-        sums = self._window_sums(flat, starts, count)
-        # (batch, layers, width): a whole sentence's mean, divided in float64 and rounded once (an empty
-        # one's is 0 / 1); the rows of windows of longer sentences are not used
-        means = np.empty((len(text), *out.shape[1:]), dtype=np.float32)
+        # (layers, batch, width) float64, laid out as (batch, layers, width)
+        sums = self._window_sums(flat, starts, windows.count[rows])
+        # a whole sentence's mean, divided in float64 and rounded once (an empty one's is 0 / 1)
         np.divide(sums.transpose(1, 0, 2), np.maximum(windows.length[rows], 1).astype(np.float64)[:, None, None],
-                  out=means, casting="same_kind")
-        whole = slot < 0
-        if whole.all():
-            out[text] = means
-            return
-        out[text[whole]] = means[whole]
-        split_sums[:, slot[~whole]] = sums[:, ~whole]
+                  out=out[rows], casting="same_kind")
+        split = windows.slot[rows] >= 0
+        if split.any():
+            split_sums[:, windows.slot[rows][split]] = sums[:, split]
 
     def _window_sums(self, flat: list[torch.Tensor], starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
         """The sum of each window's ``counts[j]`` rows from ``starts[j]`` of every layer of ``flat``:

@@ -425,7 +425,7 @@ def _encode_pair_layers(encoder: Encoder, pairs: list, progress: ShowProgress = 
 
 
 def _encode_piece_means(encoder: Encoder, sentences: list, progress: ShowProgress = False) -> Iterator[np.ndarray]:
-    return iter(encoder.encode_piece_means(sentences, layers="all", show_progress=progress))  # the whole block
+    return encoder.iter_encode_piece_means(sentences, layers="all", show_progress=progress)
 
 
 #: what can be encoded and cached: how to key one item, and how to encode a block of them (one

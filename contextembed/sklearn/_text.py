@@ -6,9 +6,8 @@ from collections.abc import Callable
 from typing import Optional, Union
 
 import numpy as np
-from sklearn.preprocessing import normalize as unit_rows
 
-from ..pooling import LayerSpec, check_text_options, check_text_pooling
+from ..pooling import LayerSpec, check_text_options, check_text_pooling, normalize_rows
 from ..pooling._layers import OutputDtype
 from ._base import LayerFeaturesBase
 from ._checks import check_texts, class_labels
@@ -106,7 +105,7 @@ class TextEmbedder(LayerFeaturesBase):
         if not texts:
             return self._empty()
         features = self._combine(self._layer_vectors(texts))
-        return self._output(unit_rows(features) if self.normalize else features)
+        return self._output(normalize_rows(features) if self.normalize else features)
 
     def _layer_vectors(self, texts: list[list[str]]) -> np.ndarray:
         """Per-layer text vectors: ``(selected_layers, n_texts, width)`` float32.

@@ -270,6 +270,27 @@ def test_piece_means_are_a_plain_loop_over_the_pieces_bit_for_bit(request, model
         assert not np.signbit(means[1]).any() and not means[1].any()  # the empty sentence
 
 
+@pytest.mark.parametrize("chunk_size", [4096, 5], ids=["one chunk", "chunks of 5"])
+def test_piece_means_one_at_a_time_are_the_array_bit_for_bit(request, tiny_bert_dir, chunk_size):
+    """``iter_encode_piece_means`` yields views of each chunk's means in run order: in input order,
+    each sentence's own row (split sentences, empty and repeated ones), the bits of the array form and
+    of the plain loop; the same holds for an encoder without its own (static vectors)."""
+    from contextembed.encoders import StaticVectors
+
+    encoder, sentences = _many_sentences(request, "bert", {"max_batch_size": 3, "window": 7, "stride": 3,
+                                                            "chunk_size": chunk_size})
+    rows = list(encoder.iter_encode_piece_means(sentences, [-1, 0]))
+    assert len(rows) == len(sentences) and all(row.shape == (2, encoder.width) for row in rows)
+    assert np.array_equal(np.stack(rows), encoder.encode_piece_means(sentences, [-1, 0]))
+    assert np.array_equal(np.stack(rows), _piece_means_reference(encoder, sentences, [-1, 0]))
+    with pytest.raises(TypeError, match="sentence 1"):  # checked at the call, not at the first row
+        encoder.iter_encode_piece_means([["a"], "not a token list"])
+    static = StaticVectors(["the", "fox"], np.arange(8, dtype=np.float32).reshape(2, 4))
+    rows = list(static.iter_encode_piece_means([["the", "fox", "fox"], [], ["fox"]]))
+    expected = np.array([[8 / 3, 11 / 3, 14 / 3, 17 / 3], [0, 0, 0, 0], [4, 5, 6, 7]]).astype(np.float32)  # rounded once
+    np.testing.assert_array_equal(np.stack(rows)[:, 0], expected)
+
+
 def test_piece_means_summed_on_the_cpu_are_the_torch_paths(tiny, monkeypatch):
     sentences = SENTENCES + [["unaffable"] * 30]  # far over the 40 positions: windows
     means = tiny.encode_piece_means(sentences)

@@ -70,14 +70,14 @@ def _fitted_ref(spec) -> EncoderRef:
 
 
 class CountingEncoder:
-    """Wraps the registry's encoder's ``iter_encode_pieces`` and ``encode_piece_means`` (the tiny
+    """Wraps the registry's encoder's ``iter_encode_pieces`` and ``iter_encode_piece_means`` (the tiny
     BERT's does not call the former) and counts sentences and calls."""
 
     def __init__(self, monkeypatch, ref: EncoderRef) -> None:
         self.calls = 0
         self.sentences = 0
         encoder = get_encoder(ref)
-        for name in ("iter_encode_pieces", "encode_piece_means"):  # pieces, or text-level piece means
+        for name in ("iter_encode_pieces", "iter_encode_piece_means"):  # pieces, or text-level piece means
             monkeypatch.setattr(encoder, name, self._counted(getattr(encoder, name)))
 
     def _counted(self, original):
