@@ -911,9 +911,9 @@ class TransformerEncoder(Encoder):
         """:meth:`_piece_means` of each chunk of the checked ``sentences``, in order (the next chunk
         tokenized while one runs)."""
         layer_index = self.layer_indexes(layers)
-        chunks = (sentences[begin : begin + self.chunk_size] for begin in range(0, len(sentences), self.chunk_size))
         with progress_bar(sentences, show_progress) as progress:
-            for chunk, (ids, n_pieces) in _tokenized(chunks, self.pieces.joined, ahead=len(sentences) > self.chunk_size):
+            for chunk, (ids, n_pieces) in _tokenized(_chunks(sentences, self.chunk_size), self.pieces.joined,
+                                                     self._tokenizes_ahead(sentences)):
                 yield self._piece_means(ids, n_pieces, layer_index, _ChunkProgress(progress, len(chunk)))
 
     def _iter_text_layers(self, sentences, layers: LayerSpec, subword_pooling: str, text_pooling: str,
@@ -1291,9 +1291,10 @@ class TransformerEncoder(Encoder):
         # a whole sentence's mean, divided in float64 and rounded once (an empty one's is 0 / 1)
         np.divide(sums.transpose(1, 0, 2), np.maximum(windows.length[rows], 1).astype(np.float64)[:, None, None],
                   out=out[rows], casting="same_kind")
-        split = windows.slot[rows] >= 0
+        slot = windows.slot[rows]
+        split = slot >= 0
         if split.any():
-            split_sums[:, windows.slot[rows][split]] = sums[:, split]
+            split_sums[:, slot[split]] = sums[:, split]
 
     def _window_sums(self, flat: list[torch.Tensor], starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
         """The sum of each window's ``counts[j]`` rows from ``starts[j]`` of every layer of ``flat``:
