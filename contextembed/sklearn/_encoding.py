@@ -191,7 +191,8 @@ class EncodingCache:
     ----------
     max_bytes : int or str, optional
         Upper bound on the summed ``nbytes`` of the stored arrays (a byte size such as ``"512MB"``
-        too); ``0`` disables the cache. ``None``: ``CONTEXTEMBED_CACHE_BYTES``, read when the bound
+        too), which is the memory they keep: :func:`encode_all` stores arrays that own their memory
+        (:func:`own_memory`), not views of an encoder's chunk; ``0`` disables the cache. ``None``: ``CONTEXTEMBED_CACHE_BYTES``, read when the bound
         is first needed (an invalid value fails there, naming the variable), else 1 GiB.
     """
 
@@ -246,10 +247,47 @@ class EncodingCache:
 
 
 def _nbytes(encoding) -> int:
-    if isinstance(encoding, np.ndarray):  # a text's piece means
-        return encoding.nbytes
-    cls = 0 if encoding.cls is None else encoding.cls.nbytes
-    return encoding.hidden.nbytes + encoding.word_offsets.nbytes + cls
+    return sum(array.nbytes for array in _arrays(encoding))
+
+
+def _arrays(encoding) -> list[np.ndarray]:
+    """The arrays of an encoding: itself (a text's or pair's pooled layers) or a
+    :class:`PieceEncoding`'s."""
+    if isinstance(encoding, np.ndarray):
+        return [encoding]
+    return [array for array in (encoding.hidden, encoding.word_offsets, encoding.cls, encoding.ids) if array is not None]
+
+
+def own_memory(encoding):
+    """``encoding`` with each array that is a view of a larger one (a chunk's rows, a batch's
+    pieces) copied, so that it keeps alive only the bytes it holds: what the memory cache counts
+    against its bound is then what it keeps. Arrays that own their memory are not copied."""
+    if isinstance(encoding, np.ndarray):
+        return _owned(encoding)
+    return dataclasses.replace(encoding, **{
+        field: _owned(array) for field in ("hidden", "word_offsets", "cls", "ids")
+        if (array := getattr(encoding, field)) is not None and _held_bytes(array) > array.nbytes})
+
+
+def _owned(array: np.ndarray) -> np.ndarray:
+    return array.copy() if _held_bytes(array) > array.nbytes else array
+
+
+def _held_bytes(array: np.ndarray) -> int:
+    """The bytes ``array`` keeps alive: those of the array, torch tensor storage or buffer it is a
+    view of (its own when it owns its memory)."""
+    base = array
+    while isinstance(base, np.ndarray) and base.base is not None:
+        base = base.base
+    if isinstance(base, np.ndarray):
+        return base.nbytes
+    storage = getattr(base, "untyped_storage", None)  # a torch tensor's .numpy()
+    if storage is not None:
+        return storage().nbytes()
+    try:
+        return memoryview(base).nbytes
+    except TypeError:  # a buffer of unknown size: assume it holds more
+        return array.nbytes + 1
 
 
 MEMORY_CACHE = EncodingCache()
@@ -515,6 +553,8 @@ def encode_all(
         progress.add(len(missing))
         new = _encode_missing(ref, list(missing.values()), n_jobs, kind, progress, options)
         for key, encoding in zip(missing, new):
+            if memory is not None:  # a view of a chunk's rows would keep all of them alive in the cache
+                encoding = own_memory(encoding)
             found[key] = encoding
             if memory is not None:
                 memory.put(key, encoding)

@@ -195,3 +195,54 @@ def test_text_piece_means_reuse_cached_pieces(bert, sentences, monkeypatch):
     fresh = TextEmbedder(bert, text_pooling="piece_mean", cache=None).fit(sentences).transform(sentences)
     np.testing.assert_array_equal(from_pieces, fresh)  # the same float64 sums either way
     assert counter.sentences == len(sentences)  # no cache: the device sums, once per text
+
+
+def _held(array: np.ndarray) -> int:
+    return _encoding._held_bytes(array)
+
+
+@pytest.mark.filterwarnings("ignore::contextembed.encoders._base.LongPairWarning")
+@pytest.mark.parametrize("kind, options", [("sentence", ()), ("piece_mean", ()), ("text_layers", ("first", "mean")),
+                                           ("pair_layers", ("first", "mean"))])
+def test_the_memory_cache_keeps_only_the_bytes_it_counts(bert, sentences, kind, options):
+    # the encoder hands out views of a chunk's rows or a batch's pieces; cached as they are, one
+    # entry left after evictions would keep all of them alive while the cache counts its own bytes
+    items = [(a, b) for a, b in zip(sentences, sentences[1:])] if kind == "pair_layers" else sentences
+    encodings = get_encoder(EncoderRef(bert)).encode_piece_means(sentences) if kind == "piece_mean" else None
+    clear_cache()
+    out = encode_all(EncoderRef(bert), items, cache="memory", kind=kind, options=options)
+    cached = list(_encoding.MEMORY_CACHE._items.values())
+    assert len(cached) == len(set(map(str, items)))
+    for encoding in [*out, *cached]:
+        for array in _encoding._arrays(encoding):
+            assert _held(array) == array.nbytes
+    assert _encoding.MEMORY_CACHE.nbytes == sum(map(_encoding._nbytes, cached))
+    if encodings is not None:  # the copies are the encoder's values
+        np.testing.assert_array_equal(np.stack(out), encodings)
+    clear_cache()
+
+
+def test_own_memory_copies_only_views_of_larger_arrays():
+    import torch
+
+    rows = np.arange(24, dtype=np.float32).reshape(4, 2, 3)
+    view = rows[1]
+    owned = _encoding.own_memory(view)
+    assert owned is not view and owned.base is None and np.array_equal(owned, view)
+    assert _encoding.own_memory(owned) is owned  # owns its memory: not copied
+    whole = rows.reshape(8, 3)  # a view of all of an array holds no more
+    assert _encoding.own_memory(whole) is whole
+    tensor = torch.arange(12, dtype=torch.float32).reshape(4, 3)
+    from_torch = tensor[1:2].numpy()  # a view of the tensor's storage
+    assert _held(from_torch) == 48 and _encoding.own_memory(from_torch).base is None
+    assert _held(np.frombuffer(b"\0" * 16, dtype=np.float32)[:2]) == 16
+    hidden = np.zeros((2, 6, 3), np.float32)
+    encoding = PieceEncoding(hidden[:, 1:3], np.array([0, 2]), cls=hidden[:, 0], ids=np.arange(5)[1:3])
+    compact = _encoding.own_memory(encoding)
+    assert compact.word_offsets is encoding.word_offsets
+    for array in _encoding._arrays(compact):
+        assert _held(array) == array.nbytes
+    np.testing.assert_array_equal(compact.hidden, encoding.hidden)
+    np.testing.assert_array_equal(compact.cls, encoding.cls)
+    np.testing.assert_array_equal(compact.ids, encoding.ids)
+    assert _encoding._nbytes(compact) == 2 * 2 * 3 * 4 + 16 + 2 * 3 * 4 + 16  # ids counted too
