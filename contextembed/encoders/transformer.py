@@ -1265,9 +1265,11 @@ class TransformerEncoder(Encoder):
         rows = np.empty((len(windows), len(layer_index), self.width), dtype=np.float32)
         # (layers, windows of the sentences in several, width) float64
         split_sums = np.empty((len(layer_index), int(windows.split_offsets[-1]), self.width), dtype=np.float64)
+        copies = HostCopies(self.device)
         run = functools.partial(self._sum_batch, windows=windows, padded=padded, layer_index=layer_index, out=rows,
-                                split_sums=split_sums)
+                                split_sums=split_sums, copies=copies)
         self._run_windows(run, batches, padded, progress)
+        copies.flush()  # before the split sentences' means: their first window's row is theirs
         for text, begin, end in zip(windows.split, windows.split_offsets[:-1], windows.split_offsets[1:]):
             # (layers, windows, width): its windows' sums, in window order, added up
             rows[windows.row[text]] = split_sums[:, begin:end].sum(axis=1) / n_pieces[text]
@@ -1275,48 +1277,58 @@ class TransformerEncoder(Encoder):
 
     @torch.inference_mode()
     def _sum_batch(self, rows: slice, windows: _ChunkWindows, padded: np.ndarray, layer_index: tuple[int, ...],
-                   out: np.ndarray, split_sums: np.ndarray) -> None:
+                   out: np.ndarray, split_sums: np.ndarray, copies: HostCopies) -> None:
         """Run windows ``rows`` (one batch) and sum the pieces each owns: each window's sums divided by
         its pieces into its rows of ``out`` ``(windows, layers, width)`` (a sentence's mean where the
         window holds all of it), those of windows of sentences in several windows also into their slots
-        of ``split_sums`` ``(layers, slots, width)``."""
+        of ``split_sums`` ``(layers, slots, width)``.
+
+        A whole sentence's mean is divided in float64 and rounded to float32 once (an empty one's is
+        0 / 1): on a CPU in NumPy; elsewhere on the device, so that only the float32 means come back,
+        through ``copies`` (on CUDA a pinned buffer, consumed while the next batch computes), and the
+        float64 sums only of the windows of sentences in several windows.
+        """
         length = int(padded[rows].max())
         ids, mask = windows.inputs(rows, length, self.pieces.around, self.pad_id)
         inputs = {"input_ids": torch.from_numpy(ids).to(self.device), "attention_mask": torch.from_numpy(mask).to(self.device)}
         # each (batch * seq, width)
         flat = self._forward(inputs, layer_index)
         starts = np.arange(len(ids)) * length + len(self.pieces.prefix) + windows.own[rows]
-        # (layers, batch, width) float64, laid out as (batch, layers, width)
-        sums = self._window_sums(flat, starts, windows.count[rows])
-        # a whole sentence's mean, divided in float64 and rounded once (an empty one's is 0 / 1)
-        np.divide(sums.transpose(1, 0, 2), np.maximum(windows.length[rows], 1).astype(np.float64)[:, None, None],
-                  out=out[rows], casting="same_kind")
+        n_pieces = np.maximum(windows.length[rows], 1).astype(np.float64)
         slot = windows.slot[rows]
-        split = slot >= 0
-        if split.any():
-            split_sums[:, slot[split]] = sums[:, split]
+        split = np.flatnonzero(slot >= 0)
+        if self._sums_on_host(flat):
+            # (layers, batch, width) float64, laid out as (batch, layers, width)
+            sums = _segment_sums([layer.numpy() for layer in flat], starts, windows.count[rows])
+            np.divide(sums.transpose(1, 0, 2), n_pieces[:, None, None], out=out[rows], casting="same_kind")
+            if len(split):
+                split_sums[:, slot[split]] = sums[:, split]
+            return
+        # (layers, batch, width) float64 on the device
+        sums = self._device_window_sums(flat, starts, windows.count[rows])
+        means = (sums / torch.from_numpy(n_pieces).to(sums.device)[:, None]).to(torch.float32).transpose(0, 1)
+        copies.put(means, functools.partial(_fill_means, out, rows))
+        if len(split):
+            split_sums[:, slot[split]] = sums[:, torch.from_numpy(split).to(sums.device)].cpu().numpy()
 
-    def _window_sums(self, flat: list[torch.Tensor], starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    def _sums_on_host(self, flat: list[torch.Tensor]) -> bool:
+        """Whether a batch's window sums are taken on the host (:func:`_segment_sums`: NumPy, on a CPU,
+        from float32 hidden states) rather than on the model's device (:meth:`_device_window_sums`)."""
+        return self.device.type == "cpu" and all(layer.dtype == torch.float32 for layer in flat)
+
+    def _device_window_sums(self, flat: list[torch.Tensor], starts: np.ndarray, counts: np.ndarray) -> torch.Tensor:
         """The sum of each window's ``counts[j]`` rows from ``starts[j]`` of every layer of ``flat``:
-        ``(layers, windows, width)`` float64, one value after the other in row order, like every other
-        piece mean (a sum of float32 values in float64 is exact in practice, so the result does not
-        depend on the order, the windows, or whether it was taken from cached pieces).
-
-        On a CPU in NumPy (:func:`_segment_sums`: the same bits as torch's ``index_add_``, which
-        dispatches one row at a time); elsewhere layer by layer on the device, so only one layer's
-        pieces are gathered and widened at a time.
+        ``(layers, windows, width)`` float64 on the model's device, the values added one after the
+        other in row order from +0.0 (torch's ``index_add_``), one layer at a time, so only one layer's
+        pieces are gathered and widened at once. Like every other piece mean: a sum of float32 values
+        in float64 is exact in practice, so the result does not depend on the order, the windows, or
+        whether it was taken from cached pieces; :func:`_segment_sums` gives the same bits on the host.
         """
-        if self.device.type == "cpu" and all(layer.dtype == torch.float32 for layer in flat):
-            return _segment_sums([layer.numpy() for layer in flat], starts, counts)
-        return self._device_window_sums(flat, starts, counts)
-
-    def _device_window_sums(self, flat: list[torch.Tensor], starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
-        """:meth:`_window_sums` by torch on the model's device."""
         index_t = torch.from_numpy(ragged_arange(starts, counts)).to(self.device)
         owner = torch.repeat_interleave(torch.arange(len(counts), device=self.device), torch.from_numpy(counts).to(self.device))
         return torch.stack([
             flat[0].new_zeros(len(counts), self.width, dtype=torch.float64).index_add_(0, owner, layer.index_select(0, index_t).double())
-            for layer in flat]).cpu().numpy()
+            for layer in flat])
 
     def _pool_selector(self, flat: list[torch.Tensor], index: list[np.ndarray], targets: list[tuple[_Part, int, int]],
                        k: int, pooled: _Pooled) -> tuple[list[np.ndarray], list[tuple[_Part, int, int]]]:
@@ -1507,6 +1519,11 @@ def _selector_columns(out: np.ndarray, k: int, selectors: int, width: int) -> np
     if selectors == 1:
         return out
     return out.reshape(len(out), -1, selectors, width)[:, :, k]
+
+
+def _fill_means(out: np.ndarray, rows: slice, means: np.ndarray) -> None:
+    """``out[rows] = means``: a batch's ``(windows, layers, width)`` piece means, once on the host."""
+    out[rows] = means
 
 
 def _fill_rows(columns: np.ndarray, dest: np.ndarray, words: np.ndarray) -> None:

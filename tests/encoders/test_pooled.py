@@ -204,7 +204,7 @@ def _on_the_device_paths(monkeypatch):
     """The torch operations every device runs, in place of the CPU's NumPy copies and sums."""
     from contextembed.encoders.transformer import TransformerEncoder, _Pooled
 
-    monkeypatch.setattr(TransformerEncoder, "_window_sums", TransformerEncoder._device_window_sums)
+    monkeypatch.setattr(TransformerEncoder, "_sums_on_host", lambda self, flat: False)
     monkeypatch.setattr(_Pooled, "copies_in_place", lambda self, flat: False)
 
 
@@ -297,6 +297,40 @@ def test_piece_means_summed_on_the_cpu_are_the_torch_paths(tiny, monkeypatch):
     _on_the_device_paths(monkeypatch)
     assert np.array_equal(means, tiny.encode_piece_means(sentences))
     assert np.abs(means[-1]).max() > 0
+
+
+class _DeferredCopies:
+    """CUDA's order of :class:`HostCopies` on a CPU: each copy is handed to its consumer only at the
+    next put or at flush."""
+
+    staged = True
+
+    def __init__(self, device) -> None:
+        self._pending = None
+
+    def put(self, tensor, consume) -> None:
+        self.flush()
+        self._pending = (tensor.clone(), consume)
+
+    def flush(self) -> None:
+        if self._pending is not None:
+            (tensor, consume), self._pending = self._pending, None
+            consume(tensor.numpy())
+
+
+def test_piece_means_divided_on_the_device_come_back_as_cuda_hands_them_over(request, monkeypatch):
+    """On a device the means are divided there and consumed a batch late, as CUDA's pinned copies
+    complete; a sentence in several windows is still written last, over its first window's row."""
+    import contextembed.encoders.transformer as transformer
+
+    encoder, sentences = _many_sentences(request, "bert", {"max_batch_size": 3, "window": 7, "stride": 3})
+    expected = encoder.encode_piece_means(sentences, [-1, 0])
+    assert any(len(encoder.pieces.joined([s])[0]) > 7 for s in sentences)  # some sentences span windows
+    _on_the_device_paths(monkeypatch)
+    monkeypatch.setattr(transformer, "HostCopies", _DeferredCopies)
+    assert np.array_equal(encoder.encode_piece_means(sentences, [-1, 0]), expected)
+    assert np.array_equal(np.stack(list(encoder.iter_encode_piece_means(sentences, [-1, 0]))), expected)
+    assert np.array_equal(expected, _piece_means_reference(encoder, sentences, [-1, 0]))
 
 
 def _pending_rows(encoder, sentences, pooling, method) -> list[np.ndarray]:
