@@ -286,7 +286,7 @@ def _held_bytes(array: np.ndarray) -> int:
         return storage().nbytes()
     try:
         return memoryview(base).nbytes
-    except TypeError:  # a buffer of unknown size: assume it holds more
+    except (TypeError, ValueError):  # a buffer of unknown size: assume it holds more
         return array.nbytes + 1
 
 
