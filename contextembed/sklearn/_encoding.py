@@ -192,8 +192,9 @@ class EncodingCache:
     max_bytes : int or str, optional
         Upper bound on the summed ``nbytes`` of the stored arrays (a byte size such as ``"512MB"``
         too), which is the memory they keep: :func:`encode_all` stores arrays that own their memory
-        (:func:`own_memory`), not views of an encoder's chunk; ``0`` disables the cache. ``None``: ``CONTEXTEMBED_CACHE_BYTES``, read when the bound
-        is first needed (an invalid value fails there, naming the variable), else 1 GiB.
+        (:func:`own_memory`), not views of an encoder's chunk; ``0`` disables the cache. ``None``:
+        ``CONTEXTEMBED_CACHE_BYTES``, read when the bound is first needed (an invalid value fails
+        there, naming the variable), else 1 GiB.
     """
 
     def __init__(self, max_bytes: Union[int, str, None] = None) -> None:
@@ -266,7 +267,7 @@ def own_memory(encoding):
         return _owned(encoding)
     return dataclasses.replace(encoding, **{
         field: _owned(array) for field in ("hidden", "word_offsets", "cls", "ids")
-        if (array := getattr(encoding, field)) is not None and _held_bytes(array) > array.nbytes})
+        if (array := getattr(encoding, field)) is not None})
 
 
 def _owned(array: np.ndarray) -> np.ndarray:
@@ -555,9 +556,8 @@ def encode_all(
         for key, encoding in zip(missing, new):
             if memory is not None:  # a view of a chunk's rows would keep all of them alive in the cache
                 encoding = own_memory(encoding)
-            found[key] = encoding
-            if memory is not None:
                 memory.put(key, encoding)
+            found[key] = encoding
             if disk is not None:
                 disk.put(key, encoding)
     return [found[key] for key in keys]
