@@ -84,12 +84,31 @@ class TextFeatureCache:
     The encoder is frozen, so a doc with the same tokens always gets the same features; when
     ``spacy train`` walks the same corpus every epoch, the encoder runs once per doc instead of once
     per epoch. Least recently used entries are dropped beyond ``max_mb`` megabytes.
+
+    The entries belong to one encoder (:meth:`bind`): when the component loads another model
+    (``from_disk``, ``from_bytes``), none of the old model's features is served. A pickled cache
+    keeps its budget and none of its entries.
     """
 
     def __init__(self, max_mb: float = 0.0) -> None:
         self.max_bytes = int(max_mb * 2**20)
         self.n_bytes = 0
         self._entries: OrderedDict[tuple[str, ...], DocFeatures] = OrderedDict()
+        self._encoder: Optional[object] = None
+
+    def bind(self, encoder: object) -> None:
+        """Serve only features of ``encoder`` from now on: empty the cache if its entries came
+        from another one."""
+        if encoder is not self._encoder:
+            self.clear()
+            self._encoder = encoder
+
+    def clear(self) -> None:
+        self._entries.clear()
+        self.n_bytes = 0
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "n_bytes": 0, "_entries": OrderedDict(), "_encoder": None}
 
     def get(self, words: tuple[str, ...], layers: Sequence[int], *, text: bool = False) -> Optional[DocFeatures]:
         """Cached features of these tokens holding all of ``layers`` (and with ``text``, the text

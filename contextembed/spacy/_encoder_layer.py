@@ -19,10 +19,12 @@ from spacy.tokens import Doc
 from thinc.api import Model
 
 from .. import _forking as forking
+from .._bounds import check_setting
 from ..encoders._base import Encoder, PieceEncoding
 from ..pooling._subword import SubwordPooling, check_subword_pooling, pool_subwords_numpy, subword_output_width
 from ._doc_features import DocFeatures, TextFeatureCache
 from ._loader import EncoderLoader
+from ._settings import CACHE_MB
 
 
 class ContextEncoder(Model):
@@ -43,8 +45,7 @@ class ContextEncoder(Model):
 
     def __init__(self, loader: EncoderLoader, subword_pooling: SubwordPooling = "first", cache_mb: float = 0.0) -> None:
         check_subword_pooling(subword_pooling)
-        if cache_mb < 0:
-            raise ValueError(f"cache_mb must be >= 0 megabytes (0 turns the cache off), got {cache_mb}")
+        check_setting("cache_mb", cache_mb, CACHE_MB)
         Model.__init__(self, self.name, forward, attrs={"subword_pooling": subword_pooling})
         # before the encoder loads: a parent that ran other torch code must not pass its thread
         # pool to nlp.pipe(n_process=...) workers either (see contextembed._forking)
@@ -58,6 +59,13 @@ class ContextEncoder(Model):
     @property
     def encoder(self) -> Encoder:
         return self.loader.encoder
+
+    def __getstate__(self) -> tuple[dict, dict]:
+        """Pickle without the encoder (see :meth:`EncoderLoader.__getstate__`) or anything built on
+        it; the copy loads the same model on first use. The state is pickle's ``(__dict__, slots)``
+        pair: thinc's ``Model`` keeps its own fields in slots."""
+        slots = {name: getattr(self, name) for name in Model.__slots__ if hasattr(self, name)}
+        return {**self.__dict__, "_text_features": None}, slots
 
     @property
     def text_features(self):
@@ -79,6 +87,7 @@ class ContextEncoder(Model):
         """Encode docs, one :class:`DocFeatures` each (``layer_index=None``: :attr:`layer_index`);
         with ``text``, each with its default text vector too."""
         encoder = self.encoder
+        self.cache.bind(encoder)  # another model loaded since (from_disk, from_bytes): none of its features
         index = layer_index or self.layer_index or tuple(range(encoder.n_layers))
         words = [tuple(token.text for token in doc) for doc in docs]
         found = [self.cache.get(w, index, text=text) if self.cache.max_bytes else None for w in words]

@@ -113,6 +113,14 @@ class EncoderLoader:
             return self._source or self.name
         return locate(self.identity)
 
+    def __getstate__(self) -> dict:
+        """Pickle without the loaded encoder (the torch modules of some models cannot be pickled, and
+        a copy would be as large as the model); a loaded one's identity is recorded first, so that
+        the unpickled loader loads this same model on first use, and nothing else."""
+        if self._encoder is not None:
+            self.identify()
+        return {**self.__dict__, "_encoder": None}
+
     def use_embedded(self, copy: EmbeddedCopy) -> None:
         """Load from an embedded copy checked by :func:`read_embedded` instead of ``name``."""
         self._source = str(copy.folder)

@@ -30,6 +30,7 @@ from ._combine_layers import CombineLayers
 from ._listener import ContextListener
 from ._loader import EncoderLoader
 from ._scalar_mix import ScalarMix
+from ._settings import ENCODER_BOUNDS, check_numbers
 
 
 @registry.misc("contextembed.Encoder.v2")
@@ -67,6 +68,7 @@ def encoder_v2(
     batch_tokens : int, optional
         Padded pieces per forward pass; ``null``: the encoder's default for the device.
     """
+    check_numbers({"window": window, "stride": stride, "batch_tokens": batch_tokens}, ENCODER_BOUNDS)
     options: dict = {"device": device, "precision": precision, "backend": backend}
     if batch_tokens is not None:
         options["batch_tokens"] = batch_tokens

@@ -227,6 +227,25 @@ def test_feature_cache_skips_the_encoder_for_seen_docs(make_nlp, monkeypatch):
     assert calls[-1] == [("something", "new", "here")]
 
 
+def test_feature_cache_serves_no_features_of_a_model_loaded_before(make_nlp, tiny_bert_dir, tmp_path):
+    """``from_bytes`` (or ``from_disk``) of a pipeline with another model of the same shape: the
+    cache used to keep serving the first model's features for the docs it had seen."""
+    import shutil
+
+    from transformers import BertConfig, BertModel
+
+    shutil.copytree(tiny_bert_dir, tmp_path / "other")
+    torch.manual_seed(1)
+    BertModel(BertConfig.from_pretrained(tmp_path / "other")).eval().save_pretrained(tmp_path / "other")
+    other = spacy.blank("en")
+    other.add_pipe("contextembed", config=encoder_config(tmp_path / "other"))
+    nlp = make_nlp(cache_mb=1)
+    first = nlp(TEXT).tensor
+    nlp.from_bytes(other.to_bytes())
+    assert not np.allclose(other(TEXT).tensor, first)
+    np.testing.assert_array_equal(nlp(TEXT).tensor, other(TEXT).tensor)
+
+
 def test_feature_cache_stays_within_budget():
     from contextembed.spacy._doc_features import DocFeatures, TextFeatureCache
 

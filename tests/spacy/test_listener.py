@@ -226,6 +226,42 @@ def test_bad_component_options(tiny_bert_dir, options, message):
         nlp.add_pipe("contextembed", config={**encoder_config(tiny_bert_dir), **options})
 
 
+@pytest.mark.parametrize(
+    ("section", "name", "written"),
+    [
+        ("components.contextembed", "cache_mb", "nan"),
+        ("components.contextembed", "cache_mb", "inf"),
+        ("components.contextembed", "cache_mb", "٣"),
+        ("components.contextembed.encoder", "window", "٣"),
+        ("components.contextembed.encoder", "stride", "٣"),
+        ("components.contextembed.encoder", "batch_tokens", "٣"),
+    ],
+)
+def test_numbers_spacy_passes_on_as_text_are_refused_naming_the_setting(tiny_bert_dir, section, name, written):
+    """spaCy validates ``nan`` or ``٣`` (unquoted in a config file) as a number but passes the string
+    on; it used to fail in arithmetic with a TypeError that named nothing."""
+    from thinc.api import Config
+
+    config = Config().from_str(f"""
+[nlp]
+lang = "en"
+pipeline = ["contextembed"]
+
+[components]
+
+[components.contextembed]
+factory = "contextembed"
+
+[components.contextembed.encoder]
+@misc = "contextembed.Encoder.v2"
+name = "{tiny_bert_dir}"
+device = "cpu"
+""")
+    text = config.to_str().replace(f"[{section}]\n", f"[{section}]\n{name} = {written}\n", 1)
+    with pytest.raises(TypeError, match=f"{name}='{written}' is a str; expected"):
+        spacy.util.load_model_from_config(Config().from_str(text), auto_fill=True)
+
+
 def test_bad_config_types_are_reported_by_spacy(tiny_bert_dir):
     nlp = spacy.blank("en")
     with pytest.raises(Exception, match="precision"):

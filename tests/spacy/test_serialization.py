@@ -96,6 +96,19 @@ def test_to_bytes_roundtrip(tiny_bert_dir):
     assert_same_output(nlp, loaded)
 
 
+def test_a_pickled_pipeline_keeps_its_mix_and_loads_the_same_encoder_again(tiny_bert_dir):
+    """The loaded transformer does not pickle (its forward hooks are local functions); the copy
+    leaves it out and loads the same model when first used. nlp.pipe(n_process=...) pickles the
+    pipeline where processes are spawned (macOS, Windows)."""
+    import pickle
+
+    nlp = trained_pipeline(tiny_bert_dir, cache_mb=1)
+    copy = pickle.loads(pickle.dumps(nlp))
+    assert not copy.get_pipe("contextembed").model.loader.loaded
+    assert_same_output(nlp, copy)
+    assert copy.get_pipe("contextembed").encoder.spec == nlp.get_pipe("contextembed").encoder.spec
+
+
 def test_pickled_doc_keeps_vectors(make_nlp):
     import pickle
 
