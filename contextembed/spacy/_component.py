@@ -23,11 +23,15 @@ change when loading: the encoder is frozen, so its features are computed again o
 ``config.cfg`` keeps the encoder block as saved, ``backend`` included.
 
 ``from_disk`` checks, before any encoder loads: the record against the component as configured
-now (another ``subword_pooling``, ``window`` or ``stride`` in ``config.cfg`` is a
+now (another ``subword_pooling``, ``window``, ``stride``, ``tensor_layers`` or ``tensor_combine``
+in ``config.cfg`` or in the overrides given to ``spacy.load`` is a
 :class:`~contextembed.errors.ProvenanceError`), an ``encoder/`` the record does not expect or a
 missing one it does, an ``encoder/`` whose files differ from the record (edited, truncated,
 swapped in from another save), and inside it any link, special file or meta ``subdir`` other than
 ``"model"`` (:class:`~contextembed.errors.ModelFormatError`). It writes nothing.
+The component keeps its settings as configured: ``store_layers`` and ``embed_weights`` come from
+``config.cfg`` and the overrides, never from ``cfg`` (an override ``embed_weights=true`` makes the
+next save embed the weights).
 ``exclude=["encoder"]`` saves without the weights (the record says so) and loads the original
 model instead of an embedded copy.
 
@@ -58,7 +62,7 @@ from thinc.api import Model, NumpyOps, Optimizer
 from .. import _provenance as provenance
 from .._files import atomic_directory
 from ..encoders._identity import ModelIdentity
-from ..errors import ProvenanceError
+from ..errors import FileFormatError, ProvenanceError
 from ..pooling._layers import FixedCombine, LayerSpec, check_fixed_combine, check_layer_spec, resolve_layers
 from ..pooling._subword import SubwordPooling
 from ._encoder_layer import ContextEncoder
@@ -377,7 +381,7 @@ class ContextEmbedder(TrainablePipe):
                 raise ProvenanceError(f"{path / ENCODER_DIR} is there without the component's cfg; the component "
                                       f"directory {path} is incomplete: {_RESAVE}", artifact=str(path), field=None)
             return self
-        cfg = dict(srsly.read_json(path / "cfg"))
+        cfg = _saved_cfg(_unpack(srsly.read_json, path / "cfg", path / "cfg"), path / "cfg")
         record = cfg.pop(PROVENANCE_KEY, None)
         use_copy = ENCODER_DIR not in exclude
         if record is None:
@@ -395,7 +399,9 @@ class ContextEmbedder(TrainablePipe):
         return srsly.msgpack_dumps({"cfg": self._cfg_to_save(None)})
 
     def from_bytes(self, bytes_data: bytes, *, exclude: Iterable[str] = tuple()) -> "ContextEmbedder":
-        cfg = dict(srsly.msgpack_loads(bytes_data)["cfg"])
+        where = f"the serialized {self.name!r} component"
+        packed = _unpack(srsly.msgpack_loads, bytes_data, where)
+        cfg = _saved_cfg(packed.get("cfg") if isinstance(packed, dict) else packed, where)
         record = cfg.pop(PROVENANCE_KEY, None)
         if record is not None:  # bytes written before records carry no weights: nothing is ambiguous
             self._check_record(record, cfg, f"the serialized {self.name!r} component", embedded=False)
@@ -420,8 +426,9 @@ class ContextEmbedder(TrainablePipe):
             tensor_combine=cfg.get("tensor_combine"))
 
     def _check_record(self, record, cfg: Mapping, artifact: str, *, embedded: Optional[bool]) -> None:
-        """Refuse a saved record that differs from what this component, configured as now, would
-        write for ``cfg`` (``embedded=None``: whatever the record says, checked against the files by
+        """Refuse a saved record that differs from what this component would write for the model
+        ``cfg`` names, with the settings saved in ``cfg`` or with the ones configured now
+        (``embedded=None``: whatever the record says, checked against the files by
         :meth:`_recorded_copy`)."""
         saved = record if isinstance(record, Mapping) else {}
         if embedded is None:
@@ -431,8 +438,9 @@ class ContextEmbedder(TrainablePipe):
             embedded_hash = None
         identity = cfg.get(IDENTITY_KEY)
         model = identity.get("fingerprint") if isinstance(identity, Mapping) else None
-        expected = self._record(cfg, model, embedded, embedded_hash)
-        provenance.check(record, expected, artifact=artifact, fix=_FIX_SETTINGS)
+        for settings in (cfg, self.cfg):  # the saved settings (an edited cfg), then the ones configured now
+            expected = self._record(settings, model, embedded, embedded_hash)
+            provenance.check(record, expected, artifact=artifact, fix=_FIX_SETTINGS)
         if not isinstance(embedded, bool):
             raise ProvenanceError(f"{artifact} has a damaged provenance record (embedded={embedded!r}, expected true "
                                   f"or false); {_RESAVE}", artifact=artifact, field="embedded")
@@ -490,10 +498,12 @@ class ContextEmbedder(TrainablePipe):
                 "embed_weights=true (and 'encoder' out of exclude), or save to another directory"
             )
 
-    def _read_cfg(self, cfg: dict) -> None:
-        cfg = dict(cfg)
-        identity = cfg.pop(IDENTITY_KEY, None)
-        self.cfg.update(cfg)
+    def _read_cfg(self, cfg: Mapping) -> None:
+        """Load the model the saved ``cfg`` names from now on. The settings stay as configured
+        (``config.cfg`` and the overrides given to ``spacy.load``): the saved ones that shape the
+        features were checked against them by the record, and the others (``store_layers``,
+        ``embed_weights``) are the caller's to change."""
+        identity = cfg.get(IDENTITY_KEY)
         if identity is not None:
             self.model.loader.expect(ModelIdentity.from_dict(identity))
 
@@ -506,6 +516,27 @@ def check_doc(doc, where: str) -> Doc:
             "spacy.tokens.Doc objects: call nlp(text) or nlp.pipe(texts) for raw text"
         )
     return doc
+
+
+def _unpack(load: Callable[[Any], Any], data: Any, where: Union[str, Path]) -> Any:
+    """``load(data)``; a :class:`~contextembed.errors.FileFormatError` naming ``where`` (the file, or
+    what the bytes are) if that fails: not JSON or msgpack, not UTF-8 (a damaged or truncated save)."""
+    try:
+        return load(data)
+    except ValueError as error:
+        raise _damaged(f"cannot be read as the component's saved settings ({error}); {_RESAVE}", where) from None
+
+
+def _saved_cfg(cfg: Any, where: Union[str, Path]) -> dict:
+    """A copy of the saved settings ``cfg``, which must be a mapping (else ``FileFormatError``)."""
+    if not isinstance(cfg, Mapping):
+        raise _damaged(f"holds {type(cfg).__name__} {str(cfg)[:40]!r} where the component's settings (an object) "
+                       f"should be; {_RESAVE}", where)
+    return dict(cfg)
+
+
+def _damaged(message: str, where: Union[str, Path]) -> FileFormatError:
+    return FileFormatError(message, path=where) if isinstance(where, Path) else FileFormatError(f"{where}: {message}")
 
 
 def check_listener_upstreams(nlp: Language) -> None:

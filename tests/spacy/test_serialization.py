@@ -311,3 +311,65 @@ def test_a_pipeline_configured_with_encoder_v1_runs_torch(tiny_bert_dir):
                                                      "device": "cpu", "precision": "fp32"}})
     assert nlp.get_pipe("contextembed").encoder.backend == "torch"
     assert nlp(TEXTS[0]).tensor.shape[0] == len(TEXTS[0].split())
+
+
+# -- what the component's own cfg may and may not decide ---------------------------------------
+
+
+def test_overrides_of_store_layers_and_embed_weights_take_effect_when_loading(tmp_path):
+    """They used to be replaced, silently, by the values saved in the component's cfg: the loaded
+    pipeline stored no layers and saved no weights while its config said it would."""
+    from spacy.tokens import Doc
+
+    _static_pipeline(tmp_path, "pipeline", 0)
+    overrides = {"components": {"contextembed": {"store_layers": True, "embed_weights": True}}}
+    loaded = spacy.load(tmp_path / "pipeline", config=overrides)
+    assert loaded.get_pipe("contextembed").cfg["store_layers"] is True
+    assert loaded(TEXTS[0])._.get("contextembed")["contextembed"].shape == (1, 7, 8)
+    loaded.to_disk(tmp_path / "embedded")
+    (tmp_path / "pipeline.txt").unlink()
+    assert Doc.has_extension("contextembed")
+    assert spacy.load(tmp_path / "embedded")(TEXTS[0]).tensor.shape == (7, 8)
+
+
+@pytest.mark.parametrize("override", [{"tensor_layers": 0}, {"tensor_combine": "sum"}])
+def test_overrides_of_what_shapes_doc_tensor_are_refused_when_loading(tmp_path, override):
+    """They used to be ignored: the saved cfg's value was used, whatever config.cfg said."""
+    from contextembed.errors import ProvenanceError
+
+    _static_pipeline(tmp_path, "pipeline", 0)
+    with pytest.raises(ProvenanceError, match=next(iter(override))) as raised:
+        spacy.load(tmp_path / "pipeline", config={"components": {"contextembed": override}})
+    assert raised.value.field == next(iter(override))
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"", "cannot be read as the component's saved settings"),
+        (b"{not json", "cannot be read as the component's saved settings"),
+        (b"\xff\xfe{}", "cannot be read as the component's saved settings.*utf-8"),
+        (b"[1, 2]", "holds list"),
+    ],
+)
+def test_a_damaged_cfg_is_an_error_naming_the_file(tmp_path, content, message):
+    from contextembed.errors import FileFormatError
+
+    _static_pipeline(tmp_path, "pipeline", 0)
+    cfg = tmp_path / "pipeline" / "contextembed" / "cfg"
+    cfg.write_bytes(content)
+    with pytest.raises(FileFormatError, match=message) as raised:
+        spacy.load(tmp_path / "pipeline")
+    assert raised.value.path == str(cfg)
+
+
+@pytest.mark.parametrize("data", [b"not msgpack", b"", "msgpack list", "no cfg"])
+def test_damaged_bytes_are_an_error_naming_the_component(tmp_path, data):
+    import srsly
+
+    from contextembed.errors import FileFormatError
+
+    data = {"msgpack list": srsly.msgpack_dumps([1]), "no cfg": srsly.msgpack_dumps({"x": 1})}.get(data, data)
+    component = _static_pipeline(tmp_path, "pipeline", 0).get_pipe("contextembed")
+    with pytest.raises(FileFormatError, match="the serialized 'contextembed' component"):
+        component.from_bytes(data)
