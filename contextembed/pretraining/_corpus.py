@@ -2,7 +2,8 @@
 
 CORPUS is a file or a directory. A directory is read recursively in sorted path order, skipping
 hidden files (names starting with ``.``); every file also ends a document. Lines are stripped of
-surrounding white space. Lines of any length are read (a single 10 MB line is one sentence; the
+surrounding white space, and a file's first line of a byte order mark (``EF BB BF``, which some
+editors write first). Lines of any length are read (a single 10 MB line is one sentence; the
 trainers split long sentences into pieces that fit, nothing is dropped).
 
 Bytes that are not valid UTF-8: with ``encoding_errors="skip"`` (the default) the whole line is
@@ -160,7 +161,7 @@ def _read_file(name: str, encoding_errors: EncodingErrors) -> Iterator[tuple[lis
     with open(name, "rb") as handle:
         for number, raw in enumerate(handle, start=1):
             try:
-                line = raw.decode("utf-8").strip()
+                line = _first_line(raw.decode("utf-8")) if number == 1 else raw.decode("utf-8").strip()
             except UnicodeDecodeError as error:
                 if encoding_errors == "fail":
                     raise ValueError(
@@ -175,6 +176,11 @@ def _read_file(name: str, encoding_errors: EncodingErrors) -> Iterator[tuple[lis
                 yield document, bad
                 document, bad = [], []
     yield document, bad
+
+
+def _first_line(text: str) -> str:
+    """A file's first line, without the byte order mark some editors write first (no part of a word)."""
+    return text.removeprefix("\ufeff").strip()
 
 
 def split_held_out(documents: list[list[str]], fraction: float) -> tuple[list[list[str]], list[list[str]]]:

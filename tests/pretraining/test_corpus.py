@@ -40,6 +40,15 @@ def test_non_utf8_fails_when_asked(tmp_path):
         read_corpus(path, encoding_errors="fail")
 
 
+def test_a_byte_order_mark_is_no_part_of_the_first_word(tmp_path):
+    """It used to stay glued to the first word: a vocabulary entry '\ufeffthe' beside 'the'."""
+    (tmp_path / "a.txt").write_bytes(b"\xef\xbb\xbfthe cat\nthe dog\n")
+    (tmp_path / "b.txt").write_bytes(b"\xef\xbb\xbfthe \xff bird\n")
+    assert read_corpus(tmp_path / "a.txt").documents == [["the cat", "the dog"]]
+    with pytest.raises(ValueError, match=r"b.txt, line 1: not valid UTF-8 \(invalid start byte at byte 7\)"):
+        read_corpus(tmp_path / "b.txt", encoding_errors="fail")
+
+
 @pytest.mark.parametrize("content", [b"", b"\n\n  \n\t\n"])
 def test_empty_corpus_is_an_error(tmp_path, content):
     path = tmp_path / "c.txt"
