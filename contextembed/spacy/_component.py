@@ -389,7 +389,7 @@ class ContextEmbedder(TrainablePipe):
         else:
             self._check_record(record, cfg, f"the saved {self.name!r} component {path}", embedded=None)
             copy = self._recorded_copy(path, record) if use_copy else None
-        self._read_cfg(cfg)
+        self._read_cfg(cfg, path / "cfg")
         if copy is not None:
             self.model.loader.use_embedded(copy)
         return self
@@ -405,7 +405,7 @@ class ContextEmbedder(TrainablePipe):
         record = cfg.pop(PROVENANCE_KEY, None)
         if record is not None:  # bytes written before records carry no weights: nothing is ambiguous
             self._check_record(record, cfg, f"the serialized {self.name!r} component", embedded=False)
-        self._read_cfg(cfg)
+        self._read_cfg(cfg, where)
         return self
 
     def _cfg_to_save(self, embedded: Optional[str]) -> dict:
@@ -498,14 +498,14 @@ class ContextEmbedder(TrainablePipe):
                 "embed_weights=true (and 'encoder' out of exclude), or save to another directory"
             )
 
-    def _read_cfg(self, cfg: Mapping) -> None:
-        """Load the model the saved ``cfg`` names from now on. The settings stay as configured
+    def _read_cfg(self, cfg: Mapping, where: Union[str, Path]) -> None:
+        """Load the model the saved ``cfg`` (read from ``where``) names from now on. The settings stay as configured
         (``config.cfg`` and the overrides given to ``spacy.load``): the saved ones that shape the
         features were checked against them by the record, and the others (``store_layers``,
         ``embed_weights``) are the caller's to change."""
         identity = cfg.get(IDENTITY_KEY)
         if identity is not None:
-            self.model.loader.expect(ModelIdentity.from_dict(identity))
+            self.model.loader.expect(_saved_identity(identity, where))
 
 
 def check_doc(doc, where: str) -> Doc:
@@ -533,6 +533,17 @@ def _saved_cfg(cfg: Any, where: Union[str, Path]) -> dict:
         raise _damaged(f"holds {type(cfg).__name__} {str(cfg)[:40]!r} where the component's settings (an object) "
                        f"should be; {_RESAVE}", where)
     return dict(cfg)
+
+
+def _saved_identity(identity: Any, where: Union[str, Path]) -> ModelIdentity:
+    """The encoder's identity recorded in a saved cfg (read from ``where``); ``FileFormatError`` if damaged."""
+    if isinstance(identity, Mapping):
+        try:
+            return ModelIdentity.from_dict(dict(identity))
+        except KeyError:
+            pass
+    raise _damaged(f"its {IDENTITY_KEY} {str(identity)[:80]!r} is damaged (expected an object with spec, kind, "
+                   f"location and fingerprint); {_RESAVE}", where) from None
 
 
 def _damaged(message: str, where: Union[str, Path]) -> FileFormatError:

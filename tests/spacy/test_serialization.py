@@ -363,6 +363,28 @@ def test_a_damaged_cfg_is_an_error_naming_the_file(tmp_path, content, message):
     assert raised.value.path == str(cfg)
 
 
+@pytest.mark.parametrize("identity", ["x", [1], {}, {"spec": "pipeline.txt"}])
+@pytest.mark.parametrize("record", [True, False])
+def test_a_damaged_encoder_identity_is_an_error_naming_the_file(tmp_path, identity, record):
+    """It used to be an AttributeError or KeyError naming nothing (a record catches most of it first)."""
+    import json
+
+    from contextembed.errors import FileFormatError, ProvenanceError
+
+    _static_pipeline(tmp_path, "pipeline", 0)
+    if not record:
+        _drop_record(tmp_path / "pipeline")
+    cfg = _component_cfg(tmp_path / "pipeline")
+    cfg["encoder_identity"] = identity
+    if isinstance(identity, dict) and record:
+        identity["fingerprint"] = cfg["provenance"]["model"]  # the record's check passes
+    (tmp_path / "pipeline" / "contextembed" / "cfg").write_text(json.dumps(cfg))
+    with pytest.raises((FileFormatError, ProvenanceError), match="encoder_identity|model=") as raised:
+        spacy.load(tmp_path / "pipeline")
+    if isinstance(raised.value, FileFormatError):
+        assert raised.value.path == str(tmp_path / "pipeline" / "contextembed" / "cfg")
+
+
 @pytest.mark.parametrize("data", [b"not msgpack", b"", "msgpack list", "no cfg"])
 def test_damaged_bytes_are_an_error_naming_the_component(tmp_path, data):
     import srsly
