@@ -1,7 +1,9 @@
 """Word tokenizers for raw text: the one registry that the CLI and the estimators share.
 
-``"auto"`` / ``"regex"``  words (with inner hyphens, apostrophes and periods) and single
-                          punctuation marks; suits static vectors and subword encoders alike
+``"auto"`` / ``"regex"``  words (with inner hyphens, apostrophes and periods; a word keeps its
+                          combining marks and joiners) and single punctuation marks or symbols
+                          (a symbol keeps its modifiers: one emoji sequence is one token); suits
+                          static vectors and subword encoders alike
 ``"whitespace"``          runs of white space
 ``"spacy"``               spaCy's rule-based tokenizer of a blank English pipeline (no download)
 
@@ -12,6 +14,8 @@ from __future__ import annotations
 
 import itertools
 import re
+
+import regex
 from collections.abc import Callable
 from functools import lru_cache
 from typing import Union
@@ -19,12 +23,25 @@ from typing import Union
 from ._sentences import unencodable_position
 
 Tokenizer = Callable[[str], list[str]]
-_WORD_OR_PUNCT = re.compile(r"\w+(?:[-'’.]\w+)*|[^\w\s]")
+_INNER = "[-'’.]"
+#: ASCII text: a word is a run of [A-Za-z0-9_], any other character but white space is a token
+_ASCII_WORD_OR_PUNCT = re.compile(rf"\w+(?:{_INNER}\w+)*|[^\w\s]", re.ASCII)
+#: any text: a word character is what ``re``'s ``\w`` holds (letters, digits, numbers such as "²")
+#: and the combining marks (an NFD "é", a Devanagari vowel sign) and joiners that the ``regex``
+#: module's ``\w`` adds; ``\X`` is one grapheme cluster (an emoji with its modifiers and joiners)
+_WORD = r"[\w\p{N}]"
+_WORD_OR_PUNCT = regex.compile(rf"{_WORD}+(?:{_INNER}{_WORD}+)*|(?=\S)\X")
 
 
 def regex_tokenize(text: str) -> list[str]:
-    """Words (with inner hyphens, apostrophes and periods) and single punctuation marks."""
-    return _WORD_OR_PUNCT.findall(text)
+    """Words (with inner hyphens, apostrophes and periods) and single punctuation marks or symbols.
+
+    A word keeps its combining marks and zero-width joiners, so a text tokenizes the same way in
+    NFC and NFD, and a symbol keeps its modifiers (``"👍🏽"`` and a family emoji joined by
+    U+200D are one token each). ASCII text, which has neither, takes the standard library's faster
+    ``re`` with the same result.
+    """
+    return (_ASCII_WORD_OR_PUNCT if text.isascii() else _WORD_OR_PUNCT).findall(text)
 
 
 def whitespace_tokenize(text: str) -> list[str]:
