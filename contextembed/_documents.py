@@ -113,6 +113,23 @@ def in_context(sentences: Iterable, doc_ids: Optional[Iterable], size: int) -> I
 _START = object()
 
 
+def check_in_context(items: Iterable) -> Iterator[InContext]:
+    """``items`` one after the other, each checked to be an :class:`InContext` (what :func:`in_context`
+    yields) as it is read, so that an iterator stays one.
+
+    Raises
+    ------
+    TypeError
+        Naming the first item that is not one, and what makes them.
+    """
+    for i, item in enumerate(items):
+        if not isinstance(item, InContext):
+            raise TypeError(f"item {i} is a {type(item).__name__}; encoding in context takes the InContext items that "
+                            "contextembed._documents.in_context(sentences, doc_ids, size) yields (plain sentences are "
+                            "encoded without in_context)")
+        yield item
+
+
 def _finished(waiting: deque, size: int, everything: bool = False) -> Iterator[InContext]:
     """The sentences at the front of ``waiting`` whose right context is complete (or all of them:
     the document ended), in order."""
@@ -156,4 +173,4 @@ def check_context(context, encoder) -> int:
     return int(context)
 
 
-__all__ = ["InContext", "check_context", "in_context"]
+__all__ = ["InContext", "check_context", "check_in_context", "in_context"]

@@ -504,12 +504,27 @@ class Encoder(ABC):
 
         Raises
         ------
+        TypeError
+            ``pooling`` is not a :class:`LayerPooling`; with ``in_context``, an item that is not an
+            :class:`~contextembed._documents.InContext` (when it is read).
         ValueError
-            An unknown ``subword_pooling`` or ``dtype`` (at the call, before anything is encoded).
+            An unknown ``subword_pooling`` or ``dtype``, or a ``pooling`` built for another number of
+            layers than the encoder's (at the call, before anything is encoded).
         """
         check_subword_pooling(subword_pooling)
         check_output_dtype(dtype)
+        self._check_pooling(pooling)
         return self._iter_pooled(sentences, pooling, subword_pooling, in_context, dtype, show_progress)
+
+    def _check_pooling(self, pooling: LayerPooling) -> None:
+        """``pooling`` resolves its layers against this encoder's: a pooling of fewer layers would pick
+        and mix the wrong ones (its ``-1`` is not the last layer here), one of more index past the end."""
+        if not isinstance(pooling, LayerPooling):
+            raise TypeError(f"pooling is a {type(pooling).__name__}; expected a LayerPooling, e.g. "
+                            "LayerPooling(encoder.n_layers, layers, combine)")
+        if pooling.n_layers != self.n_layers:
+            raise ValueError(f"pooling is a LayerPooling of {pooling.n_layers} layers, but the {self.family} encoder "
+                             f"{self.spec!r} has {self.n_layers}: build it with LayerPooling(encoder.n_layers, ...)")
 
     def _iter_pooled(self, sentences, pooling: LayerPooling, subword_pooling: str, in_context: bool, dtype: str,
                      show_progress: bool) -> Iterator[np.ndarray]:

@@ -36,7 +36,7 @@ from .._alignment import (
     ragged_arange,
     split_context,
 )
-from .._documents import InContext
+from .._documents import InContext, check_in_context
 from .._backends import check_backend, check_calibration
 from .._bounds import COUNT, OPTIONAL_COUNT, check_values
 from ..errors import EngineError
@@ -1096,7 +1096,7 @@ class TransformerEncoder(Encoder):
         """:meth:`_iter_pending` of sentences with their context pieces around them."""
         layer_index = self.layer_indexes(layers)
         with progress_bar(items, show_progress) as progress:
-            for chunk in _chunks(items, self.chunk_size):
+            for chunk in _chunks(check_in_context(items), self.chunk_size):
                 own, lefts, rights = (self.pieces([getattr(item, side) for item in chunk])
                                       for side in ("words", "left", "right"))
                 pending = [self._pending(pieces, selectors) for pieces in own]

@@ -35,10 +35,14 @@ OutputDtype = Literal["float32", "float16"]
 def check_layer_spec(layers: LayerSpec) -> LayerSpec:
     """Check the form of a layer spec without an encoder (ranges are checked by :func:`resolve_layers`).
 
+    A list of indexes is a sequence (a list, a tuple, a range, a 1-D integer NumPy array), in the
+    order the layers are wanted: a set has no order, and an iterator would be used up by the check.
+
     Raises
     ------
     ValueError
-        An unknown string, a bool, a non-int index, an empty or repeated list.
+        An unknown string, a bool, a non-int index, an empty or repeated list, or indexes that are
+        not a sequence (a set, a generator, a 2-D array).
     """
     if isinstance(layers, str):
         if layers not in ("all", "hidden"):
@@ -50,12 +54,12 @@ def check_layer_spec(layers: LayerSpec) -> LayerSpec:
         raise ValueError(f"layers={layers!r} is not a layer index")
     if _is_index(layers):
         return layers
-    try:
-        items = list(layers)
-    except TypeError:
+    if not _is_sequence(layers):
         raise ValueError(
-            f"layers={layers!r} is not understood; expected an int, a list of ints, 'all' or 'hidden'"
-        ) from None
+            f"layers={layers!r} ({type(layers).__name__}) is not understood; expected an int, a sequence of ints "
+            "in the order wanted (a list, a tuple, a 1-D integer array), 'all' or 'hidden'"
+        )
+    items = list(layers)
     if not items:
         raise ValueError("layers=[] selects no layer; give at least one index")
     for item in items:
@@ -85,9 +89,9 @@ def resolve_layers(layers: LayerSpec, n_layers: int) -> tuple[int, ...]:
         on a single-layer encoder, or an unknown string.
     """
     check_layer_spec(layers)
-    if layers == "all":
+    if isinstance(layers, str) and layers == "all":
         return tuple(range(n_layers))
-    if layers == "hidden":
+    if isinstance(layers, str):  # "hidden"
         if n_layers < 2:
             raise ValueError(
                 f"layers='hidden' needs an encoder with hidden layers; this one has {n_layers} "
@@ -101,6 +105,13 @@ def resolve_layers(layers: LayerSpec, n_layers: int) -> tuple[int, ...]:
     if len(set(resolved)) != len(resolved):
         raise ValueError(f"layers={list(items)!r} names a layer twice (resolved to {list(resolved)})")
     return resolved
+
+
+def _is_sequence(value) -> bool:
+    """A list, a tuple, a range, a 1-D NumPy array: indexes in an order, which can be read twice."""
+    if isinstance(value, np.ndarray):
+        return value.ndim == 1
+    return isinstance(value, Sequence)
 
 
 def _is_index(value) -> bool:
