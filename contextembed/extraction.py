@@ -19,7 +19,7 @@ from typing import Literal, Optional, get_args
 import numpy as np
 import torch
 
-from ._documents import check_context, in_context
+from ._documents import check_context, in_context, with_doc_ids
 from .encoders._base import Encoder, PieceEncoding, Sentences, progress_bar
 from ._options import check_choice
 from .pooling import (
@@ -157,7 +157,16 @@ class FeatureExtractor:
 
         ``doc_ids``: with ``context``, one document id per sentence (an iterator too), each
         document's sentences consecutive; ``None``: all of ``sentences`` is one document. Without
-        context documents change nothing.
+        context documents change nothing, but the ids are checked all the same.
+
+        Raises
+        ------
+        TypeError, ValueError
+            For ``doc_ids`` that break the rules of :func:`contextembed._documents.checked_doc_ids`
+            (an id missing, a bool or unhashable, a document that comes back after another), or
+            that end before the sentences or go on after them (:func:`contextembed._documents.with_doc_ids`),
+            naming the position. The ids are read along with the sentences, so the error comes
+            where the bad id is read: an id too many once the last sentence is read.
         """
         yield from self._iter_words(sentences, doc_ids, self.dtype, show_progress)
 
@@ -165,6 +174,8 @@ class FeatureExtractor:
                     show_progress: bool) -> Iterator[np.ndarray]:
         if self.context:
             sentences = in_context(sentences, doc_ids, self.context)
+        elif doc_ids is not None:  # documents change nothing without context, but the ids are checked
+            sentences = (words for words, _ in with_doc_ids(sentences, doc_ids))
         yield from self.encoder.iter_encode_pooled(sentences, self.pooling, self.subword_pooling,
                                                    in_context=bool(self.context), dtype=dtype, show_progress=show_progress)
 

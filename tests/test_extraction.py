@@ -167,3 +167,56 @@ def test_float16_features_are_the_float32_ones_rounded(bert, pooling):
 def test_an_unknown_dtype_is_refused(bert):
     with pytest.raises(ValueError, match="dtype='float64' is not one of 'float32', 'float16'"):
         FeatureExtractor(bert, dtype="float64")
+
+
+# -- doc_ids of iter_words: checked as they are read -------------------------------------------------
+
+DOCUMENT = [["the", "quick"], ["brown", "fox", "jumps"], [], ["over"]]
+
+
+@pytest.mark.parametrize("context", [0, 5])
+@pytest.mark.parametrize("stream", [False, True], ids=["lists", "iterators"])
+def test_doc_ids_that_end_before_the_sentences_are_an_error_naming_the_sentence(bert, context, stream):
+    """It was "generator raised StopIteration" (with context) or nothing at all (without)."""
+    extractor = FeatureExtractor(bert, context=context)
+    sentences, ids = (iter(DOCUMENT), iter([0, 0])) if stream else (DOCUMENT, [0, 0])
+    with pytest.raises(ValueError, match=r"^doc_ids holds 2 ids but there are more sentences: sentence 2 has no "
+                                         r"document id"):
+        list(extractor.iter_words(sentences, doc_ids=ids))
+
+
+@pytest.mark.parametrize("context", [0, 5])
+@pytest.mark.parametrize("stream", [False, True], ids=["lists", "iterators"])
+def test_doc_ids_that_go_on_after_the_sentences_are_an_error_naming_the_id(bert, context, stream):
+    """Extra ids were ignored."""
+    extractor = FeatureExtractor(bert, context=context)
+    sentences, ids = (iter(DOCUMENT), iter([0, 0, 1, 1, 2, 2])) if stream else (DOCUMENT, [0, 0, 1, 1, 2, 2])
+    with pytest.raises(ValueError, match=r"^doc_ids holds more ids than the 4 sentences: doc_ids\[4\] has no sentence"):
+        list(extractor.iter_words(sentences, doc_ids=ids))
+
+
+@pytest.mark.parametrize("context", [0, 5])
+@pytest.mark.parametrize("ids, error, message", [
+    ([0, 1, 0, 1], ValueError, r"doc_ids\[2\] is 0, a document that already ended at sentence 0: the sentences of "
+                               r"one document must be consecutive in sentences"),
+    ([0, None, 0, 0], ValueError, r"doc_ids\[1\] is None, a missing document id"),
+    ([float("nan")] * 4, ValueError, r"doc_ids\[0\] is nan, a missing document id"),
+    ([0, True, True, 1], TypeError, r"doc_ids\[1\] is bool"),
+    ([[0], [0], [1], [1]], TypeError, r"doc_ids\[0\] is list .* not hashable"),
+    ("abcd", TypeError, r"doc_ids is a single string"),
+    (7, TypeError, r"doc_ids is int"),
+])
+def test_doc_ids_follow_the_estimators_rules(bert, context, ids, error, message):
+    """A document that came back after another was taken as two documents; NaN ids as all different."""
+    with pytest.raises(error, match=message):
+        list(FeatureExtractor(bert, context=context).iter_words(DOCUMENT, doc_ids=ids))
+
+
+def test_checked_doc_ids_give_the_rows_of_unchecked_ones(bert):
+    extractor = FeatureExtractor(bert, context=5)
+    by_document = list(extractor.iter_words(iter(DOCUMENT), doc_ids=iter(["a", "a", "b", "b"])))
+    assert [len(rows) for rows in by_document] == [len(s) for s in DOCUMENT]
+    alone = list(extractor.iter_words(DOCUMENT, doc_ids=[0, 1, 2, 3]))
+    assert not np.array_equal(by_document[0], alone[0])  # the document's context counts
+    plain = FeatureExtractor(bert)
+    assert all(np.array_equal(a, b) for a, b in zip(plain.words(DOCUMENT), plain.iter_words(DOCUMENT, doc_ids=[0, 0, 1, 1])))
