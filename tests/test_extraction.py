@@ -1,5 +1,6 @@
 import numpy as np
 import pytest
+import torch
 
 from contextembed import load_encoder
 from contextembed.extraction import FeatureExtractor
@@ -162,6 +163,49 @@ def test_float16_features_are_the_float32_ones_rounded(bert, pooling):
     texts = half.texts(SENTENCES)
     assert texts.dtype == np.float16 and np.array_equal(texts, full.texts(SENTENCES).astype(np.float16))
     assert half.texts([]).dtype == np.float16
+
+
+@pytest.mark.parametrize("level, message", [
+    ("word", r"^sentence 1, word 0 exceeds the float16 range \(largest magnitude 1\.4e\+05\); use dtype='float32'"),
+    ("text", r"^text 1 exceeds the float16 range \(largest magnitude 7e\+04\); use dtype='float32'"),
+])
+def test_a_static_feature_beyond_float16_is_an_error_naming_its_row(level, message, recwarn):
+    """It became an infinity with only NumPy's overflow warning; the CLI refused it, naming the row."""
+    from contextembed import StaticVectors
+
+    vectors = StaticVectors(["small", "big"], np.array([[1.0, 2.0], [1.4e5, -1.0]], dtype=np.float32))
+    sentences = [["small"], ["big", "small"], ["small"]]
+    extractor = FeatureExtractor(vectors, level=level, dtype="float16", normalize=False)
+    with pytest.raises(ValueError, match=message):
+        list(extractor.iter_words(sentences) if level == "word" else extractor.iter_texts(sentences))
+    assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]  # checked, not warned
+    full = FeatureExtractor(vectors, level=level, normalize=False)
+    got = full.words(sentences)[1] if level == "word" else full.texts(sentences)[1]
+    assert got.dtype == np.float32 and np.isfinite(got).all() and np.abs(got).max() >= 7e4
+    assert [len(r) for r in extractor.words([["small"], []])] == [1, 0]  # in range: rows as before
+
+
+def test_a_transformer_feature_rounded_to_float16_where_pooled_is_checked_too(tiny_bert_dir):
+    encoder = load_encoder(str(tiny_bert_dir), device="cpu", precision="fp32")
+    with torch.no_grad():  # layer 0 (the embeddings' LayerNorm) beyond float16's range
+        encoder.model.embeddings.LayerNorm.weight.mul_(1e6)
+    half = FeatureExtractor(encoder, layers=0, dtype="float16")
+    with pytest.raises(ValueError, match=r"^sentence 0, word 0 is infinite in float16: beyond its range \(largest "
+                                         r"magnitude 6\.55e\+04\) where it was rounded; use dtype='float32'"):
+        half.words(SENTENCES)
+    assert np.isfinite(np.concatenate(FeatureExtractor(encoder, layers=0).words(SENTENCES))).all()
+
+
+def test_a_nan_feature_is_an_error_in_float32_too(monkeypatch):
+    from contextembed import StaticVectors
+    from contextembed.pooling import _layers
+
+    vectors = StaticVectors(["a"], np.ones((1, 2), dtype=np.float32))
+    real = _layers.pool_layers_numpy
+    monkeypatch.setattr("contextembed.encoders._base.pool_layers_numpy",
+                        lambda pooling, hidden: real(pooling, hidden) * np.float32("nan"))
+    with pytest.raises(ValueError, match=r"^sentence 0, word 0 holds NaN or infinite values$"):
+        FeatureExtractor(vectors).words([["a"]])
 
 
 def test_an_unknown_dtype_is_refused(bert):

@@ -1382,8 +1382,9 @@ class TransformerEncoder(Encoder):
         if pooled.copies_in_place(flat):
             # (words, layers, width): the concatenation's blocks, each layer's units copied straight there
             blocks = columns.reshape(len(columns), len(flat), self.width)
-            for j, layer in enumerate(flat):
-                blocks[dest, j] = layer.numpy()[index]
+            with np.errstate(over="ignore"):  # float16 beyond its range: found by iter_encode_pooled's check
+                for j, layer in enumerate(flat):
+                    blocks[dest, j] = layer.numpy()[index]
             return
         index_t = torch.from_numpy(index).to(self.device)
         gathered = [layer.index_select(0, index_t).float() for layer in flat]

@@ -14,7 +14,7 @@ The modules are plain torch and take hidden states with the layer axis first:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Literal, Optional, Union, get_args
 
 import numpy as np
@@ -148,6 +148,49 @@ def check_fixed_combine(combine: str, name: str = "combine") -> str:
 def check_output_dtype(dtype: str) -> str:
     """Return ``dtype`` if it is an :data:`OutputDtype`, else raise ``ValueError`` listing them."""
     return check_choice("dtype", dtype, OutputDtype)
+
+
+def as_output_dtype(rows: np.ndarray, dtype: str, where: Callable[[int], str], fix: str) -> np.ndarray:
+    """``rows`` in ``dtype`` (an :data:`OutputDtype`), every value finite there.
+
+    Parameters
+    ----------
+    rows : np.ndarray
+        ``(rows, dim)`` features: float32, or already in ``dtype`` (rounded where they were pooled).
+    dtype : {"float32", "float16"}
+    where : callable
+        ``where(row)`` names a row in errors (``"row 3 of out.npy"``, ``"sentence 2, word 0"``).
+    fix : str
+        What to do about a value beyond ``dtype``'s range (``"use dtype='float32'"``).
+
+    Returns
+    -------
+    np.ndarray
+        ``(rows, dim)`` C-contiguous in ``dtype`` (``rows`` itself when it already is).
+
+    Raises
+    ------
+    ValueError
+        Naming the first row that holds NaN or an infinity, or a value beyond float16's range (an
+        infinity once rounded), never handed on as one.
+    """
+    with np.errstate(over="ignore", invalid="ignore"):  # checked just below
+        converted = np.ascontiguousarray(rows, dtype=dtype)
+    finite = np.isfinite(converted)
+    if finite.all():
+        return converted
+    row = int(np.argwhere(~finite)[0, 0])
+    raise ValueError(f"{where(row)} {_not_finite(np.asarray(rows[row]), dtype, fix)}")
+
+
+def _not_finite(source: np.ndarray, dtype: str, fix: str) -> str:
+    """What is wrong with a row that is not finite in ``dtype`` (``source``: the row as it came)."""
+    if np.isfinite(source).all():
+        return f"exceeds the {dtype} range (largest magnitude {np.abs(source).max():.4g}); {fix}"
+    if source.dtype != np.float32 and not np.isnan(source).any():  # rounded where it was pooled
+        return f"is infinite in {dtype}: beyond its range (largest magnitude {np.finfo(dtype).max:.4g}) where it was " \
+               f"rounded; {fix}"
+    return "holds NaN or infinite values"
 
 
 def check_mix_options(combine: str, layer_norm: bool = False, layer_dropout: float = 0.0) -> None:
