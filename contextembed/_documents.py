@@ -155,11 +155,11 @@ def checked_doc_ids(doc_ids: Iterable, where: str) -> Iterator:
     Raises
     ------
     TypeError
-        ``doc_ids`` is a single string or not iterable, or an id is a bool or unhashable (a list,
-        a dict); the message names its index.
+        For a single string, or anything that cannot be iterated; naming its index, for an id that
+        is a bool or cannot be hashed (a list, a dict).
     ValueError
-        An id is missing (``None``, NaN), or a document is split apart (its id comes back after
-        another document's); the message names the index.
+        Naming its index, for an id that stands for a missing one (``None``, NaN), or one whose
+        document already ended (a document split apart).
     """
     if isinstance(doc_ids, (str, bytes)) or not hasattr(doc_ids, "__iter__"):
         what = "a single string" if isinstance(doc_ids, (str, bytes)) else f"{type(doc_ids).__name__} ({doc_ids!r:.40})"
