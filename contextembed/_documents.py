@@ -138,8 +138,8 @@ def with_doc_ids(sentences: Iterable, doc_ids: Optional[Iterable]) -> Iterator[t
     for sentence in sentences:
         doc = next(ids, _END)
         if doc is _END:
-            raise ValueError(f"doc_ids holds {n} ids but there are more sentences: sentence {n} has no document id; "
-                             "pass one document id per sentence (sentences of one document share it)")
+            raise ValueError(f"doc_ids holds {n} id{'' if n == 1 else 's'} but there are more sentences: sentence {n} "
+                             "has no document id; pass one document id per sentence (sentences of one document share it)")
         yield sentence, doc
         n += 1
     if next(ids, _END) is not _END:
@@ -163,7 +163,7 @@ def checked_doc_ids(doc_ids: Iterable, where: str) -> Iterator:
     """
     if isinstance(doc_ids, (str, bytes)) or not hasattr(doc_ids, "__iter__"):
         what = "a single string" if isinstance(doc_ids, (str, bytes)) else f"{type(doc_ids).__name__} ({doc_ids!r:.40})"
-        raise TypeError(f"doc_ids is {what}; expected one document id (e.g. a str or int) per sentence of {where}")
+        raise TypeError(f"doc_ids is {what}; expected one document id (e.g. a str or int) per sentence")
     last_of: dict = {}  # the last sentence of every document that ended
     previous = _START
     for i, value in enumerate(doc_ids):
