@@ -14,7 +14,7 @@ The modules are plain torch and take hidden states with the layer axis first:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Literal, Optional, Union, get_args
 
 import numpy as np
@@ -35,10 +35,14 @@ OutputDtype = Literal["float32", "float16"]
 def check_layer_spec(layers: LayerSpec) -> LayerSpec:
     """Check the form of a layer spec without an encoder (ranges are checked by :func:`resolve_layers`).
 
+    A list of indexes is a sequence (a list, a tuple, a range, a 1-D integer NumPy array), in the
+    order the layers are wanted: a set has no order, and an iterator would be used up by the check.
+
     Raises
     ------
     ValueError
-        An unknown string, a bool, a non-int index, an empty or repeated list.
+        An unknown string, a bool, a non-int index, an empty or repeated list, or indexes that are
+        not a sequence (a set, a generator, a 2-D array).
     """
     if isinstance(layers, str):
         if layers not in ("all", "hidden"):
@@ -50,12 +54,12 @@ def check_layer_spec(layers: LayerSpec) -> LayerSpec:
         raise ValueError(f"layers={layers!r} is not a layer index")
     if _is_index(layers):
         return layers
-    try:
-        items = list(layers)
-    except TypeError:
+    if not _is_sequence(layers):
         raise ValueError(
-            f"layers={layers!r} is not understood; expected an int, a list of ints, 'all' or 'hidden'"
-        ) from None
+            f"layers={layers!r} ({type(layers).__name__}) is not understood; expected an int, a sequence of ints "
+            "in the order wanted (a list, a tuple, a 1-D integer array), 'all' or 'hidden'"
+        )
+    items = list(layers)
     if not items:
         raise ValueError("layers=[] selects no layer; give at least one index")
     for item in items:
@@ -85,9 +89,9 @@ def resolve_layers(layers: LayerSpec, n_layers: int) -> tuple[int, ...]:
         on a single-layer encoder, or an unknown string.
     """
     check_layer_spec(layers)
-    if layers == "all":
+    if isinstance(layers, str) and layers == "all":
         return tuple(range(n_layers))
-    if layers == "hidden":
+    if isinstance(layers, str):  # "hidden"
         if n_layers < 2:
             raise ValueError(
                 f"layers='hidden' needs an encoder with hidden layers; this one has {n_layers} "
@@ -101,6 +105,13 @@ def resolve_layers(layers: LayerSpec, n_layers: int) -> tuple[int, ...]:
     if len(set(resolved)) != len(resolved):
         raise ValueError(f"layers={list(items)!r} names a layer twice (resolved to {list(resolved)})")
     return resolved
+
+
+def _is_sequence(value) -> bool:
+    """A list, a tuple, a range, a 1-D NumPy array: indexes in an order, which can be read twice."""
+    if isinstance(value, np.ndarray):
+        return value.ndim == 1
+    return isinstance(value, Sequence)
 
 
 def _is_index(value) -> bool:
@@ -137,6 +148,49 @@ def check_fixed_combine(combine: str, name: str = "combine") -> str:
 def check_output_dtype(dtype: str) -> str:
     """Return ``dtype`` if it is an :data:`OutputDtype`, else raise ``ValueError`` listing them."""
     return check_choice("dtype", dtype, OutputDtype)
+
+
+def as_output_dtype(rows: np.ndarray, dtype: str, where: Callable[[int], str], fix: str) -> np.ndarray:
+    """``rows`` in ``dtype`` (an :data:`OutputDtype`), every value finite there.
+
+    Parameters
+    ----------
+    rows : np.ndarray
+        ``(rows, dim)`` features: float32, or already in ``dtype`` (rounded where they were pooled).
+    dtype : {"float32", "float16"}
+    where : callable
+        ``where(row)`` names a row in errors (``"row 3 of out.npy"``, ``"sentence 2, word 0"``).
+    fix : str
+        What to do about a value beyond ``dtype``'s range (``"use dtype='float32'"``).
+
+    Returns
+    -------
+    np.ndarray
+        ``(rows, dim)`` C-contiguous in ``dtype`` (``rows`` itself when it already is).
+
+    Raises
+    ------
+    ValueError
+        Naming the first row that holds NaN or an infinity, or a value beyond float16's range (an
+        infinity once rounded), never handed on as one.
+    """
+    with np.errstate(over="ignore", invalid="ignore"):  # checked just below
+        converted = np.ascontiguousarray(rows, dtype=dtype)
+    finite = np.isfinite(converted)
+    if finite.all():
+        return converted
+    row = int(np.argwhere(~finite)[0, 0])
+    raise ValueError(f"{where(row)} {_not_finite(np.asarray(rows[row]), dtype, fix)}")
+
+
+def _not_finite(source: np.ndarray, dtype: str, fix: str) -> str:
+    """What is wrong with a row that is not finite in ``dtype`` (``source``: the row as it came)."""
+    if np.isfinite(source).all():
+        return f"exceeds the {dtype} range (largest magnitude {np.abs(source).max():.4g}); {fix}"
+    if source.dtype != np.float32 and not np.isnan(source).any():  # rounded where it was pooled
+        return f"is infinite in {dtype}: beyond its range (largest magnitude {np.finfo(dtype).max:.4g}) where it was " \
+               f"rounded; {fix}"
+    return "holds NaN or infinite values"
 
 
 def check_mix_options(combine: str, layer_norm: bool = False, layer_dropout: float = 0.0) -> None:

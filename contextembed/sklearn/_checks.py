@@ -35,6 +35,7 @@ from typing import Optional, Union
 
 import numpy as np
 
+from .._documents import checked_doc_ids, is_missing
 from .._sentences import check_sentences
 from ..tokenizers import get_tokenizer, tokenize_item, tokenize_items
 
@@ -323,7 +324,7 @@ def class_labels(y, n_items: int, unit: str = "text") -> np.ndarray:
 
 def _label_kind(label, i: int, unit: str) -> str:
     """``"str"``, ``"number"`` or ``"bool"``; an error naming ``y[i]`` for anything else."""
-    if _is_missing(label):
+    if is_missing(label):
         raise ValueError(f"y[{i}] is {label!r}, a missing class label; give every {unit} a label (drop the {unit}s "
                          "without one, or give them a class of their own)")
     if isinstance(label, str):
@@ -335,15 +336,6 @@ def _label_kind(label, i: int, unit: str) -> str:
             raise ValueError(f"y[{i}] is {label!r}; class labels are finite")
         return "number"
     raise TypeError(f"y[{i}] is {type(label).__name__} ({str(label)[:40]!r}); expected a class label (str, int or bool)")
-
-
-def _is_missing(label) -> bool:
-    """None, a NaN float, NumPy's NaT, or pandas' ``NA`` / ``NaT`` (pandas is not imported)."""
-    if label is None or type(label).__name__ in ("NAType", "NaTType"):
-        return True
-    if isinstance(label, np.datetime64):
-        return bool(np.isnat(label))
-    return isinstance(label, numbers.Real) and not isinstance(label, numbers.Integral) and math.isnan(label)
 
 
 # -- document ids -------------------------------------------------------------------------------
@@ -391,28 +383,9 @@ def check_doc_ids(doc_ids, n_sentences: int) -> Optional[DocIds]:
     if len(ids) != n_sentences:
         raise ValueError(f"doc_ids has {len(ids)} ids but X has {n_sentences} sentences; pass one document id per "
                          "sentence (sentences of one document share it)")
-    last_of: dict = {}  # the last sentence of every document that ended
-    for i, value in enumerate(ids):
-        _check_doc_id(value, i)
-        if i and value != ids[i - 1]:
-            last_of[ids[i - 1]] = i - 1
-            if value in last_of:
-                raise ValueError(f"doc_ids[{i}] is {value!r}, a document that already ended at sentence "
-                                 f"{last_of[value]}: the sentences of one document must be consecutive in X (keep each "
-                                 "document's sentences together, in their order)")
+    for _ in checked_doc_ids(ids, "X"):  # each id, and each document's sentences together
+        pass
     return ids
-
-
-def _check_doc_id(value, i: int) -> None:
-    if _is_missing(value):
-        raise ValueError(f"doc_ids[{i}] is {value!r}, a missing document id; give every sentence its document's id")
-    if isinstance(value, (bool, np.bool_)):  # a mask passed by mistake; and True would be the document 1
-        raise TypeError(f"doc_ids[{i}] is bool ({value!r}); expected a document id such as a str, an int or a tuple")
-    try:
-        hash(value)
-    except TypeError:
-        raise TypeError(f"doc_ids[{i}] is {type(value).__name__} ({str(value)[:40]!r}), which is not hashable; a "
-                        "document id is a value such as a str, an int or a tuple") from None
 
 
 # -- containers ---------------------------------------------------------------------------------

@@ -16,6 +16,9 @@ from contextembed.pooling import LayerPooling, ScalarMix, resolve_layers
         ([-4, -3, -2, -1], (3, 4, 5, 6)),
         ((1, 3), (1, 3)),
         (np.int64(2), (2,)),
+        (np.array([-1, 0]), (6, 0)),  # a 1-D integer array is a sequence (it failed on NumPy's truth value)
+        (np.array([3, 1], dtype=np.int32), (3, 1)),
+        (range(2, 4), (2, 3)),
     ],
 )
 def test_resolve_layers(spec, expected):
@@ -33,6 +36,12 @@ def test_resolve_layers(spec, expected):
         (1.5, "not understood|not an int"),
         (True, "not a layer index"),
         (["a"], "not an int"),
+        ({1, 2}, r"layers=\{1, 2\} \(set\) is not understood; expected .*a sequence of ints in the order wanted"),
+        (frozenset([1]), r"\(frozenset\) is not understood"),
+        ((i for i in [1, 2]), r"\(generator\) is not understood"),
+        (np.array([[1, 2]]), r"\(ndarray\) is not understood"),
+        (np.array([1.0, 2.0]), "not an int"),
+        (np.array([True]), "not an int"),
     ],
 )
 def test_resolve_layers_errors(spec, message):
