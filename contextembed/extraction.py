@@ -184,10 +184,11 @@ class FeatureExtractor:
         """Yield one ``(dim,)`` vector per text in ``dtype``, in input order (an iterator is streamed as by
         :meth:`iter_words`).
 
-        A vector that holds NaN or an infinity, or a value beyond float16's range, is a
-        ``ValueError`` naming the text (:func:`~contextembed.pooling._layers.as_output_dtype`, the
-        check of ``contextembed embed``), never yielded as one; so is such a word row of
-        :meth:`iter_words`, naming the sentence and word.
+        With ``dtype="float16"``, a vector that holds NaN or an infinity, or a value beyond
+        float16's range, is a ``ValueError`` naming the text
+        (:func:`~contextembed.pooling._layers.as_output_dtype`, the check of ``contextembed embed``),
+        never yielded as one; so is such a word row of :meth:`iter_words`, naming the sentence and
+        word. float32 features are as computed, unchecked.
         """
         if self.text_pooling == "piece_mean":
             vectors = self._iter_piece_means(sentences, show_progress)
@@ -197,6 +198,9 @@ class FeatureExtractor:
         else:
             layers = self.pooling.layer_indexes
             vectors = map(self.text_vector, self.encoder.iter_encode_pieces(sentences, layers, show_progress=show_progress))
+        if self.dtype == "float32":  # as computed, unchecked (as iter_words' rows)
+            yield from (vector.astype(np.float32, copy=False) for vector in vectors)
+            return
         for i, vector in enumerate(vectors):
             yield as_output_dtype(vector[None], self.dtype, lambda _: f"text {i}", "use dtype='float32'")[0]
 

@@ -517,14 +517,17 @@ class Encoder(ABC):
             :class:`~contextembed._documents.InContext` (when it is read).
         ValueError
             An unknown ``subword_pooling`` or ``dtype``, or a ``pooling`` built for another number of
-            layers than the encoder's (at the call, before anything is encoded); a row that holds NaN
-            or an infinity, or a value beyond float16's range, naming the sentence and word
-            (:func:`~contextembed.pooling._layers.as_output_dtype`), never yielded as one.
+            layers than the encoder's (at the call, before anything is encoded); with
+            ``dtype="float16"``, a row that holds NaN or an infinity, or a value beyond float16's
+            range, naming the sentence and word (:func:`~contextembed.pooling._layers.as_output_dtype`),
+            never yielded as one. float32 rows are the model's values as they are, unchecked.
         """
         check_subword_pooling(subword_pooling)
         check_output_dtype(dtype)
         self._check_pooling(pooling)
         rows = self._iter_pooled(sentences, pooling, subword_pooling, in_context, dtype, show_progress)
+        if dtype == "float32":  # the model's values as they are: a check would cost a pass over every row
+            return rows
         return (as_output_dtype(words, dtype, functools.partial(_word_of, i), "use dtype='float32'")
                 for i, words in enumerate(rows))
 
