@@ -38,6 +38,27 @@ def test_matches_numpy_reference(bert, sentences, combine, subword_pooling):
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("layers", [[0, -1], (0, -1), range(0, 3, 2), np.array([0, -1]), np.array([0, 2], dtype=np.int8)],
+                         ids=["list", "tuple", "range", "array", "int8-array"])
+def test_every_sequence_of_layer_indexes_gives_the_reference(bert, sentences, layers):
+    got = TokenEmbedder(bert, layers=layers, combine="concat", device="cpu", precision="fp32").fit_transform(sentences)
+    np.testing.assert_allclose(got, _reference(bert, sentences, [0, -1], "concat", "first"), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("layers", [(i for i in (0, 1)), {0, 1}, {0: "a", 1: "b"}, iter([0, 1])],
+                         ids=["generator", "set", "dict", "iterator"])
+def test_one_pass_or_unordered_layers_are_a_type_error_naming_layers(bert, sentences, layers):
+    with pytest.raises(TypeError, match=r"layers is a (generator|set|dict|list_iterator) .*expected an int, a sequence"):
+        TokenEmbedder(bert, layers=layers).fit(sentences)
+
+
+def test_a_layer_array_of_another_shape_or_dtype_is_named(bert, sentences):
+    with pytest.raises(ValueError, match=r"layers is an array of shape \(1, 2\); expected a 1-D array"):
+        TokenEmbedder(bert, layers=np.array([[0, 1]])).fit(sentences)
+    with pytest.raises(ValueError, match="layer index 0.0 is not an int"):
+        TokenEmbedder(bert, layers=np.array([0.0, 1.0])).fit(sentences)
+
+
 def test_rows_follow_input_order_and_split_per_sentence(bert, sentences):
     embedder = TokenEmbedder(bert, layers=-1, combine="concat").fit(sentences)
     whole = embedder.transform(sentences)
