@@ -23,7 +23,7 @@ from .._devices import resolve_device
 from ..heads._bilstm_crf import BiLSTMCRF, TaggerBatch, TaggerSettings, TaggerShape
 from ..heads._crf import allowed_transitions
 from ..plotting import LayerWeights, estimator_name, layer_labels
-from ._base import check_show_progress, with_n_threads
+from ._base import check_flag, with_n_threads
 from ._checks import DocIds, TokenLists, check_doc_ids, check_tagged, check_token_lists
 from ._parameters import shared_docs
 from ._progress import bar
@@ -224,7 +224,7 @@ class BiLSTMCRFTagger(EntityScoresMixin, BaseEstimator):
                 raise ValueError(f"{name} must be in [0, 1), got {getattr(self, name)!r}")
         if self.shape_features not in (True, False, "auto"):
             raise ValueError(f"shape_features must be True, False or 'auto', got {self.shape_features!r}")
-        check_show_progress(self.show_progress)
+        check_flag("show_progress", self.show_progress)
 
     def _settings(self) -> TaggerSettings:
         return TaggerSettings(self.hidden_size, self.num_layers, self.dropout, self.word_dropout, self.projection,

@@ -11,7 +11,7 @@ from .._options import check_choice
 from ..pooling import LayerSpec, check_text_pooling
 from ..pooling._layers import OutputDtype
 from ._base import LayerFeaturesBase
-from ._checks import check_pairs, class_labels
+from ._checks import check_pairs
 from ._encoding import CacheOption
 from ._parameters import shared_docs, store_parameters
 from ._text import STREAM_TEXTS
@@ -97,8 +97,8 @@ class TextPairEmbedder(LayerFeaturesBase):
             raise ValueError(f"pair_features='cls' needs an encoder with a leading special piece; the {encoder.family} "
                              f"encoder {self.encoder!r} has none (use 'segments' or 'interactions')")
         self._n_features_out *= _VECTORS[self.pair_features]
-        if y is not None and self.combine == "scalar_mix":
-            _, codes = np.unique(class_labels(y, len(pairs), unit="pair"), return_inverse=True)
+        codes = self._mix_codes(y, len(pairs), "pair")
+        if codes is not None:
             self._learn_pair_mix(pairs, codes)
         return self
 

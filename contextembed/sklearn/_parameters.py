@@ -58,17 +58,21 @@ cache : "memory", None, path or joblib.Memory
     :class:`joblib.Memory`: also on disk; ``None``: no caching.
 n_jobs : int, optional
     joblib workers encoding blocks of the input (any joblib backend); results are identical to
-    ``n_jobs=1``.
+    ``n_jobs=1``. joblib's meaning: ``None`` or 1 one process, -1 one worker per core, -2 all
+    but one; 0, a float or a str is refused in ``fit``.
 embed_weights : bool
     Pickle the encoder's weights with the estimator (portable, but large). By default the
     pickle holds only the encoder reference and the learned pooling.
 max_epochs : int
-    Most epochs of mix training.
+    Most epochs of mix training (at least 1).
 validation_fraction : float
     Share of the training data (sentences, texts or pairs) held out for early stopping of mix
     training.
 random_state : int, RandomState or None
-    Seed of the validation split, initialisation and batch order of mix training.
+    Seed of the validation split, initialisation and batch order of mix training: an int (0 to
+    2**32 - 1) learns the same mix every fit; ``None`` a new one each fit; a
+    ``numpy.random.RandomState`` draws each fit's seed from it (a sequence of fits is
+    reproducible from the state's own seed).
 show_progress : bool
     Progress bars on stderr (tqdm): one over the items each call encodes (those found in the
     cache are not counted), one over the epochs of mix training. Off by default, and in every

@@ -11,7 +11,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.utils.validation import check_is_fitted
 
 from ..encoders._base import Encoder, is_cased
-from ._base import check_show_progress, with_n_threads
+from ._base import check_flag, with_n_threads
 from ._checks import DocIds, TokenLists, check_doc_ids, check_tagged, check_token_lists
 from ._parameters import shared_docs
 from ._tagger_features import SHAPE_NAMES, context_window, shape_features, window_index
@@ -176,7 +176,7 @@ class SequenceTagger(EntityScoresMixin, BaseEstimator):
             raise ValueError(f"shape_features must be True, False or 'auto', got {self.shape_features!r}")
         if self.embedder is not None and not isinstance(self.embedder, TokenEmbedder):
             raise TypeError(f"embedder must be a TokenEmbedder, got {type(self.embedder).__name__}")
-        check_show_progress(self.show_progress)
+        check_flag("show_progress", self.show_progress)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

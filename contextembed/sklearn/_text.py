@@ -9,8 +9,8 @@ import numpy as np
 
 from ..pooling import LayerSpec, check_text_options, check_text_pooling, normalize_rows
 from ..pooling._layers import OutputDtype
-from ._base import LayerFeaturesBase
-from ._checks import check_texts, class_labels
+from ._base import LayerFeaturesBase, check_flag
+from ._checks import check_texts
 from ._encoding import CacheOption
 from ._parameters import shared_docs, store_parameters
 
@@ -92,12 +92,11 @@ class TextEmbedder(LayerFeaturesBase):
 
     def _fit(self, texts: list[list[str]], y) -> "TextEmbedder":
         check_text_pooling(self.text_pooling)
-        if not isinstance(self.normalize, (bool, np.bool_)):
-            raise TypeError(f"normalize must be True or False, got {self.normalize!r}")
+        check_flag("normalize", self.normalize)
         encoder = self._setup()
         check_text_options(self.text_pooling, self.subword_pooling, encoder.has_cls, f"the encoder {self.encoder!r}")
-        if y is not None and self.combine == "scalar_mix":
-            _, codes = np.unique(class_labels(y, len(texts)), return_inverse=True)
+        codes = self._mix_codes(y, len(texts), "text")
+        if codes is not None:
             self._learn_mix(self._layer_vectors(texts), codes, np.arange(len(texts)), normalize=bool(self.normalize))
         return self
 

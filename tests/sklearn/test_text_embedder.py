@@ -187,6 +187,29 @@ def test_valid_class_labels_still_learn(bert):
         assert fitted.mix_weights_.sum() == pytest.approx(1.0, abs=1e-6)
 
 
+@pytest.mark.parametrize("combine", ["mean", "concat"])
+@pytest.mark.parametrize("y, error, message", [
+    ([1, 0], ValueError, r"y must hold one class label per text: 5 texts, got y of shape \(2,\)"),
+    ([1.0, 0.0, float("nan"), 1.0, 0.0], ValueError, r"y\[2\] is nan, a missing class label"),
+    ([1, 0, None, 1, 0], ValueError, r"y\[2\] is None, a missing class label"),
+    ([1, 0, "a", 1, 0], TypeError, r"y mixes kinds of class labels: y\[0\] is int \(1\) but y\[2\] is str"),
+    ([[1.0], [0.0], [np.inf], [1.0], [0.0]], ValueError, r"y\[2, 0\] is inf; class labels are finite"),
+])
+def test_y_is_checked_with_fixed_weights_too(static_path, combine, y, error, message):
+    """With a fixed combine y is not learned from, but it goes on to a pipeline's model: a y of the
+    wrong length or with a missing value was accepted."""
+    with pytest.raises(error, match=message):
+        TextEmbedder(static_path, combine=combine).fit(["eu call"] * 5, y)
+
+
+def test_continuous_and_multi_output_targets_pass_a_fixed_combine(static_path):
+    texts = ["eu call", "peter", "german call"]
+    for y in ([0.5, 1.25, 3.0], [[0.5, 1.0], [1.25, 2.0], [3.0, 0.0]], None):
+        assert TextEmbedder(static_path, combine="mean").fit_transform(texts, y).shape == (3, 8)
+    with pytest.raises(ValueError, match="combine='scalar_mix' learns its weights from class labels, but y is continuous"):
+        TextEmbedder(static_path).fit(texts, [0.5, 1.25, 3.0])
+
+
 @pytest.mark.parametrize("bad", [None, 3, 2.5, object()])
 def test_x_that_is_not_iterable_is_named(static_path, bad):
     fitted = TextEmbedder(static_path).fit(["eu call"])

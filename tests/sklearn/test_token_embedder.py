@@ -146,6 +146,21 @@ def test_bad_parameters_are_named_in_fit(bert, sentences):
         TokenEmbedder(encoder=object()).fit(sentences)
 
 
+@pytest.mark.parametrize("combine", ["concat", "mean"])
+def test_y_is_checked_with_fixed_weights_too(static_path, sentences, tags, combine):
+    """y of the wrong length, or with a NaN tag, was accepted when the mix was not learned."""
+    embedder = TokenEmbedder(static_path, combine=combine)
+    with pytest.raises(ValueError, match="y has 2 entries but X has 6 sentences"):
+        embedder.fit(sentences, tags[:2])
+    bad = [list(t) for t in tags]
+    bad[1][1] = float("nan")
+    with pytest.raises(TypeError, match=r"sentence 1, token 1: the label is float \(nan\)"):
+        embedder.fit(sentences, bad)
+    with pytest.raises(ValueError, match="sentence 3 has 9 tokens but 8 tags"):
+        embedder.fit_transform(sentences, tags[:3] + [tags[3][:-1]] + tags[4:])
+    assert embedder.fit(sentences, tags).transform(sentences).shape[0] == sum(map(len, sentences))
+
+
 def test_token_labels_checks_lengths(sentences, tags):
     assert len(token_labels(sentences, tags)) == sum(map(len, sentences))
     bad = [list(t) for t in tags]
