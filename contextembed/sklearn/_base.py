@@ -41,7 +41,16 @@ class LayerFeaturesBase(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
     The public classes define ``__init__`` with their parameters (those they share are defined and
     documented once, in :mod:`contextembed.sklearn._parameters`); their entry points check their
     input once (:mod:`contextembed.sklearn._checks`) and the methods here trust what they receive.
+
+    What the features are is fixed by ``fit``: the encoder (``encoder_ref_``), the layers
+    (``layer_indexes_``), their pooling (``pooling_``) and the options in :attr:`FITTED_OPTIONS`,
+    recorded as ``<option>_``. ``transform`` reads only those, so its columns are always those of
+    ``get_feature_names_out`` and of the learned mix; a ``set_params`` after ``fit`` takes effect at
+    the next ``fit``.
     """
+
+    #: the parameters of a class that shape its features besides the layers: recorded in ``fit``
+    FITTED_OPTIONS: tuple[str, ...] = ("subword_pooling",)
 
     # -- fitting ------------------------------------------------------------------------------
 
@@ -61,6 +70,8 @@ class LayerFeaturesBase(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         check_flag("embed_weights", self.embed_weights)
         check_n_jobs(self.n_jobs)
         disk_cache(self.cache)  # validates the option
+        for name in self.FITTED_OPTIONS:
+            setattr(self, name + "_", getattr(self, name))
         self.__dict__.pop("n_mix_epochs_", None)  # set again only if this fit learns the mix
         ref = EncoderRef.fitted(self.encoder, self.device, self.precision, self.batch_tokens, self.backend)
         with tuning.announcing(self._shows_progress()):  # an untuned machine's measurements are said
@@ -222,6 +233,8 @@ class LayerFeaturesBase(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         state.setdefault("dtype", "float32")  # pickled before dtype= existed: float32 features
         if "encoder_ref_" in state:
             state.setdefault("backend_", "torch")
+            for name in self.FITTED_OPTIONS:  # fitted before they were recorded: the parameters then
+                state.setdefault(name + "_", state[name])
         embedded = state.pop("_embedded_encoder", None)
         if isinstance(state.get("pooling_"), dict):
             state["pooling_"] = LayerPooling.from_state(state["pooling_"])

@@ -95,6 +95,11 @@ gamma_ : float
     The mix's scale (``combine="scalar_mix"`` only).
 layer_indexes_ : tuple of int
     The absolute encoder layers used.
+subword_pooling_ : str
+    The ``subword_pooling`` of ``fit``, which ``transform`` uses (so do ``text_pooling_``,
+    ``normalize_`` and ``pair_features_`` where the class has them): a ``set_params`` after
+    ``fit`` takes effect at the next ``fit``, and the columns always match
+    ``get_feature_names_out``.
 n_layers_ : int
     Layers of the encoder.
 """

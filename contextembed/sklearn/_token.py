@@ -178,7 +178,7 @@ class TokenEmbedder(LayerFeaturesBase):
         if sum(len(s) for s in sentences) == 0:
             return np.zeros((len(self.layer_indexes_), 0, self.width_), dtype=np.float32)
         encodings = [e for e in self._word_encodings(sentences, documents) if e.n_words]
-        return stack_words(encodings, self.subword_pooling, self.layer_indexes_)
+        return stack_words(encodings, self.subword_pooling_, self.layer_indexes_)
 
     def _word_encodings(self, sentences: TokenLists, documents: Optional[DocIds]) -> list:
         """Each sentence's pieces: alone, or (``context``) inside its document's text."""
