@@ -299,7 +299,7 @@ class BiLSTMCRFTagger(EntityScoresMixin, BaseEstimator):
         for k in range(len(self.embedders_)):
             logits = self.model_state_.get(f"poolings.{k}.mix.weights")
             single = logits is None or logits.size == 1  # one layer: nothing to weigh
-            weights.append(None if single else np.exp(logits) / np.exp(logits).sum())
+            weights.append(None if single else _softmax(logits))
             gammas.append(None if single else float(self.model_state_[f"poolings.{k}.mix.gamma"]))
         self.mix_weights_ = weights
         self.mix_gammas_ = gammas
@@ -450,6 +450,12 @@ def _length_batches(rows: np.ndarray, lengths: np.ndarray, batch_size: int, rng:
         chunk = chunk[np.argsort(lengths[chunk], kind="stable")]
         batches.extend(chunk[i : i + batch_size] for i in range(0, len(chunk), batch_size))
     return [batches[i] for i in rng.permutation(len(batches))]
+
+
+def _softmax(logits: np.ndarray) -> np.ndarray:
+    """``exp(w) / sum(exp(w))``, shifted by the largest logit (large logits overflowed to NaN weights)."""
+    shifted = np.exp(logits - logits.max())
+    return shifted / shifted.sum()
 
 
 def _subset(documents: Optional[DocIds], rows) -> Optional[DocIds]:

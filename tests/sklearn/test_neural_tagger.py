@@ -41,6 +41,27 @@ def test_predictions_are_valid_sequences_of_training_tags(bert, sentences, tags)
                 assert previous[2:] == tag[2:] and previous != "O"
 
 
+def test_learned_scores_past_any_finite_penalty_never_make_a_forbidden_move(static_path, sentences, tags):
+    """With learning_rate=1000 the allowed scores grew past the -1e4 of forbidden moves and a sentence
+    started with I-PER under IOB2; forbidden moves are now impossible whatever was learned."""
+    tagger = BiLSTMCRFTagger(TokenEmbedder(static_path), **{**FAST, "max_epochs": 2}).fit(sentences, tags)
+    n, allowed = len(tagger.classes_), tagger.allowed_
+    state = dict(tagger.model_state_)
+    state["crf.start"] = np.where(allowed[n, :n], -1e6, 1e6).astype(np.float32)  # every allowed start scored far below
+    state["crf.transitions"] = np.where(allowed[:n, :n], -1e6, 1e6).astype(np.float32)
+    tagger.model_state_, tagger._model = state, None
+    for path in tagger.predict(sentences + [["completely", "new", "words", "here"]]):
+        for previous, tag in zip(["O"] + path, path):
+            assert not tag.startswith("I-") or previous[2:] == tag[2:] != "", path
+
+
+def test_huge_mix_logits_give_finite_mix_weights(bert, sentences, tags):
+    tagger = _tagger(bert, max_epochs=1).fit(sentences, tags)
+    tagger.model_state_["poolings.0.mix.weights"] = np.array([1000.0, 0.0, -5.0], dtype=np.float32)  # np.exp overflowed
+    tagger._set_mix_attributes()
+    np.testing.assert_allclose(tagger.mix_weights_[0], [1.0, 0.0, 0.0], atol=1e-6)
+
+
 def test_iob1_b_after_o_is_a_chunk_start_it_can_learn(bert):
     """CoNLL-2003's training file has B-MISC after O; an IOB1 tagger trains on it, not refuses it."""
     sentences = [["EU", "rejects", "German", "call"], ["Peter", "met", "the", "British", "team"]] * 3
