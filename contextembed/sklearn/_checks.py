@@ -95,17 +95,19 @@ def _sentences(X) -> list:
     reject_sparse(X)
     X = check_iterable(one_column(X, "X", "token lists"), "X", TOKENS_EXPECTED)
     if isinstance(X, np.ndarray) and X.dtype != object:
+        kind = "an array of str" if X.dtype.kind in "US" else "a numeric array"
         raise TypeError(
-            f"expected a list of tokenized sentences (list of list of str), got a numeric array of "
+            f"expected a list of tokenized sentences (list of list of str), got {kind} of "
             f"shape {X.shape} and dtype {X.dtype}; pass e.g. [['EU', 'rejects', 'German', 'call']]"
+            + (" (X.tolist() for a 2-D array of tokens)" if X.dtype.kind in "US" and X.ndim == 2 else "")
         )
     return check_sentences(X)
 
 
-def check_nonempty(items: list, unit: str) -> list:
-    """``items`` if there is at least one; a ``ValueError`` for ``fit`` otherwise."""
+def check_nonempty(items: list, unit: str, method: str = "fit") -> list:
+    """``items`` if there is at least one; a ``ValueError`` naming ``method`` (``fit``, ``score``) otherwise."""
     if not items:
-        raise ValueError(f"fit needs at least one {unit}; X is empty")
+        raise ValueError(f"{method} needs at least one {unit}; X is empty")
     return items
 
 

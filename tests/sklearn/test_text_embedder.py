@@ -103,6 +103,17 @@ def test_tokenizer_options(bert):
     assert regex_tokenize("EU-wide, isn't it?") == ["EU-wide", ",", "isn't", "it", "?"]
 
 
+@pytest.mark.parametrize("split, message", [
+    (lambda text: [1], r"the tokenizer returned a list for text 0 whose token 0 is int \(1\); a tokenizer must return"),
+    (lambda text: ("EU", b"x"), r"the tokenizer returned a tuple for text 0 whose token 1 is bytes \(b'x'\)"),
+    (lambda text: text, r"the tokenizer returned str for text 0; a tokenizer must return a list of str tokens"),
+])
+def test_what_a_tokenizer_returned_wrong_is_named(static_path, split, message):
+    """A tokenizer returning [1] was reported as having "returned list"."""
+    with pytest.raises(TypeError, match=message):
+        TextEmbedder(static_path, tokenizer=split).fit(["eu call"])
+
+
 def test_empty_texts_and_empty_input(bert):
     embedder = TextEmbedder(bert, layers=[-2, -1], combine="concat").fit(TEXTS)
     width = len(embedder.get_feature_names_out())

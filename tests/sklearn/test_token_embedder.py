@@ -124,6 +124,8 @@ def test_pandas_output(bert, sentences):
         (["EU rejects", "German call"], TypeError, "sentence 0 is a plain string"),
         ([["EU", 3]], TypeError, "sentence 0, word 1 is int"),
         (np.zeros((3, 2)), TypeError, "numeric array"),
+        (np.array([["EU", "rejects"], ["Peter", "said"]]), TypeError,
+         r"got an array of str of shape \(2, 2\) and dtype <U7; .* \(X.tolist\(\) for a 2-D array of tokens\)"),
     ],
 )
 def test_bad_input_is_named(bert, bad, error, message):
