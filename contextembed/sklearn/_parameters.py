@@ -54,8 +54,9 @@ batch_tokens : int, optional
     Padded pieces per forward pass (default: the encoder's).
 cache : "memory", None, path or joblib.Memory
     ``"memory"``: the process-wide in-memory cache (bounded by bytes; see
-    :func:`contextembed.sklearn.set_cache_size`); a directory path or a
-    :class:`joblib.Memory`: also on disk; ``None``: no caching.
+    :func:`contextembed.sklearn.set_cache_size`); a directory path: also on disk, in its
+    subdirectory ``contextembed-cache`` (nothing else in the directory is written); a
+    :class:`joblib.Memory`: also on disk, in that store; ``None``: no caching.
 n_jobs : int, optional
     joblib workers encoding blocks of the input (any joblib backend); results are identical to
     ``n_jobs=1``. joblib's meaning: ``None`` or 1 one process, -1 one worker per core, -2 all
