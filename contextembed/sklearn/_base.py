@@ -335,8 +335,10 @@ def with_n_threads(method: Callable) -> Callable:
     return bounded
 
 
+#: a share or a probability that may be 0 but not 1 (``validation_fraction``, ``dropout``)
+FRACTION = Bound(float, 0, 1, high_open=True)
 #: the numeric parameters of mix training (the taggers' have their own tables)
-MIX_BOUNDS = {"max_epochs": Bound(int, 1, 10**6), "validation_fraction": Bound(float, 0, 1, high_open=True)}
+MIX_BOUNDS = {"max_epochs": Bound(int, 1, 10**6), "validation_fraction": FRACTION}
 #: an int ``random_state``: what NumPy's and torch's generators both take
 SEED = Bound(int, 0, 2**32 - 1, note="or None, or a numpy.random.RandomState")
 
@@ -368,4 +370,4 @@ def _check_finite(features: np.ndarray, ref: EncoderRef) -> np.ndarray:
     return features
 
 
-__all__ = ["LayerFeaturesBase", "check_available", "check_flag", "check_n_jobs", "check_random_state", "draw_seed"]
+__all__ = ["FRACTION", "LayerFeaturesBase", "check_available", "check_flag", "check_n_jobs", "check_random_state", "draw_seed"]

@@ -19,12 +19,12 @@ import torch
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
-from .._bounds import LEARNING_RATE, Bound, check_settings
+from .._bounds import LEARNING_RATE, check_settings
 from .._devices import resolve_device
 from ..heads._bilstm_crf import BiLSTMCRF, TaggerBatch, TaggerSettings, TaggerShape
 from ..heads._crf import allowed_transitions
 from ..plotting import LayerWeights, estimator_name, layer_labels
-from ._base import check_flag, check_random_state, draw_seed, with_n_threads
+from ._base import FRACTION, check_flag, check_random_state, draw_seed, with_n_threads
 from ._checks import DocIds, TokenLists, check_doc_ids, check_tagged, check_token_lists
 from ._parameters import shared_docs
 from ._progress import bar
@@ -41,8 +41,8 @@ MAX_CHARS = 20
 #: weights would not fit in memory, and torch's own error would not name the parameter
 MAX_WIDTH = 1 << 16
 #: the tagger's rates (the library's: no command-line flag to name)
-RATE_BOUNDS = {"dropout": Bound(float, 0, 1, high_open=True), "word_dropout": Bound(float, 0, 1, high_open=True),
-               "validation_fraction": Bound(float, 0, 1, high_open=True), "learning_rate": replace(LEARNING_RATE, flag="")}
+RATE_BOUNDS = {"dropout": FRACTION, "word_dropout": FRACTION, "validation_fraction": FRACTION,
+               "learning_rate": replace(LEARNING_RATE, flag="")}
 _PAD, _UNKNOWN = 0, 1
 
 
