@@ -100,10 +100,7 @@ def tokenize_item(item, split: Tokenizer, where: str) -> list[str]:
                 f"{where} holds {item[position]!r} at character {position}, a lone surrogate that cannot be "
                 "encoded as UTF-8; decode the input as UTF-8 or remove the character"
             )
-        tokens = split(item)
-        if not isinstance(tokens, (list, tuple)) or not all(map(isinstance, tokens, itertools.repeat(str))):
-            raise TypeError(f"the tokenizer returned {type(tokens).__name__} for {where}; a tokenizer must return a list of str tokens")
-        return list(tokens)
+        return _checked_tokens(split(item), where)
     if isinstance(item, (list, tuple)):
         for j, token in enumerate(item):
             if not isinstance(token, str):
@@ -111,6 +108,19 @@ def tokenize_item(item, split: Tokenizer, where: str) -> list[str]:
         check_encodable(item, where, unit="token")
         return list(item)
     raise TypeError(f"{where} is {type(item).__name__} ({str(item)[:40]!r}); expected a str or a list of str tokens")
+
+
+def _checked_tokens(tokens, where: str) -> list[str]:
+    """What a tokenizer returned for ``where``: a list (or tuple) of str, else a ``TypeError`` naming
+    what it returned or its first token that is not a str (index, type and value)."""
+    if not isinstance(tokens, (list, tuple)):
+        raise TypeError(f"the tokenizer returned {type(tokens).__name__} for {where}; a tokenizer must return a list of "
+                        "str tokens")
+    for j, token in enumerate(tokens):
+        if not isinstance(token, str):
+            raise TypeError(f"the tokenizer returned a {type(tokens).__name__} for {where} whose token {j} is "
+                            f"{type(token).__name__} ({repr(token)[:40]}); a tokenizer must return a list of str tokens")
+    return list(tokens)
 
 
 #: the tokenizers that always return a list of str (what :func:`tokenize_item` checks of any other)

@@ -35,14 +35,17 @@ OutputDtype = Literal["float32", "float16"]
 def check_layer_spec(layers: LayerSpec) -> LayerSpec:
     """Check the form of a layer spec without an encoder (ranges are checked by :func:`resolve_layers`).
 
-    A list of indexes is a sequence (a list, a tuple, a range, a 1-D integer NumPy array), in the
-    order the layers are wanted: a set has no order, and an iterator would be used up by the check.
+    A sequence of ints is a list, a tuple, a ``range`` or a 1-D integer array: something that can be
+    read again. A generator, a set or another one-pass or unordered iterable is refused (it would be
+    consumed by this check, or give the layers in no defined order).
 
     Raises
     ------
     ValueError
-        An unknown string, a bool, a non-int index, an empty or repeated list, or indexes that are
-        not a sequence (a set, a generator, a 2-D array).
+        An unknown string, a bool, a non-int index, an empty or repeated list, an array of another
+        shape.
+    TypeError
+        An iterable that is not a sequence (a generator, a set, a dict), naming ``layers``.
     """
     if isinstance(layers, str):
         if layers not in ("all", "hidden"):
@@ -54,12 +57,7 @@ def check_layer_spec(layers: LayerSpec) -> LayerSpec:
         raise ValueError(f"layers={layers!r} is not a layer index")
     if _is_index(layers):
         return layers
-    if not _is_sequence(layers):
-        raise ValueError(
-            f"layers={layers!r} ({type(layers).__name__}) is not understood; expected an int, a sequence of ints "
-            "in the order wanted (a list, a tuple, a 1-D integer array), 'all' or 'hidden'"
-        )
-    items = list(layers)
+    items = _indexes(layers)
     if not items:
         raise ValueError("layers=[] selects no layer; give at least one index")
     for item in items:
@@ -89,29 +87,36 @@ def resolve_layers(layers: LayerSpec, n_layers: int) -> tuple[int, ...]:
         on a single-layer encoder, or an unknown string.
     """
     check_layer_spec(layers)
-    if isinstance(layers, str) and layers == "all":
-        return tuple(range(n_layers))
-    if isinstance(layers, str):  # "hidden"
-        if n_layers < 2:
+    if isinstance(layers, str):  # "all" or "hidden"
+        if layers == "hidden" and n_layers < 2:
             raise ValueError(
                 f"layers='hidden' needs an encoder with hidden layers; this one has {n_layers} "
                 "layer (use layers='all' or 0)"
             )
-        return tuple(range(1, n_layers))
+        return tuple(range(0 if layers == "all" else 1, n_layers))
     if _is_index(layers):
         return (_absolute(int(layers), n_layers),)
-    items = list(layers)
+    items = _indexes(layers)
     resolved = tuple(_absolute(item, n_layers) for item in items)
     if len(set(resolved)) != len(resolved):
         raise ValueError(f"layers={list(items)!r} names a layer twice (resolved to {list(resolved)})")
     return resolved
 
 
-def _is_sequence(value) -> bool:
-    """A list, a tuple, a range, a 1-D NumPy array: indexes in an order, which can be read twice."""
-    if isinstance(value, np.ndarray):
-        return value.ndim == 1
-    return isinstance(value, Sequence)
+def _indexes(layers) -> list:
+    """The items of a sequence spec (a list, tuple, ``range`` or 1-D array), read without consuming it."""
+    if isinstance(layers, np.ndarray):
+        if layers.ndim != 1:
+            raise ValueError(f"layers is an array of shape {layers.shape}; expected a 1-D array of layer indexes")
+        return layers.tolist()
+    if isinstance(layers, Sequence):
+        return list(layers)
+    if hasattr(layers, "__iter__"):
+        raise TypeError(
+            f"layers is a {type(layers).__name__} ({str(layers)[:40]!r}); expected an int, a sequence of ints "
+            "(a list, tuple, range or 1-D array, read in its order), 'all' or 'hidden': pass e.g. list(layers)"
+        )
+    raise ValueError(f"layers={layers!r} is not understood; expected an int, a list of ints, 'all' or 'hidden'")
 
 
 def _is_index(value) -> bool:
