@@ -35,6 +35,7 @@ from typing import Optional
 
 import numpy as np
 
+from ._bounds import COUNT, check_setting
 from ._sentences import Sentences
 
 
@@ -451,13 +452,14 @@ def split_context(room: int, left: int, right: int) -> tuple[int, int]:
 
 
 def check_window(window: int, stride: int, max_window: Optional[int] = None) -> None:
-    """Validate window settings; raise ``ValueError`` saying what is allowed."""
-    if not isinstance(window, (int, np.integer)) or window < 1:
-        raise ValueError(f"window must be a positive number of pieces, got {window!r}")
+    """Validate window settings: ``TypeError`` for a ``window`` or ``stride`` that is not an int (a
+    bool, a float), ``ValueError`` saying what is allowed for one out of range."""
+    check_setting("window", window, COUNT)
+    check_setting("stride", stride, COUNT)
     if max_window is not None and window > max_window:
         raise ValueError(
             f"window={window} pieces does not fit the model, which takes at most {max_window} "
             "pieces besides its special tokens"
         )
-    if not isinstance(stride, (int, np.integer)) or not 1 <= stride <= window:
+    if stride > window:
         raise ValueError(f"stride must be between 1 and window={window}, got {stride!r}")

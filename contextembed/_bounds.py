@@ -120,8 +120,15 @@ def check_setting(name: str, value, bound: Bound):
 
 def check_settings(settings, bounds: Mapping[str, Bound]) -> None:
     """:func:`check_setting` for every field of ``settings`` listed in ``bounds``."""
-    for name, bound in bounds.items():
-        check_setting(name, getattr(settings, name), bound)
+    check_values({name: getattr(settings, name) for name in bounds}, bounds)
+
+
+def check_values(values: Mapping[str, object], bounds: Mapping[str, Bound]) -> None:
+    """:func:`check_setting` for every entry of ``values`` (keyword arguments, by name) that ``bounds``
+    lists; the others are left to their own checks."""
+    for name, value in values.items():
+        if name in bounds:
+            check_setting(name, value, bounds[name])
 
 
 def check_integers(name: str, values, bound: Bound, *, increasing: bool = False) -> Optional[list[int]]:
@@ -164,6 +171,11 @@ CONNECT_TIMEOUT = Bound(float, 0, 600, "--connect-timeout", low_open=True, note=
 SEED = Bound(int, 0, 2**32 - 1, "--seed")
 #: a learning rate (SGD or AdamW); a run that diverges below the bound is stopped by the loop
 LEARNING_RATE = Bound(float, 0, 1e6, "--lr", low_open=True)
+#: a count of items, pieces or positions a library option sets (a batch, a chunk, a window): at least one
+COUNT = Bound(int, 1, 2**31 - 1)
+#: the same, where ``None`` stands for a default chosen later (from the model, the device)
+OPTIONAL_COUNT = Bound(int, 1, 2**31 - 1, optional=True)
 
 
-__all__ = ["CONNECT_TIMEOUT", "LEARNING_RATE", "SEED", "Bound", "check_integers", "check_setting", "check_settings", "parse_integers"]
+__all__ = ["CONNECT_TIMEOUT", "COUNT", "LEARNING_RATE", "OPTIONAL_COUNT", "SEED", "Bound", "check_integers", "check_setting",
+           "check_settings", "check_values", "parse_integers"]

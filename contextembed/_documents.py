@@ -24,12 +24,14 @@ with a clear error rather than counted in other units.
 
 from __future__ import annotations
 
-import itertools
+import math
 import numbers
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Optional
+
+import numpy as np
 
 from ._sentences import check_sentence_chunks
 
@@ -79,8 +81,8 @@ def in_context(sentences: Iterable, doc_ids: Optional[Iterable], size: int) -> I
         one chunk at a time, holding besides it only the sentences still waiting for ``size`` words
         after them.
     doc_ids : iterable or None
-        One document id per sentence, each document's sentences consecutive (checked by the caller:
-        :func:`contextembed.sklearn._checks.check_doc_ids`); ``None``: one document.
+        One document id per sentence (an iterator too), each document's sentences consecutive;
+        checked as they are read (:func:`with_doc_ids`); ``None``: one document.
     size : int
         Context wanted on each side, ``>= 1``.
 
@@ -89,28 +91,130 @@ def in_context(sentences: Iterable, doc_ids: Optional[Iterable], size: int) -> I
     InContext
         An empty sentence with no context (it has no rows, and needs none).
     """
-    ids = itertools.repeat(None) if doc_ids is None else iter(doc_ids)
     waiting: deque[_Waiting] = deque()
     before: deque[str] = deque(maxlen=size)
     current: object = _START
-    for chunk in check_sentence_chunks(sentences, CHUNK):
-        for words in chunk:
-            doc = next(ids)
-            if current is _START or doc != current:  # a new document: the text before is not its own
-                yield from _finished(waiting, size, everything=True)
-                before.clear()
-                current = doc
-            if len(words):
-                for item in waiting:
-                    if len(item.right) < size:
-                        item.right.extend(words[: size - len(item.right)])
-            waiting.append(_Waiting(words, tuple(before) if len(words) else ()))
-            before.extend(words)
-            yield from _finished(waiting, size)
+    for words, doc in with_doc_ids(sentences, doc_ids):
+        if current is _START or doc != current:  # a new document: the text before is not its own
+            yield from _finished(waiting, size, everything=True)
+            before.clear()
+            current = doc
+        if len(words):
+            for item in waiting:
+                if len(item.right) < size:
+                    item.right.extend(words[: size - len(item.right)])
+        waiting.append(_Waiting(words, tuple(before) if len(words) else ()))
+        before.extend(words)
+        yield from _finished(waiting, size)
     yield from _finished(waiting, size, everything=True)
 
 
 _START = object()
+#: what ``next`` gives past the last document id
+_END = object()
+
+
+def with_doc_ids(sentences: Iterable, doc_ids: Optional[Iterable]) -> Iterator[tuple[Sequence[str], object]]:
+    """Each sentence with its document id, in order (``None`` for every sentence without ``doc_ids``).
+
+    The sentences are checked a chunk at a time (:func:`~contextembed._sentences.check_sentence_chunks`),
+    the ids one at a time as they are read (:func:`checked_doc_ids`), and their count where the
+    shorter of the two ends: an iterator of either is read as it goes.
+
+    Raises
+    ------
+    ValueError
+        Where the ids end before the sentences, or go on after them (naming the position), and for
+        the errors of :func:`checked_doc_ids`.
+    TypeError
+        As :func:`checked_doc_ids`.
+    """
+    sentences = (words for chunk in check_sentence_chunks(sentences, CHUNK) for words in chunk)
+    if doc_ids is None:
+        yield from ((words, None) for words in sentences)
+        return
+    ids = checked_doc_ids(doc_ids, "sentences")
+    n = 0
+    for sentence in sentences:
+        doc = next(ids, _END)
+        if doc is _END:
+            raise ValueError(f"doc_ids holds {n} id{'' if n == 1 else 's'} but there are more sentences: sentence {n} "
+                             "has no document id; pass one document id per sentence (sentences of one document share it)")
+        yield sentence, doc
+        n += 1
+    if next(ids, _END) is not _END:
+        raise ValueError(f"doc_ids holds more ids than the {n} sentences: doc_ids[{n}] has no sentence; pass one "
+                         "document id per sentence")
+
+
+def checked_doc_ids(doc_ids: Iterable, where: str) -> Iterator:
+    """The ids of ``doc_ids`` one after the other, each checked as it is read: any hashable value but a
+    bool names a document (a str, an int, a tuple), and the sentences of one document are consecutive
+    in ``where`` (what the ids go with: ``"X"``, ``"sentences"``), in their order in the document.
+
+    Raises
+    ------
+    TypeError
+        For a single string, or anything that cannot be iterated; naming its index, for an id that
+        is a bool or cannot be hashed (a list, a dict).
+    ValueError
+        Naming its index, for an id that stands for a missing one (``None``, NaN), or one whose
+        document already ended (a document split apart).
+    """
+    if isinstance(doc_ids, (str, bytes)) or not hasattr(doc_ids, "__iter__"):
+        what = "a single string" if isinstance(doc_ids, (str, bytes)) else f"{type(doc_ids).__name__} ({doc_ids!r:.40})"
+        raise TypeError(f"doc_ids is {what}; expected one document id (e.g. a str or int) per sentence")
+    last_of: dict = {}  # the last sentence of every document that ended
+    previous = _START
+    for i, value in enumerate(doc_ids):
+        _check_doc_id(value, i)
+        if previous is not _START and value != previous:
+            last_of[previous] = i - 1
+            if value in last_of:
+                raise ValueError(f"doc_ids[{i}] is {value!r}, a document that already ended at sentence "
+                                 f"{last_of[value]}: the sentences of one document must be consecutive in {where} "
+                                 "(keep each document's sentences together, in their order)")
+        previous = value
+        yield value
+
+
+def _check_doc_id(value, i: int) -> None:
+    if is_missing(value):
+        raise ValueError(f"doc_ids[{i}] is {value!r}, a missing document id; give every sentence its document's id")
+    if isinstance(value, (bool, np.bool_)):  # a mask passed by mistake; and True would be the document 1
+        raise TypeError(f"doc_ids[{i}] is bool ({value!r}); expected a document id such as a str, an int or a tuple")
+    try:
+        hash(value)
+    except TypeError:
+        raise TypeError(f"doc_ids[{i}] is {type(value).__name__} ({str(value)[:40]!r}), which is not hashable; a "
+                        "document id is a value such as a str, an int or a tuple") from None
+
+
+def is_missing(value) -> bool:
+    """Whether ``value`` stands for a missing one: None, a NaN float, NumPy's NaT, or pandas' ``NA`` /
+    ``NaT`` (pandas is not imported)."""
+    if value is None or type(value).__name__ in ("NAType", "NaTType"):
+        return True
+    if isinstance(value, np.datetime64):
+        return bool(np.isnat(value))
+    return isinstance(value, numbers.Real) and not isinstance(value, numbers.Integral) and math.isnan(value)
+
+
+def check_in_context(items: Iterable) -> Iterator[InContext]:
+    """``items`` one after the other, each checked to be an :class:`InContext` (what :func:`in_context`
+    yields) as it is read, so that an iterator stays one.
+
+    Raises
+    ------
+    TypeError
+        Naming the first item that is not one, and what makes them.
+    """
+    for i, item in enumerate(items):
+        if not isinstance(item, InContext):
+            raise TypeError(f"item {i} is a {type(item).__name__}; encoding in context takes the InContext items that "
+                            "contextembed._documents.in_context(sentences, doc_ids, size) yields (plain sentences are "
+                            "encoded without in_context)")
+        yield item
 
 
 def _finished(waiting: deque, size: int, everything: bool = False) -> Iterator[InContext]:
@@ -156,4 +260,4 @@ def check_context(context, encoder) -> int:
     return int(context)
 
 
-__all__ = ["InContext", "check_context", "in_context"]
+__all__ = ["InContext", "check_context", "check_in_context", "checked_doc_ids", "in_context", "is_missing", "with_doc_ids"]

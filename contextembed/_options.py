@@ -23,10 +23,15 @@ option                 definition (type and check)
                        ``contextembed._backends.check_backend``
 ``calibration``        ``contextembed._backends.check_calibration`` (where it can take effect)
 ``tokenizer``          :data:`contextembed.tokenizers.TOKENIZERS`, ``get_tokenizer``
-``window``, ``stride`` ``contextembed._alignment.check_window``
+``window``, ``stride`` types and ranges: ``OPTION_BOUNDS`` of
+``batch_tokens``,      :mod:`contextembed.encoders.transformer` (``batch_words``: of
+``pad_multiple``,      :mod:`contextembed.encoders._elmo.encoder`), through
+``max_batch_size``,    ``contextembed._bounds.check_values``; against the model:
+``chunk_size``,        ``contextembed._alignment.check_window``; an option of another family
+``batch_words``        an error in ``contextembed.encoders._loading``
 ``format``,            :data:`contextembed.encoders._vector_files.StaticFormat` and ``UnicodeErrors``,
 ``unicode_errors``     checked by ``read_vectors``
-``oov``                :data:`contextembed.encoders._static.OovVector`, checked by ``StaticVectors``
+``oov``, ``lowercase`` :data:`contextembed.encoders._static.OovVector`, ``check_lookup``
 ``engine``             :data:`contextembed.corpus.Engine`, ``runner`` (dispatch through ``RUNNERS``)
 ``output_format``      :data:`contextembed._jobs.OutputFormat`, checked by ``plan``
 ``context``            ``contextembed._documents.check_context`` (against the encoder)

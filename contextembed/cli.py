@@ -11,6 +11,7 @@ import argparse
 import copy
 import json
 import os
+import re
 import signal
 import sys
 import threading
@@ -151,19 +152,26 @@ class _OutputState:
         return f"{self.path} was not written; the previous file is unchanged"
 
 
+#: one item of ``--layers``: ASCII digits with an optional leading ``-`` (``int()`` also takes ``'٣'``,
+#: ``'１'``, ``'1_0'``, ``'+2'`` and ``' 3'``; :mod:`contextembed._bounds` refuses them too)
+_LAYER_INDEX = re.compile(r"-?[0-9]+")
+
+
 def parse_layers(text: str):
-    """``"all"``, ``"hidden"``, ``"-1"`` or ``"-4,-3,-2,-1"`` -> a layer spec."""
+    """``"all"``, ``"hidden"``, ``"-1"`` or ``"-4,-3,-2,-1"`` -> a layer spec; any other item (an
+    empty one included: ``'3,'``, ``'-1,,-2'``) is an error naming ``--layers`` and the item."""
     if text in ("all", "hidden"):
         return text
-    try:
-        values = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"--layers {text!r}: expected 'all', 'hidden', an int or comma-separated ints (e.g. -4,-3,-2,-1)"
-        ) from None
-    if not values:
-        raise argparse.ArgumentTypeError("--layers is empty")
-    return values[0] if len(values) == 1 and "," not in text else values
+    parts = text.split(",")
+    for part in parts:
+        if not _LAYER_INDEX.fullmatch(part):
+            item = "an empty item" if not part else f"the item {part!r}"
+            raise argparse.ArgumentTypeError(
+                f"--layers {text!r} has {item}; expected 'all', 'hidden', an int or comma-separated ints written in "
+                "ASCII digits with an optional leading '-' (e.g. -4,-3,-2,-1)"
+            )
+    values = [int(part) for part in parts]
+    return values[0] if len(values) == 1 else values
 
 
 def add_encoder_arguments(parser: argparse.ArgumentParser) -> None:

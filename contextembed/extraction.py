@@ -19,7 +19,7 @@ from typing import Literal, Optional, get_args
 import numpy as np
 import torch
 
-from ._documents import check_context, in_context
+from ._documents import check_context, in_context, with_doc_ids
 from .encoders._base import Encoder, PieceEncoding, Sentences, progress_bar
 from ._options import check_choice
 from .pooling import (
@@ -33,7 +33,7 @@ from .pooling import (
     normalize_rows,
     pool_layers_numpy,
 )
-from .pooling._layers import OutputDtype, check_output_dtype
+from .pooling._layers import OutputDtype, as_output_dtype, check_output_dtype
 from .pooling._subword import subword_output_width
 from .pooling._text import pool_text_numpy
 from ._sentences import check_sentence_chunks
@@ -101,7 +101,8 @@ class FeatureExtractor:
     dtype : {"float32", "float16"}
         Of the word rows (:meth:`iter_words`): transformers round them to float16 where they were
         pooled (on a GPU, half the bytes come back). Text vectors are computed in float32 and
-        rounded at the end.
+        rounded at the end. A value beyond float16's range is an error naming its sentence and word
+        (or text), never an infinity.
     """
 
     def __init__(
@@ -157,7 +158,16 @@ class FeatureExtractor:
 
         ``doc_ids``: with ``context``, one document id per sentence (an iterator too), each
         document's sentences consecutive; ``None``: all of ``sentences`` is one document. Without
-        context documents change nothing.
+        context documents change nothing, but the ids are checked all the same.
+
+        Raises
+        ------
+        TypeError, ValueError
+            For ``doc_ids`` that break the rules of :func:`contextembed._documents.checked_doc_ids`
+            (an id missing, a bool or unhashable, a document that comes back after another), or
+            that end before the sentences or go on after them (:func:`contextembed._documents.with_doc_ids`),
+            naming the position. The ids are read along with the sentences, so the error comes
+            where the bad id is read: an id too many once the last sentence is read.
         """
         yield from self._iter_words(sentences, doc_ids, self.dtype, show_progress)
 
@@ -165,12 +175,21 @@ class FeatureExtractor:
                     show_progress: bool) -> Iterator[np.ndarray]:
         if self.context:
             sentences = in_context(sentences, doc_ids, self.context)
+        elif doc_ids is not None:  # documents change nothing without context, but the ids are checked
+            sentences = (words for words, _ in with_doc_ids(sentences, doc_ids))
         yield from self.encoder.iter_encode_pooled(sentences, self.pooling, self.subword_pooling,
                                                    in_context=bool(self.context), dtype=dtype, show_progress=show_progress)
 
     def iter_texts(self, sentences: Sentences, *, show_progress: bool = False) -> Iterator[np.ndarray]:
         """Yield one ``(dim,)`` vector per text in ``dtype``, in input order (an iterator is streamed as by
-        :meth:`iter_words`)."""
+        :meth:`iter_words`).
+
+        With ``dtype="float16"``, a vector that holds NaN or an infinity, or a value beyond
+        float16's range, is a ``ValueError`` naming the text
+        (:func:`~contextembed.pooling._layers.as_output_dtype`, the check of ``contextembed embed``),
+        never yielded as one; so is such a word row of :meth:`iter_words`, naming the sentence and
+        word. float32 features are as computed, unchecked.
+        """
         if self.text_pooling == "piece_mean":
             vectors = self._iter_piece_means(sentences, show_progress)
         elif self.text_pooling in ("mean", "max"):
@@ -179,8 +198,11 @@ class FeatureExtractor:
         else:
             layers = self.pooling.layer_indexes
             vectors = map(self.text_vector, self.encoder.iter_encode_pieces(sentences, layers, show_progress=show_progress))
-        for vector in vectors:
-            yield vector.astype(self.dtype, copy=False)
+        if self.dtype == "float32":  # as computed, unchecked (as iter_words' rows)
+            yield from (vector.astype(np.float32, copy=False) for vector in vectors)
+            return
+        for i, vector in enumerate(vectors):
+            yield as_output_dtype(vector[None], self.dtype, lambda _: f"text {i}", "use dtype='float32'")[0]
 
     def text_vector(self, encoding: PieceEncoding) -> np.ndarray:
         """One text's vector from its encoding: ``(dim,)`` float32.

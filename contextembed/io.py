@@ -95,7 +95,7 @@ from . import _provenance as provenance, _terminal as terminal
 from ._files import atomic_file, check_writable
 from .errors import FileFormatError, ProvenanceError
 from ._options import check_choice
-from .pooling._layers import OutputDtype  # noqa: F401  (defined with the pooling that delivers it)
+from .pooling._layers import OutputDtype, as_output_dtype  # noqa: F401  (OutputDtype: defined with the pooling that delivers it)
 from .extraction import LEVELS, Level, level_options  # noqa: F401  (Level, LEVELS re-exported)
 from .tokenizers import TOKENIZERS, Tokenizer, get_tokenizer, spacy_tokenizer  # noqa: F401  (the one registry)
 from .tokenizers import whitespace_tokenize as whitespace_tokenizer
@@ -592,17 +592,13 @@ class ArrayWriter:
         return self._digest.hexdigest()
 
     def _checked(self, block: np.ndarray) -> np.ndarray:
-        """``block`` in the output dtype; NaN, infinity or a float16 overflow is an error."""
-        with np.errstate(over="ignore", invalid="ignore"):  # checked just below
-            converted = np.ascontiguousarray(block, dtype=self.dtype)
-        finite = np.isfinite(converted)
-        if not finite.all():
-            row = int(np.argwhere(~finite)[0, 0])
-            overflow = bool(np.isfinite(block[row]).all())
-            cause = (f"exceeds the {self.dtype} range (largest magnitude {np.abs(block[row]).max():.4g}); write "
-                     "float32 instead" if overflow else "holds NaN or infinite values")
-            raise ValueError(f"row {self.row + row} of {self.path} {cause}; nothing was written")
-        return converted
+        """``block`` in the output dtype; NaN, infinity or a float16 overflow is an error
+        (:func:`~contextembed.pooling._layers.as_output_dtype`)."""
+        try:
+            return as_output_dtype(block, self.dtype, lambda row: f"row {self.row + row} of {self.path}",
+                                   "write float32 instead")
+        except ValueError as error:
+            raise ValueError(f"{error}; nothing was written") from None
 
     def close(self, **extra: np.ndarray) -> None:
         """Check that every row was written and finish the file (``.npz``: add ``extra`` arrays).

@@ -1,7 +1,9 @@
 """Word tokenizers for raw text: the one registry that the CLI and the estimators share.
 
-``"auto"`` / ``"regex"``  words (with inner hyphens, apostrophes and periods) and single
-                          punctuation marks; suits static vectors and subword encoders alike
+``"auto"`` / ``"regex"``  words (with inner hyphens, apostrophes and periods; a word keeps its
+                          combining marks and joiners) and single punctuation marks or symbols
+                          (a symbol keeps its modifiers: one emoji sequence is one token); suits
+                          static vectors and subword encoders alike
 ``"whitespace"``          runs of white space
 ``"spacy"``               spaCy's rule-based tokenizer of a blank English pipeline (no download)
 
@@ -12,6 +14,8 @@ from __future__ import annotations
 
 import itertools
 import re
+
+import regex
 from collections.abc import Callable
 from functools import lru_cache
 from typing import Union
@@ -19,12 +23,25 @@ from typing import Union
 from ._sentences import unencodable_position
 
 Tokenizer = Callable[[str], list[str]]
-_WORD_OR_PUNCT = re.compile(r"\w+(?:[-'’.]\w+)*|[^\w\s]")
+_INNER = "[-'’.]"
+#: ASCII text: a word is a run of [A-Za-z0-9_], any other character but white space is a token
+_ASCII_WORD_OR_PUNCT = re.compile(rf"\w+(?:{_INNER}\w+)*|[^\w\s]", re.ASCII)
+#: any text: a word character is what ``re``'s ``\w`` holds (letters, digits, numbers such as "²")
+#: and the combining marks (an NFD "é", a Devanagari vowel sign) and joiners that the ``regex``
+#: module's ``\w`` adds; ``\X`` is one grapheme cluster (an emoji with its modifiers and joiners)
+_WORD = r"[\w\p{N}]"
+_WORD_OR_PUNCT = regex.compile(rf"{_WORD}+(?:{_INNER}{_WORD}+)*|(?=\S)\X")
 
 
 def regex_tokenize(text: str) -> list[str]:
-    """Words (with inner hyphens, apostrophes and periods) and single punctuation marks."""
-    return _WORD_OR_PUNCT.findall(text)
+    """Words (with inner hyphens, apostrophes and periods) and single punctuation marks or symbols.
+
+    A word keeps its combining marks and zero-width joiners, so a text tokenizes the same way in
+    NFC and NFD, and a symbol keeps its modifiers (``"👍🏽"`` and a family emoji joined by
+    U+200D are one token each). ASCII text, which has neither, takes the standard library's faster
+    ``re`` with the same result.
+    """
+    return (_ASCII_WORD_OR_PUNCT if text.isascii() else _WORD_OR_PUNCT).findall(text)
 
 
 def whitespace_tokenize(text: str) -> list[str]:
@@ -83,10 +100,7 @@ def tokenize_item(item, split: Tokenizer, where: str) -> list[str]:
                 f"{where} holds {item[position]!r} at character {position}, a lone surrogate that cannot be "
                 "encoded as UTF-8; decode the input as UTF-8 or remove the character"
             )
-        tokens = split(item)
-        if not isinstance(tokens, (list, tuple)) or not all(map(isinstance, tokens, itertools.repeat(str))):
-            raise TypeError(f"the tokenizer returned {type(tokens).__name__} for {where}; a tokenizer must return a list of str tokens")
-        return list(tokens)
+        return _checked_tokens(split(item), where)
     if isinstance(item, (list, tuple)):
         for j, token in enumerate(item):
             if not isinstance(token, str):
@@ -94,6 +108,19 @@ def tokenize_item(item, split: Tokenizer, where: str) -> list[str]:
         check_encodable(item, where, unit="token")
         return list(item)
     raise TypeError(f"{where} is {type(item).__name__} ({str(item)[:40]!r}); expected a str or a list of str tokens")
+
+
+def _checked_tokens(tokens, where: str) -> list[str]:
+    """What a tokenizer returned for ``where``: a list (or tuple) of str, else a ``TypeError`` naming
+    what it returned or its first token that is not a str (index, type and value)."""
+    if not isinstance(tokens, (list, tuple)):
+        raise TypeError(f"the tokenizer returned {type(tokens).__name__} for {where}; a tokenizer must return a list of "
+                        "str tokens")
+    for j, token in enumerate(tokens):
+        if not isinstance(token, str):
+            raise TypeError(f"the tokenizer returned a {type(tokens).__name__} for {where} whose token {j} is "
+                            f"{type(token).__name__} ({repr(token)[:40]}); a tokenizer must return a list of str tokens")
+    return list(tokens)
 
 
 #: the tokenizers that always return a list of str (what :func:`tokenize_item` checks of any other)

@@ -162,8 +162,12 @@ def test_windows_tile_and_maximise_context(n, window, data):
 def test_window_validation():
     with pytest.raises(ValueError, match="stride must be between 1 and window=10"):
         check_window(10, 11)
-    with pytest.raises(ValueError, match="window must be a positive"):
+    with pytest.raises(ValueError, match=r"window=0 is out of range; expected an integer in \[1, "):
         check_window(0, 1)
+    with pytest.raises(TypeError, match="window=True is a bool"):  # not the window of one piece
+        check_window(True, 1)
+    with pytest.raises(TypeError, match="stride=2.0 is a float"):
+        check_window(4, 2.0)
     with pytest.raises(ValueError, match="does not fit the model"):
         check_window(600, 100, max_window=510)
 

@@ -1,5 +1,6 @@
 import json
 import os
+import re
 import signal
 import threading
 
@@ -204,6 +205,32 @@ def test_missing_output_directory_and_bad_extension(inputs, capsys):
     assert main(_embed("no-such-model", inputs / "in.txt", inputs / "dir.npy", "--overwrite")) == 2
     assert "is a directory" in capsys.readouterr().err
     assert not missing.parent.exists() and not (inputs / "o.csv").exists()
+
+
+@pytest.mark.parametrize("text, expected", [("all", "all"), ("hidden", "hidden"), ("-1", -1), ("3", 3), ("0", 0),
+                                            ("-4,-3,-2,-1", [-4, -3, -2, -1]), ("2,0", [2, 0])])
+def test_layers_are_ascii_ints(text, expected):
+    from contextembed.cli import parse_layers
+
+    assert parse_layers(text) == expected
+
+
+@pytest.mark.parametrize("text, item", [("\u0663", "the item '\u0663'"), ("\uff11", "the item '\uff11'"),
+                                        ("1_0", "the item '1_0'"), ("+2", "the item '+2'"), (" 3", "the item ' 3'"),
+                                        ("3 ", "the item '3 '"), ("-1, -2", "the item ' -2'"), ("1.0", "the item '1.0'"),
+                                        ("3,", "an empty item"), ("-1,,-2", "an empty item"), ("", "an empty item"),
+                                        (",", "an empty item"), ("last", "the item 'last'"), ("--1", "the item '--1'")])
+def test_layers_refuse_what_int_would_read_or_skip(text, item, capsys):
+    """``int()`` reads '٣' (Arabic-Indic 3), '１', '1_0', '+2' and ' 3'; empty items were skipped."""
+    import argparse
+
+    from contextembed.cli import parse_layers
+
+    with pytest.raises(argparse.ArgumentTypeError, match=f"^--layers {re.escape(repr(text))} has {re.escape(item)}; "):
+        parse_layers(text)
+    with pytest.raises(SystemExit) as stop:  # argparse, before anything is read
+        main(["embed", "no-such-model", "in.txt", "o.npy", f"--layers={text}"])
+    assert stop.value.code == 2 and f"argument --layers: --layers {text!r} has {item}" in capsys.readouterr().err
 
 
 def test_embed_errors(tiny_bert_dir, inputs, capsys):

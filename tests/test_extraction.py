@@ -1,5 +1,6 @@
 import numpy as np
 import pytest
+import torch
 
 from contextembed import load_encoder
 from contextembed.extraction import FeatureExtractor
@@ -164,6 +165,106 @@ def test_float16_features_are_the_float32_ones_rounded(bert, pooling):
     assert half.texts([]).dtype == np.float16
 
 
+@pytest.mark.parametrize("level, message", [
+    ("word", r"^sentence 1, word 0 exceeds the float16 range \(largest magnitude 1\.4e\+05\); use dtype='float32'"),
+    ("text", r"^text 1 exceeds the float16 range \(largest magnitude 7e\+04\); use dtype='float32'"),
+])
+def test_a_static_feature_beyond_float16_is_an_error_naming_its_row(level, message, recwarn):
+    """It became an infinity with only NumPy's overflow warning; the CLI refused it, naming the row."""
+    from contextembed import StaticVectors
+
+    vectors = StaticVectors(["small", "big"], np.array([[1.0, 2.0], [1.4e5, -1.0]], dtype=np.float32))
+    sentences = [["small"], ["big", "small"], ["small"]]
+    extractor = FeatureExtractor(vectors, level=level, dtype="float16", normalize=False)
+    with pytest.raises(ValueError, match=message):
+        list(extractor.iter_words(sentences) if level == "word" else extractor.iter_texts(sentences))
+    assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]  # checked, not warned
+    full = FeatureExtractor(vectors, level=level, normalize=False)
+    got = full.words(sentences)[1] if level == "word" else full.texts(sentences)[1]
+    assert got.dtype == np.float32 and np.isfinite(got).all() and np.abs(got).max() >= 7e4
+    assert [len(r) for r in extractor.words([["small"], []])] == [1, 0]  # in range: rows as before
+
+
+def test_a_transformer_feature_rounded_to_float16_where_pooled_is_checked_too(tiny_bert_dir):
+    encoder = load_encoder(str(tiny_bert_dir), device="cpu", precision="fp32")
+    with torch.no_grad():  # layer 0 (the embeddings' LayerNorm) beyond float16's range
+        encoder.model.embeddings.LayerNorm.weight.mul_(1e6)
+    half = FeatureExtractor(encoder, layers=0, dtype="float16")
+    with pytest.raises(ValueError, match=r"^sentence 0, word 0 is infinite in float16: beyond its range \(largest "
+                                         r"magnitude 6\.55e\+04\) where it was rounded; use dtype='float32'"):
+        half.words(SENTENCES)
+    assert np.isfinite(np.concatenate(FeatureExtractor(encoder, layers=0).words(SENTENCES))).all()
+
+
+def test_a_nan_feature_is_an_error_in_float16_and_handed_on_as_computed_in_float32(monkeypatch):
+    """Rounding to float16 is checked; float32 rows are the model's values, unchecked (a check would
+    cost a pass over every row of the hot path)."""
+    from contextembed import StaticVectors
+    from contextembed.pooling import _layers
+
+    vectors = StaticVectors(["a"], np.ones((1, 2), dtype=np.float32))
+    real = _layers.pool_layers_numpy
+    monkeypatch.setattr("contextembed.encoders._base.pool_layers_numpy",
+                        lambda pooling, hidden: real(pooling, hidden) * np.float32("nan"))
+    with pytest.raises(ValueError, match=r"^sentence 0, word 0 holds NaN or infinite values$"):
+        FeatureExtractor(vectors, dtype="float16").words([["a"]])
+    [rows] = FeatureExtractor(vectors).words([["a"]])
+    assert rows.dtype == np.float32 and rows.shape == (1, 2) and np.isnan(rows).all()
+
+
 def test_an_unknown_dtype_is_refused(bert):
     with pytest.raises(ValueError, match="dtype='float64' is not one of 'float32', 'float16'"):
         FeatureExtractor(bert, dtype="float64")
+
+
+# -- doc_ids of iter_words: checked as they are read -------------------------------------------------
+
+DOCUMENT = [["the", "quick"], ["brown", "fox", "jumps"], [], ["over"]]
+
+
+@pytest.mark.parametrize("context", [0, 5])
+@pytest.mark.parametrize("stream", [False, True], ids=["lists", "iterators"])
+def test_doc_ids_that_end_before_the_sentences_are_an_error_naming_the_sentence(bert, context, stream):
+    """It was "generator raised StopIteration" (with context) or nothing at all (without)."""
+    extractor = FeatureExtractor(bert, context=context)
+    sentences, ids = (iter(DOCUMENT), iter([0, 0])) if stream else (DOCUMENT, [0, 0])
+    with pytest.raises(ValueError, match=r"^doc_ids holds 2 ids but there are more sentences: sentence 2 has no "
+                                         r"document id"):
+        list(extractor.iter_words(sentences, doc_ids=ids))
+
+
+@pytest.mark.parametrize("context", [0, 5])
+@pytest.mark.parametrize("stream", [False, True], ids=["lists", "iterators"])
+def test_doc_ids_that_go_on_after_the_sentences_are_an_error_naming_the_id(bert, context, stream):
+    """Extra ids were ignored."""
+    extractor = FeatureExtractor(bert, context=context)
+    sentences, ids = (iter(DOCUMENT), iter([0, 0, 1, 1, 2, 2])) if stream else (DOCUMENT, [0, 0, 1, 1, 2, 2])
+    with pytest.raises(ValueError, match=r"^doc_ids holds more ids than the 4 sentences: doc_ids\[4\] has no sentence"):
+        list(extractor.iter_words(sentences, doc_ids=ids))
+
+
+@pytest.mark.parametrize("context", [0, 5])
+@pytest.mark.parametrize("ids, error, message", [
+    ([0, 1, 0, 1], ValueError, r"doc_ids\[2\] is 0, a document that already ended at sentence 0: the sentences of "
+                               r"one document must be consecutive in sentences"),
+    ([0, None, 0, 0], ValueError, r"doc_ids\[1\] is None, a missing document id"),
+    ([float("nan")] * 4, ValueError, r"doc_ids\[0\] is nan, a missing document id"),
+    ([0, True, True, 1], TypeError, r"doc_ids\[1\] is bool"),
+    ([[0], [0], [1], [1]], TypeError, r"doc_ids\[0\] is list .* not hashable"),
+    ("abcd", TypeError, r"doc_ids is a single string"),
+    (7, TypeError, r"doc_ids is int"),
+])
+def test_doc_ids_follow_the_estimators_rules(bert, context, ids, error, message):
+    """A document that came back after another was taken as two documents; NaN ids as all different."""
+    with pytest.raises(error, match=message):
+        list(FeatureExtractor(bert, context=context).iter_words(DOCUMENT, doc_ids=ids))
+
+
+def test_checked_doc_ids_give_the_rows_of_unchecked_ones(bert):
+    extractor = FeatureExtractor(bert, context=5)
+    by_document = list(extractor.iter_words(iter(DOCUMENT), doc_ids=iter(["a", "a", "b", "b"])))
+    assert [len(rows) for rows in by_document] == [len(s) for s in DOCUMENT]
+    alone = list(extractor.iter_words(DOCUMENT, doc_ids=[0, 1, 2, 3]))
+    assert not np.array_equal(by_document[0], alone[0])  # the document's context counts
+    plain = FeatureExtractor(bert)
+    assert all(np.array_equal(a, b) for a, b in zip(plain.words(DOCUMENT), plain.iter_words(DOCUMENT, doc_ids=[0, 0, 1, 1])))

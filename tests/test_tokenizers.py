@@ -44,3 +44,39 @@ def test_errors_name_the_text_as_one_by_one(items, error, message):
     with pytest.raises(error) as alone:
         _one_by_one(items, split, "text")
     assert str(together.value) == str(alone.value)
+
+
+@pytest.mark.parametrize("text, tokens", [
+    ("caf\u00e9 cr\u00e8me", ["caf\u00e9", "cr\u00e8me"]),  # NFC
+    ("cafe\u0301 cre\u0300me", ["cafe\u0301", "cre\u0300me"]),  # NFD: the accents stay in their words
+    ("हिन्दी भाषा, नमस्ते!", ["हिन्दी", "भाषा", ",", "नमस्ते", "!"]),  # vowel signs and the virama
+    ("தமிழ் மொழி", ["தமிழ்", "மொழி"]),
+    ("x\u200dy and \u0627\u0644\u200c\u0628", ["x\u200dy", "and", "\u0627\u0644\u200c\u0628"]),  # joiners
+    ("\U0001F468\u200d\U0001F469\u200d\U0001F467 \U0001F44D\U0001F3FD\U0001F1EB\U0001F1F7!",
+     ["\U0001F468\u200d\U0001F469\u200d\U0001F467", "\U0001F44D\U0001F3FD", "\U0001F1EB\U0001F1F7", "!"]),
+    ("x\u00b2 H\u2082O \u00bd", ["x\u00b2", "H\u2082O", "\u00bd"]),  # numbers stay word characters
+    ("a \u0301b", ["a", "\u0301b"]),  # a mark after a space starts a word; the space is never a token
+    ("naïve co-op’s U.S.-based", ["naïve", "co-op’s", "U.S", ".", "-", "based"]),
+])
+def test_auto_keeps_combining_marks_joiners_and_grapheme_clusters(text, tokens):
+    assert get_tokenizer("auto")(text) == tokens
+    assert tokenize_items([text], get_tokenizer("regex"), "text") == [tokens]
+
+
+def test_nfc_and_nfd_texts_split_into_the_same_words():
+    import unicodedata
+
+    text = "Crème brûlée à Montréal, Ñandú and Ångström; हिन्दी; 한국어"
+    nfc, nfd = (get_tokenizer("auto")(unicodedata.normalize(form, text)) for form in ("NFC", "NFD"))
+    assert len(nfc) == len(nfd) == 12
+    assert [unicodedata.normalize("NFC", token) for token in nfd] == nfc
+
+
+def test_text_without_marks_splits_as_the_standard_library_rule():
+    """Where no combining mark, joiner or multi-code-point symbol occurs, the rule is the plain
+    ``\\w+(?:[-'’.]\\w+)*|[^\\w\\s]`` of ``re`` (ASCII takes that path; other text must agree)."""
+    plain = re.compile(r"\w+(?:[-'’.]\w+)*|[^\w\s]")
+    texts = TEXTS + ["Äpfel, Birnen & Œufs — 3½ km² über'm Fluß.", "日本語のテキスト。", "¿Qué? «Ça» 1.5e-3 _x_",
+                     "Ελληνικά: αβγ; кириллица — ок", "tab\t\u00a0nbsp\u2003em"]
+    for text in texts:
+        assert get_tokenizer("auto")(text) == plain.findall(text), text

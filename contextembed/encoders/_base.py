@@ -10,6 +10,7 @@ Shapes use fixed dimension names: ``layers`` (the encoder's layers, or the selec
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import warnings
 from abc import ABC, abstractmethod
@@ -21,7 +22,14 @@ import numpy as np
 
 from .. import _terminal as terminal
 from .._files import atomic_directory
-from ..pooling._layers import LayerPooling, LayerSpec, check_output_dtype, pool_layers_numpy, resolve_layers
+from ..pooling._layers import (
+    LayerPooling,
+    LayerSpec,
+    as_output_dtype,
+    check_output_dtype,
+    pool_layers_numpy,
+    resolve_layers,
+)
 from ..pooling._subword import SubwordPooling, check_subword_pooling, pool_subwords_numpy
 from ..pooling._text import TextPooling, check_text_options, pool_pieces_to_text
 from .._sentences import (  # noqa: F401  (re-exported)
@@ -504,12 +512,34 @@ class Encoder(ABC):
 
         Raises
         ------
+        TypeError
+            ``pooling`` is not a :class:`LayerPooling`; with ``in_context``, an item that is not an
+            :class:`~contextembed._documents.InContext` (when it is read).
         ValueError
-            An unknown ``subword_pooling`` or ``dtype`` (at the call, before anything is encoded).
+            An unknown ``subword_pooling`` or ``dtype``, or a ``pooling`` built for another number of
+            layers than the encoder's (at the call, before anything is encoded); with
+            ``dtype="float16"``, a row that holds NaN or an infinity, or a value beyond float16's
+            range, naming the sentence and word (:func:`~contextembed.pooling._layers.as_output_dtype`),
+            never yielded as one. float32 rows are the model's values as they are, unchecked.
         """
         check_subword_pooling(subword_pooling)
         check_output_dtype(dtype)
-        return self._iter_pooled(sentences, pooling, subword_pooling, in_context, dtype, show_progress)
+        self._check_pooling(pooling)
+        rows = self._iter_pooled(sentences, pooling, subword_pooling, in_context, dtype, show_progress)
+        if dtype == "float32":  # the model's values as they are: a check would cost a pass over every row
+            return rows
+        return (as_output_dtype(words, dtype, functools.partial(_word_of, i), "use dtype='float32'")
+                for i, words in enumerate(rows))
+
+    def _check_pooling(self, pooling: LayerPooling) -> None:
+        """``pooling`` resolves its layers against this encoder's: a pooling of fewer layers would pick
+        and mix the wrong ones (its ``-1`` is not the last layer here), one of more index past the end."""
+        if not isinstance(pooling, LayerPooling):
+            raise TypeError(f"pooling is a {type(pooling).__name__}; expected a LayerPooling, e.g. "
+                            "LayerPooling(encoder.n_layers, layers, combine)")
+        if pooling.n_layers != self.n_layers:
+            raise ValueError(f"pooling is a LayerPooling of {pooling.n_layers} layers, but the {self.family} encoder "
+                             f"{self.spec!r} has {self.n_layers}: build it with LayerPooling(encoder.n_layers, ...)")
 
     def _iter_pooled(self, sentences, pooling: LayerPooling, subword_pooling: str, in_context: bool, dtype: str,
                      show_progress: bool) -> Iterator[np.ndarray]:
@@ -520,8 +550,8 @@ class Encoder(ABC):
             words = (encoding.words(subword_pooling) for encoding in encodings)
         else:
             words = self.iter_encode(sentences, layers, subword_pooling, show_progress=show_progress)
-        for hidden in words:
-            yield pool_layers_numpy(pooling, hidden).astype(dtype, copy=False)
+        for hidden in words:  # float32: rounded to dtype by iter_encode_pooled, which checks the range
+            yield pool_layers_numpy(pooling, hidden)
 
     def encode(
         self,
@@ -551,6 +581,10 @@ class Encoder(ABC):
     def layer_indexes(self, layers: LayerSpec) -> tuple[int, ...]:
         """Resolve a layer spec against this encoder (see :func:`resolve_layers`)."""
         return resolve_layers(layers, self.n_layers)
+
+
+def _word_of(sentence: int, word: int) -> str:
+    return f"sentence {sentence}, word {word}"
 
 
 def check_savable(precision: str) -> None:

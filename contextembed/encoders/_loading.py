@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Optional, Union
 
 from .._backends import check_backend
+from .._bounds import COUNT, check_setting
 from .._devices import check_settings
 from ..errors import ModelFormatError, ModelNotFoundError
 from ._base import Encoder
@@ -107,21 +108,32 @@ NAMED_MODELS: dict[str, NamedModel] = {
     ),
 }
 
-#: keyword arguments only the torch encoders take (dropped for static vectors, after the check below)
-_TORCH_OPTIONS = (
-    "device", "precision", "backend", "window", "stride", "batch_tokens", "batch_words", "max_batch_size", "chunk_size",
-    "pad_multiple",
-)
+#: keyword arguments only the torch encoders take: set for static vectors, an error (:func:`_refuse_options`)
+_BATCHING_OPTIONS = ("window", "stride", "batch_tokens", "batch_words", "max_batch_size", "chunk_size", "pad_multiple")
+#: those that only transformers take: set for ELMo, an error
+_WINDOWING_OPTIONS = ("window", "stride", "pad_multiple")
 
 
 def _static_options(kwargs: dict) -> dict:
-    """``kwargs`` without the torch encoders' options, once ``device`` and ``precision`` are checked:
-    static vectors run on the CPU whatever the device, but a device that is not one is still an
-    error, and their only precisions are ``"auto"`` and ``"fp32"`` (a float32 table)."""
+    """``kwargs`` without the settings every load passes (``device``, ``precision``, ``backend``), once
+    they are checked: static vectors run on the CPU whatever the device, but a device that is not one
+    is still an error, and their only precisions are ``"auto"`` and ``"fp32"`` (a float32 table). An
+    option of the torch encoders given a value is an error naming it; ``None`` is its default."""
     check_settings(kwargs.get("device", "auto"), kwargs.get("precision", "auto"), "static")
     check_backend(kwargs.get("backend", "torch"), "static")
     _refuse_calibration(kwargs, "static vectors")
-    return {k: v for k, v in kwargs.items() if k not in _TORCH_OPTIONS}
+    _refuse_options(kwargs, _BATCHING_OPTIONS, "the transformer and ELMo encoders, which run a network in batches; static "
+                    "vectors look each word up on its own")
+    return {k: v for k, v in kwargs.items() if k not in ("device", "precision", "backend")}
+
+
+def _refuse_options(options: dict, names: tuple[str, ...], applies_to: str) -> None:
+    """Take ``names`` out of ``options``; ``ValueError`` naming every one set to anything but ``None``
+    (which stands for its default): they apply to ``applies_to`` only."""
+    given = [f"{name}={value!r}" for name in names if (value := options.pop(name, None)) is not None]
+    if given:
+        verb = "applies" if len(given) == 1 else "apply"
+        raise ValueError(f"{' and '.join(given)} {verb} to {applies_to}: leave {'it' if len(given) == 1 else 'them'} unset")
 
 
 def _refuse_calibration(options: dict, what: str) -> None:
@@ -150,17 +162,23 @@ def _load_elmo(path: str, **options) -> Encoder:
 
     check_backend(options.pop("backend", "torch"), "elmo")
     _refuse_calibration(options, "ELMo encoders")
-    if "batch_tokens" in options:  # the adapters' batch size; ELMo's tokens are words
-        batch = options.pop("batch_tokens")
-        options.setdefault("batch_words", batch)
-    windowing = sorted({"window", "stride", "pad_multiple"} & options.keys())
-    if windowing:
-        raise ValueError(
-            f"{' and '.join(windowing)} apply to transformer encoders; {path} is an ELMo model, whose biLSTM "
-            "reads every sentence whole at any length (and whose vectors never depend on the batch): leave "
-            "them unset"
-        )
+    _refuse_options(options, _WINDOWING_OPTIONS, f"transformer encoders; {path} is an ELMo model, whose biLSTM reads "
+                    "every sentence whole at any length (and whose vectors never depend on the batch)")
+    _elmo_batch_words(options)
     return ElmoEncoder.load(path, **options)
+
+
+def _elmo_batch_words(options: dict) -> None:
+    """The adapters' ``batch_tokens`` as ELMo's ``batch_words`` (its tokens are words), checked under
+    its own name; both at once is an error."""
+    batch = options.pop("batch_tokens", None)
+    if batch is None:
+        return
+    check_setting("batch_tokens", batch, COUNT)
+    if options.get("batch_words") is not None:
+        raise ValueError(f"batch_tokens={batch!r} and batch_words={options['batch_words']!r} both set an ELMo "
+                         "encoder's budget of words per batch: pass one")
+    options["batch_words"] = batch
 
 
 register_directory_format(_is_elmo_directory, _load_elmo)

@@ -66,6 +66,7 @@ class StaticVectors(Encoder):
         What it was loaded from.
     lowercase : bool or "auto"
         Look words up lowercased first; ``"auto"`` does so when the vocabulary has no uppercase word.
+        Nothing else is read as one of them (:func:`check_lookup`).
     oov : {"zeros", "mean"}
         The vector of a word not in the vocabulary (and, with ``subwords``, none of whose pieces
         has a vector).
@@ -83,7 +84,7 @@ class StaticVectors(Encoder):
         For vectors that are not ``(len(words), width)`` or hold ``nan``/``inf`` (also after the
         conversion to float32), for ``subwords`` of another width, and for unknown options.
     TypeError
-        For a word that is not a ``str``.
+        For a word that is not a ``str``, or a ``lowercase`` that is not a bool or ``"auto"``.
     """
 
     family = "static"
@@ -102,7 +103,7 @@ class StaticVectors(Encoder):
         subwords: Optional[SubwordVectors] = None,
         storage: Optional[TableStorage] = None,
     ) -> None:
-        check_choice("oov", oov, OovVector)
+        check_lookup(lowercase, oov)
         if storage is not None and not isinstance(storage, TableStorage):
             raise TypeError(f"storage must be a TableStorage or None, got {type(storage).__name__}")
         words = list(words)
@@ -115,7 +116,7 @@ class StaticVectors(Encoder):
         self.index: dict[str, int] = {}
         for i, word in enumerate(self.words):
             self.index.setdefault(word, i)
-        self.lowercase = _is_lowercase_vocab(self.words) if lowercase == "auto" else bool(lowercase)
+        self.lowercase = _is_lowercase_vocab(self.words) if isinstance(lowercase, str) else bool(lowercase)
         oov_vector = vectors.mean(axis=0) if oov == "mean" and len(vectors) else np.zeros(vectors.shape[1])
         # the OOV vector is the extra last row
         self.table = np.vstack([vectors, oov_vector[None].astype(np.float32)])
@@ -282,7 +283,7 @@ class StaticVectors(Encoder):
             Once per file when words repeat (the first occurrence wins).
         """
         path = os.fspath(path)
-        check_choice("oov", kwargs.get("oov", "zeros"), OovVector)  # before reading a large file
+        check_lookup(kwargs.get("lowercase", "auto"), kwargs.get("oov", "zeros"))  # before reading a large file
         found = read_vectors(path, format, unicode_errors=unicode_errors)
         encoder = cls(found.words, found.vectors, spec=kwargs.pop("spec", path), **kwargs)
         _warn_duplicates(encoder, path, found.row_name)
@@ -315,6 +316,24 @@ def load_saved_directory(path: Union[str, os.PathLike], **options) -> StaticVect
     return encoder
 
 
+def check_lookup(lowercase, oov) -> None:
+    """The lookup options of :class:`StaticVectors`: ``lowercase`` is ``True``, ``False`` or ``"auto"``
+    (nothing else is taken for one of them: ``"no"`` is not false), ``oov`` an :data:`OovVector`.
+
+    Raises
+    ------
+    TypeError
+        For a ``lowercase`` that is neither a bool nor a string.
+    ValueError
+        For another string, or an unknown ``oov``.
+    """
+    check_choice("oov", oov, OovVector)
+    if isinstance(lowercase, str) and lowercase != "auto":
+        raise ValueError(f"lowercase={lowercase!r} is not 'auto'; expected True, False or 'auto'")
+    if not isinstance(lowercase, (bool, np.bool_, str)):
+        raise TypeError(f"lowercase={lowercase!r} is a {type(lowercase).__name__}; expected True, False or 'auto'")
+
+
 def _warn_duplicates(encoder: StaticVectors, source: str, where: Callable[[int], str]) -> None:
     """One ``UserWarning`` if words repeat, naming how many and the first repeated one."""
     repeats = len(encoder.words) - encoder.vocab_size
@@ -334,5 +353,5 @@ def _is_lowercase_vocab(words: list[str], sample: int = 50_000) -> bool:
     return not any(w != w.lower() for w in words[:sample])
 
 
-__all__ = ["OovVector", "StaticVectors", "is_saved_directory", "load_saved_directory", "sniff_format",
+__all__ = ["OovVector", "StaticVectors", "check_lookup", "is_saved_directory", "load_saved_directory", "sniff_format",
            "write_word2vec"]

@@ -36,8 +36,9 @@ from .._alignment import (
     ragged_arange,
     split_context,
 )
-from .._documents import InContext
+from .._documents import InContext, check_in_context
 from .._backends import check_backend, check_calibration
+from .._bounds import COUNT, OPTIONAL_COUNT, check_values
 from ..errors import EngineError
 from .._devices import auto_cpu_precision, check_precision, check_settings, compute_dtype, resolve_device, resolve_precision
 from .._quantization import INT8_MIN_COSINE, int8_fidelity, original_state_dict, quantize_int8
@@ -92,6 +93,12 @@ GPU_BATCH_TOKENS = 8192
 #: version of the measurement ``backend="auto"`` makes (a record of another is measured again)
 BACKEND_METHOD = 1
 CPU_BATCH_TOKENS = 1024
+#: the windowing and batching options (``None``: chosen from the model and the device): their types
+#: and ranges, checked by :meth:`TransformerEncoder.load` before anything is read and by the
+#: constructor; what depends on the model (``window`` fits it, ``stride <= window``, ``batch_tokens``
+#: holds one full window) is checked once the model is read
+OPTION_BOUNDS = {"window": OPTIONAL_COUNT, "stride": OPTIONAL_COUNT, "batch_tokens": OPTIONAL_COUNT,
+                 "pad_multiple": OPTIONAL_COUNT, "max_batch_size": COUNT, "chunk_size": COUNT}
 
 
 @dataclass
@@ -404,6 +411,16 @@ class TransformerEncoder(Encoder):
         300 are used. Only with ``backend="openvino"`` or ``"auto"`` and ``precision="int8"`` or
         ``"auto"`` (:func:`contextembed._backends.check_calibration`); elsewhere a ``ValueError``.
         A token that is not a str is a ``TypeError`` naming the sentence and token index.
+
+    Raises
+    ------
+    TypeError
+        For a ``window``, ``stride``, ``batch_tokens``, ``pad_multiple``, ``max_batch_size`` or
+        ``chunk_size`` that is not an int (a bool, a float, a string; ``None`` stands for the default
+        of the four that have one), naming it (:data:`OPTION_BOUNDS`).
+    ValueError
+        For one below 1, a ``window`` longer than the model takes, a ``stride`` longer than the
+        window, or a ``batch_tokens`` that cannot hold one full window.
     """
 
     family = "transformer"
@@ -427,6 +444,8 @@ class TransformerEncoder(Encoder):
         chunk_size: int = 4096,
         pad_multiple: Optional[int] = None,
     ) -> None:
+        check_values({"window": window, "stride": stride, "batch_tokens": batch_tokens, "pad_multiple": pad_multiple,
+                      "max_batch_size": max_batch_size, "chunk_size": chunk_size}, OPTION_BOUNDS)
         forking.install()  # forked workers must not hang in torch's inherited thread pool
         self.spec = spec
         self.device = resolve_device(device)
@@ -459,20 +478,18 @@ class TransformerEncoder(Encoder):
             self._use_torch(model, precision)
         n_special = len(self.pieces.prefix) + len(self.pieces.suffix)
         max_window = self._max_length - n_special
-        self.window = max_window if window is None else window
-        self.stride = max(1, self.window // 2) if stride is None else stride
+        self.window = max_window if window is None else int(window)
+        self.stride = max(1, self.window // 2) if stride is None else int(stride)
         check_window(self.window, self.stride, max_window)
         if batch_tokens is None:
             batch_tokens = max(self._max_length, GPU_BATCH_TOKENS if self.device.type == "cuda" else CPU_BATCH_TOKENS)
-        if isinstance(batch_tokens, bool) or not isinstance(batch_tokens, int):
-            raise ValueError(f"batch_tokens must be a positive int or None, got {batch_tokens!r}")
         if batch_tokens < self._max_length:
             raise ValueError(
                 f"batch_tokens={batch_tokens} cannot hold one full window of {self._max_length} pieces"
             )
-        self.batch_tokens = batch_tokens
-        self.max_batch_size = max_batch_size
-        self.chunk_size = chunk_size
+        self.batch_tokens = int(batch_tokens)
+        self.max_batch_size = int(max_batch_size)
+        self.chunk_size = int(chunk_size)
         self._pair: Optional[PairTemplate] = None
 
     # -- construction -------------------------------------------------------------------------
@@ -507,12 +524,10 @@ class TransformerEncoder(Encoder):
         self._unpadded = False
 
     def _set_padding(self, blocked_kernels: bool) -> None:
-        pad_multiple = self._pad_multiple_asked
+        pad_multiple = self._pad_multiple_asked  # checked by the constructor (OPTION_BOUNDS)
         if pad_multiple is None:
             pad_multiple = 16 if blocked_kernels else 1
-        if isinstance(pad_multiple, bool) or not isinstance(pad_multiple, int) or pad_multiple < 1:
-            raise ValueError(f"pad_multiple must be a positive int or None, got {pad_multiple!r}")
-        self.pad_multiple = pad_multiple
+        self.pad_multiple = int(pad_multiple)
 
     def _engine_forward(self, model, precision: str) -> "engine.OpenVinoForward":
         """The engine for ``model`` in ``precision`` (``"auto"``: :func:`engine.auto_precision`)."""
@@ -711,6 +726,7 @@ class TransformerEncoder(Encoder):
         """
         check_settings(kwargs.get("device", "auto"), kwargs.get("precision", "auto"), cls.family)  # before loading
         check_backend(kwargs.get("backend", "torch"), cls.family)
+        check_values(kwargs, OPTION_BOUNDS)
         if kwargs.get("calibration") is not None:  # read once, here: a generator is passed on as the list it held
             kwargs["calibration"] = check_calibration(kwargs["calibration"], kwargs.get("backend", "torch"),
                                                       kwargs.get("precision", "auto"))
@@ -1080,7 +1096,7 @@ class TransformerEncoder(Encoder):
         """:meth:`_iter_pending` of sentences with their context pieces around them."""
         layer_index = self.layer_indexes(layers)
         with progress_bar(items, show_progress) as progress:
-            for chunk in _chunks(items, self.chunk_size):
+            for chunk in _chunks(check_in_context(items), self.chunk_size):
                 own, lefts, rights = (self.pieces([getattr(item, side) for item in chunk])
                                       for side in ("words", "left", "right"))
                 pending = [self._pending(pieces, selectors) for pieces in own]
@@ -1366,8 +1382,9 @@ class TransformerEncoder(Encoder):
         if pooled.copies_in_place(flat):
             # (words, layers, width): the concatenation's blocks, each layer's units copied straight there
             blocks = columns.reshape(len(columns), len(flat), self.width)
-            for j, layer in enumerate(flat):
-                blocks[dest, j] = layer.numpy()[index]
+            with np.errstate(over="ignore"):  # float16 beyond its range: found by iter_encode_pooled's check
+                for j, layer in enumerate(flat):
+                    blocks[dest, j] = layer.numpy()[index]
             return
         index_t = torch.from_numpy(index).to(self.device)
         gathered = [layer.index_select(0, index_t).float() for layer in flat]

@@ -8,11 +8,15 @@ For emissions ``e_t(y)`` (one score per token and tag) and transitions ``T[a, b]
 and ``p(y) = exp(s(y)) / Z`` with ``Z`` summed over all sequences (the forward algorithm). Decoding
 takes the highest-scoring sequence (Viterbi). Moves the scheme forbids (IOB2's ``O -> I-PER``,
 IOBES's ``B-ORG -> O``, ...) are masked out of both the partition function and decoding: their
-scores are fixed at ``-inf``, never learned, so predictions are always valid tag sequences.
+scores are fixed at ``-inf``, never learned, so predictions are always valid tag sequences however
+large the learned scores grow (a finite penalty such as ``-1e4`` is outweighed by scores a large
+learning rate reaches). The forward algorithm's log-sum-exp (:func:`_logsumexp`) is ``-inf`` with a
+zero gradient where no allowed path reaches a tag, where torch's own gives a NaN gradient.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from typing import Optional
@@ -20,7 +24,6 @@ from typing import Optional
 import torch
 from torch import nn
 
-_FORBIDDEN = -1e4  # large enough to never win, finite so that gradients stay defined
 #: a tag with a one-letter scheme prefix (``B-PER``, ``I-ORG``, ``E-LOC``, ``L-X``); ``O`` and the IO
 #: scheme's bare types (``PER``, ``LOC``) have none
 PREFIXED_TAG = re.compile(r"[BIESLU]-.")
@@ -54,9 +57,9 @@ class CRF(nn.Module):
         self.register_buffer("allowed", allowed.clone())
 
     def _scores(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Transition, start and end scores with forbidden moves at a large negative value."""
+        """Transition, start and end scores with forbidden moves at ``-inf``."""
         n = self.n_tags
-        forbidden = torch.tensor(_FORBIDDEN, dtype=self.transitions.dtype, device=self.transitions.device)
+        forbidden = torch.tensor(-math.inf, dtype=self.transitions.dtype, device=self.transitions.device)
         transitions = torch.where(self.allowed[:n, :n], self.transitions, forbidden)
         start = torch.where(self.allowed[n, :n], self.start, forbidden)
         end = torch.where(self.allowed[:n, n + 1], self.end, forbidden)
@@ -86,7 +89,8 @@ class CRF(nn.Module):
         tags = tags.masked_fill(~mask, 0)
         # (batch, seq)
         emitted = emissions.gather(2, tags.unsqueeze(-1)).squeeze(-1) * mask
-        moved = transitions[tags[:, :-1], tags[:, 1:]] * mask[:, 1:]
+        # (batch, seq - 1); padding's moves (tag 0 to tag 0) may be forbidden: left out, not multiplied by 0
+        moved = torch.where(mask[:, 1:], transitions[tags[:, :-1], tags[:, 1:]], 0.0)
         lengths = mask.sum(dim=1)
         last = tags.gather(1, (lengths - 1).unsqueeze(1)).squeeze(1)
         return start[tags[:, 0]] + emitted.sum(dim=1) + moved.sum(dim=1) + end[last]
@@ -97,9 +101,9 @@ class CRF(nn.Module):
         alpha = start + emissions[:, 0]
         for t in range(1, emissions.shape[1]):
             # (batch, tags, tags) -> (batch, tags)
-            step = torch.logsumexp(alpha.unsqueeze(2) + transitions.unsqueeze(0), dim=1) + emissions[:, t]
+            step = _logsumexp(alpha.unsqueeze(2) + transitions.unsqueeze(0), dim=1) + emissions[:, t]
             alpha = torch.where(mask[:, t].unsqueeze(1), step, alpha)
-        return torch.logsumexp(alpha + end, dim=1)
+        return _logsumexp(alpha + end, dim=1)
 
     @torch.no_grad()
     def decode(self, emissions: torch.Tensor, mask: torch.Tensor) -> list[list[int]]:
@@ -124,6 +128,17 @@ class CRF(nn.Module):
                 path.append(tag)
             paths.append(path[::-1])
         return paths
+
+
+def _logsumexp(scores: torch.Tensor, dim: int) -> torch.Tensor:
+    """``log(sum(exp(scores)))`` along ``dim``: ``-inf`` with a zero gradient where every score is
+    ``-inf`` (a tag no allowed path reaches at a step, e.g. IOBES's ``B-X`` right after the start
+    when the tags hold no ``O`` or ``S-X``); ``torch.logsumexp``'s gradient is NaN there, even where
+    the result is not used (padding)."""
+    reached = torch.isfinite(scores).any(dim=dim)
+    # zeros stand in for the scores of unreached rows, whose result is replaced by -inf below
+    safe = torch.where(reached.unsqueeze(dim), scores, torch.zeros_like(scores))
+    return torch.where(reached, torch.logsumexp(safe, dim=dim), -math.inf)
 
 
 def allowed_transitions(tags: Sequence[str], scheme: str) -> torch.Tensor:

@@ -14,7 +14,7 @@ The modules are plain torch and take hidden states with the layer axis first:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Literal, Optional, Union, get_args
 
 import numpy as np
@@ -35,10 +35,17 @@ OutputDtype = Literal["float32", "float16"]
 def check_layer_spec(layers: LayerSpec) -> LayerSpec:
     """Check the form of a layer spec without an encoder (ranges are checked by :func:`resolve_layers`).
 
+    A sequence of ints is a list, a tuple, a ``range`` or a 1-D integer array: something that can be
+    read again. A generator, a set or another one-pass or unordered iterable is refused (it would be
+    consumed by this check, or give the layers in no defined order).
+
     Raises
     ------
     ValueError
-        An unknown string, a bool, a non-int index, an empty or repeated list.
+        An unknown string, a bool, a non-int index, an empty or repeated list, an array of another
+        shape.
+    TypeError
+        An iterable that is not a sequence (a generator, a set, a dict), naming ``layers``.
     """
     if isinstance(layers, str):
         if layers not in ("all", "hidden"):
@@ -50,12 +57,7 @@ def check_layer_spec(layers: LayerSpec) -> LayerSpec:
         raise ValueError(f"layers={layers!r} is not a layer index")
     if _is_index(layers):
         return layers
-    try:
-        items = list(layers)
-    except TypeError:
-        raise ValueError(
-            f"layers={layers!r} is not understood; expected an int, a list of ints, 'all' or 'hidden'"
-        ) from None
+    items = _indexes(layers)
     if not items:
         raise ValueError("layers=[] selects no layer; give at least one index")
     for item in items:
@@ -85,22 +87,36 @@ def resolve_layers(layers: LayerSpec, n_layers: int) -> tuple[int, ...]:
         on a single-layer encoder, or an unknown string.
     """
     check_layer_spec(layers)
-    if layers == "all":
-        return tuple(range(n_layers))
-    if layers == "hidden":
-        if n_layers < 2:
+    if isinstance(layers, str):  # "all" or "hidden"
+        if layers == "hidden" and n_layers < 2:
             raise ValueError(
                 f"layers='hidden' needs an encoder with hidden layers; this one has {n_layers} "
                 "layer (use layers='all' or 0)"
             )
-        return tuple(range(1, n_layers))
+        return tuple(range(0 if layers == "all" else 1, n_layers))
     if _is_index(layers):
         return (_absolute(int(layers), n_layers),)
-    items = list(layers)
+    items = _indexes(layers)
     resolved = tuple(_absolute(item, n_layers) for item in items)
     if len(set(resolved)) != len(resolved):
         raise ValueError(f"layers={list(items)!r} names a layer twice (resolved to {list(resolved)})")
     return resolved
+
+
+def _indexes(layers) -> list:
+    """The items of a sequence spec (a list, tuple, ``range`` or 1-D array), read without consuming it."""
+    if isinstance(layers, np.ndarray):
+        if layers.ndim != 1:
+            raise ValueError(f"layers is an array of shape {layers.shape}; expected a 1-D array of layer indexes")
+        return layers.tolist()
+    if isinstance(layers, Sequence):
+        return list(layers)
+    if hasattr(layers, "__iter__"):
+        raise TypeError(
+            f"layers is a {type(layers).__name__} ({str(layers)[:40]!r}); expected an int, a sequence of ints "
+            "(a list, tuple, range or 1-D array, read in its order), 'all' or 'hidden': pass e.g. list(layers)"
+        )
+    raise ValueError(f"layers={layers!r} is not understood; expected an int, a list of ints, 'all' or 'hidden'")
 
 
 def _is_index(value) -> bool:
@@ -137,6 +153,49 @@ def check_fixed_combine(combine: str, name: str = "combine") -> str:
 def check_output_dtype(dtype: str) -> str:
     """Return ``dtype`` if it is an :data:`OutputDtype`, else raise ``ValueError`` listing them."""
     return check_choice("dtype", dtype, OutputDtype)
+
+
+def as_output_dtype(rows: np.ndarray, dtype: str, where: Callable[[int], str], fix: str) -> np.ndarray:
+    """``rows`` in ``dtype`` (an :data:`OutputDtype`), every value finite there.
+
+    Parameters
+    ----------
+    rows : np.ndarray
+        ``(rows, dim)`` features: float32, or already in ``dtype`` (rounded where they were pooled).
+    dtype : {"float32", "float16"}
+    where : callable
+        ``where(row)`` names a row in errors (``"row 3 of out.npy"``, ``"sentence 2, word 0"``).
+    fix : str
+        What to do about a value beyond ``dtype``'s range (``"use dtype='float32'"``).
+
+    Returns
+    -------
+    np.ndarray
+        ``(rows, dim)`` C-contiguous in ``dtype`` (``rows`` itself when it already is).
+
+    Raises
+    ------
+    ValueError
+        Naming the first row that holds NaN or an infinity, or a value beyond float16's range (an
+        infinity once rounded), never handed on as one.
+    """
+    with np.errstate(over="ignore", invalid="ignore"):  # checked just below
+        converted = np.ascontiguousarray(rows, dtype=dtype)
+    finite = np.isfinite(converted)
+    if finite.all():
+        return converted
+    row = int(np.argwhere(~finite)[0, 0])
+    raise ValueError(f"{where(row)} {_not_finite(np.asarray(rows[row]), dtype, fix)}")
+
+
+def _not_finite(source: np.ndarray, dtype: str, fix: str) -> str:
+    """What is wrong with a row that is not finite in ``dtype`` (``source``: the row as it came)."""
+    if np.isfinite(source).all():
+        return f"exceeds the {dtype} range (largest magnitude {np.abs(source).max():.4g}); {fix}"
+    if source.dtype != np.float32 and not np.isnan(source).any():  # rounded where it was pooled
+        return f"is infinite in {dtype}: beyond its range (largest magnitude {np.finfo(dtype).max:.4g}) where it was " \
+               f"rounded; {fix}"
+    return "holds NaN or infinite values"
 
 
 def check_mix_options(combine: str, layer_norm: bool = False, layer_dropout: float = 0.0) -> None:

@@ -12,10 +12,11 @@ from typing import Optional
 import numpy as np
 import torch
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
-from sklearn.utils import check_random_state
+from sklearn.utils import check_random_state as sklearn_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from .. import tuning
+from .._bounds import Bound, check_setting, check_settings
 from ..encoders._base import Encoder
 from ..encoders._identity import locate
 from ..encoders._loading import NAMED_MODELS
@@ -25,6 +26,7 @@ from ..pooling import LayerPooling, check_combine, check_subword_pooling, subwor
 from ..pooling._layers import check_output_dtype
 from .._streams import intra_op_threads
 from ._embedded import pack_encoder, unpack_encoder
+from ._checks import check_targets, class_labels
 from ._encoding import UNITS, EncoderRef, Kind, disk_cache, encode_all, get_encoder, resolved
 from ._probe import MixResult, ProbeSettings, learn_mix
 from ._progress import EncodingProgress
@@ -39,7 +41,16 @@ class LayerFeaturesBase(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
     The public classes define ``__init__`` with their parameters (those they share are defined and
     documented once, in :mod:`contextembed.sklearn._parameters`); their entry points check their
     input once (:mod:`contextembed.sklearn._checks`) and the methods here trust what they receive.
+
+    What the features are is fixed by ``fit``: the encoder (``encoder_ref_``), the layers
+    (``layer_indexes_``), their pooling (``pooling_``) and the options in :attr:`FITTED_OPTIONS`,
+    recorded as ``<option>_``. ``transform`` reads only those, so its columns are always those of
+    ``get_feature_names_out`` and of the learned mix; a ``set_params`` after ``fit`` takes effect at
+    the next ``fit``.
     """
+
+    #: the parameters of a class that shape its features besides the layers: recorded in ``fit``
+    FITTED_OPTIONS: tuple[str, ...] = ("subword_pooling",)
 
     # -- fitting ------------------------------------------------------------------------------
 
@@ -53,9 +64,14 @@ class LayerFeaturesBase(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
                 f"encoder must be a name or a path (str), got {type(self.encoder).__name__}; pass e.g. "
                 "'minilm-l6' or a model directory, so the estimator can be cloned and pickled"
             )
-        _check_fraction(self.validation_fraction)
-        check_show_progress(self.show_progress)
+        check_settings(self, MIX_BOUNDS)
+        check_random_state(self.random_state)
+        check_flag("show_progress", self.show_progress)
+        check_flag("embed_weights", self.embed_weights)
+        check_n_jobs(self.n_jobs)
         disk_cache(self.cache)  # validates the option
+        for name in self.FITTED_OPTIONS:
+            setattr(self, name + "_", getattr(self, name))
         self.__dict__.pop("n_mix_epochs_", None)  # set again only if this fit learns the mix
         ref = EncoderRef.fitted(self.encoder, self.device, self.precision, self.batch_tokens, self.backend)
         with tuning.announcing(self._shows_progress()):  # an untuned machine's measurements are said
@@ -78,6 +94,17 @@ class LayerFeaturesBase(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         self.mix_weights_ = self.pooling_.mix.normalized_weights().detach().numpy().astype(np.float32)
         self.gamma_ = float(self.pooling_.mix.gamma.detach())
 
+    def _mix_codes(self, y, n_items: int, unit: str) -> Optional[np.ndarray]:
+        """``(n_items,)`` class codes of ``y`` for the scalar mix to learn from; ``None`` without
+        ``y`` or when the layers are combined with fixed weights (``y`` is checked all the same:
+        :func:`~contextembed.sklearn._checks.check_targets`)."""
+        if y is None:
+            return None
+        if self.pooling_.mix is None:
+            check_targets(y, n_items, unit)
+            return None
+        return np.unique(class_labels(y, n_items, unit), return_inverse=True)[1]
+
     def _learn_mix(self, hidden: np.ndarray, labels: np.ndarray, groups: np.ndarray, **context) -> Optional[MixResult]:
         """Train the scalar mix on ``hidden (layers, rows, width)`` for ``labels``; no-op otherwise."""
         if self.pooling_.mix is None or hidden.shape[0] == 1:
@@ -85,7 +112,7 @@ class LayerFeaturesBase(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         settings = ProbeSettings(
             max_epochs=self.max_epochs,
             validation_fraction=self.validation_fraction,
-            random_state=_seed(self.random_state),
+            random_state=draw_seed(self.random_state),
         )
         result = learn_mix(hidden, labels, groups, settings=settings, show_progress=self._shows_progress(), **context)
         with torch.no_grad():
@@ -132,7 +159,7 @@ class LayerFeaturesBase(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         if progress is None:
             with self._progress(kind) as progress:
                 return self._encodings(sentences, kind, progress, options)
-        return encode_all(self.encoder_ref_, sentences, cache=self.cache, n_jobs=self.n_jobs, kind=kind,
+        return encode_all(self.encoder_ref_, sentences, cache=self.cache, n_jobs=check_n_jobs(self.n_jobs), kind=kind,
                           progress=progress, options=options)
 
     def _progress(self, kind: Kind = "sentence") -> EncodingProgress:
@@ -196,7 +223,7 @@ class LayerFeaturesBase(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         state = dict(super().__getstate__())  # a copy: object.__getstate__ returns the live __dict__
         if isinstance(state.get("pooling_"), LayerPooling):
             state["pooling_"] = state["pooling_"].to_state()  # plain data, no torch objects
-        if self.embed_weights and "encoder_ref_" in state:
+        if "encoder_ref_" in state and check_flag("embed_weights", self.embed_weights):
             state["_embedded_encoder"] = pack_encoder(get_encoder(self.encoder_ref_), self.encoder_ref_)
         return state
 
@@ -206,6 +233,8 @@ class LayerFeaturesBase(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         state.setdefault("dtype", "float32")  # pickled before dtype= existed: float32 features
         if "encoder_ref_" in state:
             state.setdefault("backend_", "torch")
+            for name in self.FITTED_OPTIONS:  # fitted before they were recorded: the parameters then
+                state.setdefault(name + "_", state[name])
         embedded = state.pop("_embedded_encoder", None)
         if isinstance(state.get("pooling_"), dict):
             state["pooling_"] = LayerPooling.from_state(state["pooling_"])
@@ -250,11 +279,28 @@ def _in_hub_cache(spec: str) -> bool:
     return cached_snapshot(spec) is not None
 
 
-def check_show_progress(value) -> bool:
-    """``show_progress`` must be a bool (``"no"`` or ``0`` is not read as one)."""
+def check_flag(name: str, value) -> bool:
+    """A switch such as ``show_progress`` or ``embed_weights`` must be a bool (``"no"`` or ``0`` is
+    not read as one): a ``TypeError`` naming it otherwise."""
     if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"show_progress must be True or False, got {value!r} ({type(value).__name__})")
+        raise TypeError(f"{name} must be True or False, got {value!r} ({type(value).__name__})")
     return bool(value)
+
+
+def check_n_jobs(value) -> Optional[int]:
+    """``n_jobs`` as joblib reads it: ``None`` (one worker, unless a ``joblib.parallel_config``
+    says otherwise), a positive int (that many workers) or a negative one (``-1``: one per core,
+    ``-2``: all but one). A bool, a float or a str is a ``TypeError`` and 0 a ``ValueError``, each
+    naming ``n_jobs``."""
+    if value is None:
+        return None
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"n_jobs must be None or an int (-1: one worker per core), got {value!r} "
+                        f"({type(value).__name__})")
+    if value == 0:
+        raise ValueError("n_jobs=0 would run no worker; pass None or 1 (no parallelism), a number of workers, or -1 "
+                         "(one per core)")
+    return int(value)
 
 
 #: the most threads ``n_threads`` may ask for: beyond it torch would start a pool of threads no
@@ -289,15 +335,30 @@ def with_n_threads(method: Callable) -> Callable:
     return bounded
 
 
-def _check_fraction(value: float) -> None:
-    if not 0.0 <= value < 1.0:
-        raise ValueError(f"validation_fraction must be in [0, 1), got {value}")
+#: a share or a probability that may be 0 but not 1 (``validation_fraction``, ``dropout``)
+FRACTION = Bound(float, 0, 1, high_open=True)
+#: the numeric parameters of mix training (the taggers' have their own tables)
+MIX_BOUNDS = {"max_epochs": Bound(int, 1, 10**6), "validation_fraction": FRACTION}
+#: an int ``random_state``: what NumPy's and torch's generators both take
+SEED = Bound(int, 0, 2**32 - 1, note="or None, or a numpy.random.RandomState")
 
 
-def _seed(random_state) -> int:
+def check_random_state(random_state):
+    """``random_state`` as scikit-learn reads it: an int seed from 0 to 2**32 - 1, ``None`` or a
+    :class:`numpy.random.RandomState` (anything else is a ``TypeError`` naming it)."""
+    if random_state is None or isinstance(random_state, np.random.RandomState):
+        return random_state
+    return check_setting("random_state", random_state, SEED)
+
+
+def draw_seed(random_state) -> int:
+    """The int seed of one ``fit``: ``random_state`` itself when an int (the same every fit);
+    from ``None``, one drawn from NumPy's global generator (each fit differs); from a
+    ``RandomState``, one drawn from it (each fit differs, the sequence reproducible)."""
+    random_state = check_random_state(random_state)
     if isinstance(random_state, (int, np.integer)):
         return int(random_state)
-    return int(check_random_state(random_state).randint(2**31 - 1))
+    return int(sklearn_random_state(random_state).randint(2**31 - 1))
 
 
 def _check_finite(features: np.ndarray, ref: EncoderRef) -> np.ndarray:
@@ -309,4 +370,4 @@ def _check_finite(features: np.ndarray, ref: EncoderRef) -> np.ndarray:
     return features
 
 
-__all__ = ["LayerFeaturesBase", "check_available", "check_show_progress"]
+__all__ = ["FRACTION", "LayerFeaturesBase", "check_available", "check_flag", "check_n_jobs", "check_random_state", "draw_seed"]

@@ -12,7 +12,7 @@ texts (``X`` of TextEmbedder)             :func:`check_texts`
 pairs (``X`` of TextPairEmbedder)         :func:`check_pairs`
 tag lists aligned with ``X`` (taggers)    :func:`check_tagged` (fit, score, report)
 token labels (``y`` of TokenEmbedder)     :func:`token_labels`
-class labels (``y`` of texts and pairs)   :func:`class_labels`
+class labels (``y`` of texts and pairs)   :func:`class_labels` (to learn a mix), else :func:`check_targets`
 per-token class codes (``fit_mix``)       :func:`check_codes`
 document ids (``doc_ids``, per sentence)  :func:`check_doc_ids`, a :class:`DocIds`
 ========================================  ========================================================
@@ -35,6 +35,7 @@ from typing import Optional, Union
 
 import numpy as np
 
+from .._documents import checked_doc_ids, is_missing
 from .._sentences import check_sentences
 from ..tokenizers import get_tokenizer, tokenize_item, tokenize_items
 
@@ -95,17 +96,19 @@ def _sentences(X) -> list:
     reject_sparse(X)
     X = check_iterable(one_column(X, "X", "token lists"), "X", TOKENS_EXPECTED)
     if isinstance(X, np.ndarray) and X.dtype != object:
+        kind = "an array of str" if X.dtype.kind in "US" else "a numeric array"
         raise TypeError(
-            f"expected a list of tokenized sentences (list of list of str), got a numeric array of "
+            f"expected a list of tokenized sentences (list of list of str), got {kind} of "
             f"shape {X.shape} and dtype {X.dtype}; pass e.g. [['EU', 'rejects', 'German', 'call']]"
+            + (" (X.tolist() for a 2-D array of tokens)" if X.dtype.kind in "US" and X.ndim == 2 else "")
         )
     return check_sentences(X)
 
 
-def check_nonempty(items: list, unit: str) -> list:
-    """``items`` if there is at least one; a ``ValueError`` for ``fit`` otherwise."""
+def check_nonempty(items: list, unit: str, method: str = "fit") -> list:
+    """``items`` if there is at least one; a ``ValueError`` naming ``method`` (``fit``, ``score``) otherwise."""
     if not items:
-        raise ValueError(f"fit needs at least one {unit}; X is empty")
+        raise ValueError(f"{method} needs at least one {unit}; X is empty")
     return items
 
 
@@ -297,22 +300,7 @@ def class_labels(y, n_items: int, unit: str = "text") -> np.ndarray:
         A label is not a str, number or bool, or ``y`` mixes them; the message names the index and
         value (nothing is turned into text silently).
     """
-    if isinstance(y, (str, bytes)):
-        raise TypeError(f"y must hold one class label per {unit}, got a single string")
-    values = np.asarray(y, dtype=object)  # the labels as given: [1, "a"] is not turned into ["1", "a"]
-    if values.ndim != 1 or len(values) != n_items:
-        raise ValueError(f"y must hold one class label per {unit}: {n_items} {unit}s, got y of shape {values.shape}")
-    first = None
-    for i, label in enumerate(values):
-        kind = _label_kind(label, i, unit)
-        if first is None:
-            first = (kind, i, label)
-        elif kind != first[0]:
-            raise TypeError(
-                f"y mixes kinds of class labels: y[{first[1]}] is {type(first[2]).__name__} ({first[2]!r}) but y[{i}] "
-                f"is {type(label).__name__} ({label!r}); use one kind (all str, all int or all bool)"
-            )
-    labels = np.asarray(values.tolist())
+    labels = check_targets(y, n_items, unit, outputs=False)
     if labels.dtype.kind == "f" and not np.all(np.mod(labels, 1) == 0):
         raise ValueError(
             "combine='scalar_mix' learns its weights from class labels, but y is continuous; use "
@@ -321,10 +309,49 @@ def class_labels(y, n_items: int, unit: str = "text") -> np.ndarray:
     return labels
 
 
-def _label_kind(label, i: int, unit: str) -> str:
-    """``"str"``, ``"number"`` or ``"bool"``; an error naming ``y[i]`` for anything else."""
-    if _is_missing(label):
-        raise ValueError(f"y[{i}] is {label!r}, a missing class label; give every {unit} a label (drop the {unit}s "
+def check_targets(y, n_items: int, unit: str = "text", *, outputs: bool = True) -> np.ndarray:
+    """Check ``y`` of texts or pairs: one row per item, every value a finite number, a str or a bool,
+    all of one kind. An estimator whose layers are combined with fixed weights does not learn from
+    ``y`` but checks it all the same (a pipeline's regressor or classifier will learn from it);
+    :func:`class_labels` adds what learning a mix needs.
+
+    Parameters
+    ----------
+    outputs : bool
+        Accept ``(n_items, n_outputs)`` targets too (a multi-output model's); else ``(n_items,)`` only.
+
+    Raises
+    ------
+    ValueError
+        ``y`` has another length or shape, or a value is missing (``None``, NaN, NaT, ``pd.NA``)
+        or infinite; the message names its index and value.
+    TypeError
+        A value is not a str, number or bool, or ``y`` mixes them; the message names the index and
+        value (nothing is turned into text silently).
+    """
+    if isinstance(y, (str, bytes)):
+        raise TypeError(f"y must hold one class label per {unit}, got a single string")
+    values = np.asarray(y, dtype=object)  # the labels as given: [1, "a"] is not turned into ["1", "a"]
+    if values.ndim not in ((1, 2) if outputs else (1,)) or len(values) != n_items:
+        raise ValueError(f"y must hold one class label per {unit}: {n_items} {unit}s, got y of shape {values.shape}")
+    first = None
+    for index in np.ndindex(values.shape):
+        label, where = values[index], f"y[{', '.join(map(str, index))}]"
+        kind = _label_kind(label, where, unit)
+        if first is None:
+            first = (kind, where, label)
+        elif kind != first[0]:
+            raise TypeError(
+                f"y mixes kinds of class labels: {first[1]} is {type(first[2]).__name__} ({first[2]!r}) but {where} "
+                f"is {type(label).__name__} ({label!r}); use one kind (all str, all int or all bool)"
+            )
+    return np.asarray(values.tolist())
+
+
+def _label_kind(label, where: str, unit: str) -> str:
+    """``"str"``, ``"number"`` or ``"bool"``; an error naming ``where`` (``"y[3]"``) for anything else."""
+    if is_missing(label):
+        raise ValueError(f"{where} is {label!r}, a missing class label; give every {unit} a label (drop the {unit}s "
                          "without one, or give them a class of their own)")
     if isinstance(label, str):
         return "str"
@@ -332,18 +359,9 @@ def _label_kind(label, i: int, unit: str) -> str:
         return "bool"
     if isinstance(label, numbers.Real):
         if not math.isfinite(label):
-            raise ValueError(f"y[{i}] is {label!r}; class labels are finite")
+            raise ValueError(f"{where} is {label!r}; class labels are finite")
         return "number"
-    raise TypeError(f"y[{i}] is {type(label).__name__} ({str(label)[:40]!r}); expected a class label (str, int or bool)")
-
-
-def _is_missing(label) -> bool:
-    """None, a NaN float, NumPy's NaT, or pandas' ``NA`` / ``NaT`` (pandas is not imported)."""
-    if label is None or type(label).__name__ in ("NAType", "NaTType"):
-        return True
-    if isinstance(label, np.datetime64):
-        return bool(np.isnat(label))
-    return isinstance(label, numbers.Real) and not isinstance(label, numbers.Integral) and math.isnan(label)
+    raise TypeError(f"{where} is {type(label).__name__} ({str(label)[:40]!r}); expected a class label (str, int or bool)")
 
 
 # -- document ids -------------------------------------------------------------------------------
@@ -391,28 +409,9 @@ def check_doc_ids(doc_ids, n_sentences: int) -> Optional[DocIds]:
     if len(ids) != n_sentences:
         raise ValueError(f"doc_ids has {len(ids)} ids but X has {n_sentences} sentences; pass one document id per "
                          "sentence (sentences of one document share it)")
-    last_of: dict = {}  # the last sentence of every document that ended
-    for i, value in enumerate(ids):
-        _check_doc_id(value, i)
-        if i and value != ids[i - 1]:
-            last_of[ids[i - 1]] = i - 1
-            if value in last_of:
-                raise ValueError(f"doc_ids[{i}] is {value!r}, a document that already ended at sentence "
-                                 f"{last_of[value]}: the sentences of one document must be consecutive in X (keep each "
-                                 "document's sentences together, in their order)")
+    for _ in checked_doc_ids(ids, "X"):  # each id, and each document's sentences together
+        pass
     return ids
-
-
-def _check_doc_id(value, i: int) -> None:
-    if _is_missing(value):
-        raise ValueError(f"doc_ids[{i}] is {value!r}, a missing document id; give every sentence its document's id")
-    if isinstance(value, (bool, np.bool_)):  # a mask passed by mistake; and True would be the document 1
-        raise TypeError(f"doc_ids[{i}] is bool ({value!r}); expected a document id such as a str, an int or a tuple")
-    try:
-        hash(value)
-    except TypeError:
-        raise TypeError(f"doc_ids[{i}] is {type(value).__name__} ({str(value)[:40]!r}), which is not hashable; a "
-                        "document id is a value such as a str, an int or a tuple") from None
 
 
 # -- containers ---------------------------------------------------------------------------------
@@ -464,5 +463,5 @@ def reject_sparse(X) -> None:
 __all__ = [
     "PAIRS_EXPECTED", "TAGS_EXPECTED", "TEXTS_EXPECTED", "TOKENS_EXPECTED", "DocIds", "TokenLists", "check_codes",
     "check_doc_ids", "check_iterable", "check_nonempty", "check_pairs", "check_tag_lists", "check_tagged",
-    "check_texts", "check_token_lists", "class_labels", "is_dataframe", "one_column", "reject_sparse", "token_labels",
+    "check_targets", "check_texts", "check_token_lists", "class_labels", "is_dataframe", "one_column", "reject_sparse", "token_labels",
 ]

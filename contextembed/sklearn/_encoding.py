@@ -14,7 +14,9 @@ search over them runs the encoder once per distinct sentence.
   hash of the encoder's identity and the token list (with document context, also the context
   size and the neighbours' words: :func:`context_key`).
 - ``cache=`` a directory or a :class:`joblib.Memory` adds an on-disk cache shared across processes
-  and sessions.
+  and sessions. In a directory it is the subdirectory :data:`DISK_CACHE_DIR`, and nothing else of
+  the directory is written (joblib 1.5+ writes a ``.gitignore`` of ``*`` beside its store, which
+  would hide every untracked file of a directory it was given from git).
 - ``n_jobs`` splits the sentences that still need encoding into fixed blocks run by joblib workers
   (any joblib backend, dask and ray included); the blocks do not depend on ``n_jobs``, so the
   results are identical to ``n_jobs=1``.
@@ -34,6 +36,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal, Optional, Union
 
 import numpy as np
@@ -358,21 +361,30 @@ class DiskCache:
 
 
 CacheOption = Union[str, os.PathLike, bool, None, object]
+#: the subdirectory of a ``cache=`` directory that holds the on-disk cache (joblib's store and the
+#: ``.gitignore`` joblib writes, which so hides this subdirectory alone from git)
+DISK_CACHE_DIR = "contextembed-cache"
 
 
 def disk_cache(cache: CacheOption) -> Optional[DiskCache]:
     """Turn an estimator's ``cache=`` value into a :class:`DiskCache` (or ``None``).
 
-    ``"memory"``/``True``: in-memory only; ``None``/``False``: no caching at all; a path: a
-    :class:`joblib.Memory` there; a :class:`joblib.Memory`: that store (one with no location
-    caches nothing on disk).
+    ``"memory"``/``True``: in-memory only; ``None``/``False``: no caching at all; a directory: a
+    :class:`joblib.Memory` in its subdirectory :data:`DISK_CACHE_DIR` (created); a
+    :class:`joblib.Memory`: that store (one with no location caches nothing on disk). ``""`` names
+    no directory: a ``ValueError`` (joblib would make ``./joblib``).
     """
     from joblib import Memory
 
     if cache is None or isinstance(cache, bool) or (isinstance(cache, str) and cache == "memory"):
         return None
+    if isinstance(cache, str) and not cache:
+        raise ValueError("cache='' names no directory; pass a directory for an on-disk cache (e.g. cache='.cache'), "
+                         "'memory' for the in-memory one, or None for none")
     if isinstance(cache, (str, os.PathLike)):
-        return DiskCache(Memory(os.fspath(cache), verbose=0))
+        # a Path is joblib's location as it is (a str would gain a "joblib" subdirectory, and joblib
+        # writes its .gitignore one level up from that: into the user's directory)
+        return DiskCache(Memory(Path(cache) / DISK_CACHE_DIR, verbose=0))
     if isinstance(cache, Memory):
         return DiskCache(cache) if cache.location is not None else None
     raise ValueError(

@@ -11,7 +11,7 @@ import copy
 import logging
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Literal, Optional, Union
 
 import numpy as np
@@ -19,11 +19,12 @@ import torch
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
+from .._bounds import LEARNING_RATE, check_settings
 from .._devices import resolve_device
 from ..heads._bilstm_crf import BiLSTMCRF, TaggerBatch, TaggerSettings, TaggerShape
 from ..heads._crf import allowed_transitions
 from ..plotting import LayerWeights, estimator_name, layer_labels
-from ._base import check_show_progress, with_n_threads
+from ._base import FRACTION, check_flag, check_random_state, draw_seed, with_n_threads
 from ._checks import DocIds, TokenLists, check_doc_ids, check_tagged, check_token_lists
 from ._parameters import shared_docs
 from ._progress import bar
@@ -39,6 +40,9 @@ MAX_CHARS = 20
 #: the widest layer a parameter may ask for (hidden_size, shape_dim, char_dim, projection): beyond it a tagger's
 #: weights would not fit in memory, and torch's own error would not name the parameter
 MAX_WIDTH = 1 << 16
+#: the tagger's rates (the library's: no command-line flag to name)
+RATE_BOUNDS = {"dropout": FRACTION, "word_dropout": FRACTION, "validation_fraction": FRACTION,
+               "learning_rate": replace(LEARNING_RATE, flag="")}
 _PAD, _UNKNOWN = 0, 1
 
 
@@ -76,9 +80,13 @@ class BiLSTMCRFTagger(EntityScoresMixin, BaseEstimator):
     validation_fraction : float
         Share of training sentences held out for early stopping.
     device : str
-        Where the tagger trains and runs (``"auto"``: CUDA when present).
-    random_state : int
-        Seeds the held-out split, the initialisation, batch order and dropout.
+        Where the tagger trains and runs (``"auto"``: CUDA when present), resolved where each call
+        runs: a tagger trained on a GPU predicts on a CPU-only machine with ``"auto"``.
+    random_state : int, RandomState or None
+        Seeds the held-out split, the initialisation, batch order and dropout: an int (0 to
+        2**32 - 1) trains the same tagger every fit; ``None`` a new one each fit; a
+        ``numpy.random.RandomState`` draws each fit's seed from it (a sequence of fits is
+        reproducible from the state's own seed).
     show_progress : bool
         Progress bars on stderr: the embedders' (the sentences they encode; ``True`` turns them on
         in the fitted ``embedders_``) and one over the training epochs, with the last batch's loss
@@ -92,6 +100,12 @@ class BiLSTMCRFTagger(EntityScoresMixin, BaseEstimator):
         Tags seen in training; predictions are always among them.
     tag_scheme_ : {"IO", "IOB1", "IOB2", "IOBES", "BILOU"}
     uses_shape_ : bool
+    settings_ : dict
+        The network's settings (``hidden_size``, ``num_layers``, ``projection``, ``crf``, ...) as
+        trained; ``predict`` rebuilds the network from them, so a ``set_params`` after ``fit``
+        takes effect at the next ``fit``.
+    device_ : str
+        Where it trained (``predict`` runs where ``device`` resolves on the machine it runs on).
     mix_weights_ : list of np.ndarray or None
         The learned mix of each embedder (``None`` where its combine is fixed); plot them with
         :func:`contextembed.plotting.plot_layer_weights`.
@@ -122,7 +136,7 @@ class BiLSTMCRFTagger(EntityScoresMixin, BaseEstimator):
         patience: int = 4,
         validation_fraction: float = 0.1,
         device: str = "auto",
-        random_state: int = 0,
+        random_state: Optional[Union[int, np.random.RandomState]] = 0,
         show_progress: bool = False,
         n_threads: Optional[int] = None,
     ) -> None:
@@ -161,13 +175,15 @@ class BiLSTMCRFTagger(EntityScoresMixin, BaseEstimator):
         self.uses_shape_ = any(_resolve_shape(self.shape_features, e.encoder_) for e in self.embedders_)
         self.shape_vocab_ = _vocabulary(word_shape(w) for s in sentences for w in s) if self.uses_shape_ else {}
         self.char_vocab_ = _vocabulary(c for s in sentences for w in s for c in w[:MAX_CHARS]) if self.char_dim else {}
+        self.settings_ = asdict(self._settings())
         self.device_ = str(resolve_device(self.device))
         logger.info("BiLSTMCRFTagger trains on %s%s", self.device_, " (auto)" if self.device == "auto" else "")
         data = self._inputs(sentences, documents)
-        train, valid = _split(len(sentences), self.validation_fraction, self.random_state)
-        torch.manual_seed(self.random_state)
+        seed = draw_seed(self.random_state)
+        train, valid = _split(len(sentences), self.validation_fraction, seed)
+        torch.manual_seed(seed)
         model = self._build().to(self.device_)
-        best = self._train(model, data, codes, train, valid)
+        best = self._train(model, data, codes, train, valid, seed)
         self.model_state_ = {name: value.cpu().numpy() for name, value in best.items()}
         self._model = None
         self._set_mix_attributes()
@@ -219,12 +235,11 @@ class BiLSTMCRFTagger(EntityScoresMixin, BaseEstimator):
                                        or not 1 <= projection <= MAX_WIDTH):
             raise ValueError(f"projection must be None (no projection) or an int from 1 to {MAX_WIDTH:,}, "
                              f"got {projection!r}")
-        for name in ("dropout", "word_dropout", "validation_fraction"):
-            if not 0.0 <= getattr(self, name) < 1.0:
-                raise ValueError(f"{name} must be in [0, 1), got {getattr(self, name)!r}")
+        check_settings(self, RATE_BOUNDS)
+        check_random_state(self.random_state)
         if self.shape_features not in (True, False, "auto"):
             raise ValueError(f"shape_features must be True, False or 'auto', got {self.shape_features!r}")
-        check_show_progress(self.show_progress)
+        check_flag("show_progress", self.show_progress)
 
     def _settings(self) -> TaggerSettings:
         return TaggerSettings(self.hidden_size, self.num_layers, self.dropout, self.word_dropout, self.projection,
@@ -236,11 +251,18 @@ class BiLSTMCRFTagger(EntityScoresMixin, BaseEstimator):
                             len(self.shape_vocab_) + 2 if self.uses_shape_ else 0,
                             len(self.char_vocab_) + 2 if self.char_dim else 0, len(self.classes_))
         self.shape_ = asdict(shape)
-        return BiLSTMCRF(shape, self._settings(), torch.from_numpy(self.allowed_))
+        return BiLSTMCRF(shape, self._fitted_settings(), torch.from_numpy(self.allowed_))
 
-    def _train(self, model: BiLSTMCRF, data: "_Inputs", codes: list[np.ndarray], train: np.ndarray, valid: np.ndarray) -> dict:
+    def _fitted_settings(self) -> TaggerSettings:
+        """The settings the network was trained with (:attr:`settings_`; a tagger pickled before
+        they were recorded: its parameters)."""
+        settings = getattr(self, "settings_", None)
+        return self._settings() if settings is None else TaggerSettings(**settings)
+
+    def _train(self, model: BiLSTMCRF, data: "_Inputs", codes: list[np.ndarray], train: np.ndarray, valid: np.ndarray,
+               seed: int) -> dict:
         optimizer = torch.optim.Adam(model.parameters(), lr=self.learning_rate)
-        rng = np.random.default_rng(self.random_state)
+        rng = np.random.default_rng(seed)
         gold = [[self.classes_[i] for i in codes[s]] for s in valid]
         best_state, best_f1, stale = copy.deepcopy(model.state_dict()), -1.0, 0
         self.n_epochs_ = self.best_epoch_ = 0
@@ -248,7 +270,7 @@ class BiLSTMCRFTagger(EntityScoresMixin, BaseEstimator):
             for epoch in range(1, self.max_epochs + 1):
                 loss = self._train_epoch(model, optimizer, data, codes, _length_batches(train, data.lengths,
                                                                                       self.batch_size, rng))
-                f1 = entity_f1(gold, self._decode(model, data, valid))
+                f1 = entity_f1(gold, self._decode(model, data, valid, self.device_))
                 self.n_epochs_ = epoch
                 progress.set_postfix(loss=f"{loss:.3f}", valid_f1=f"{f1:.4f}", refresh=False)
                 progress.update()
@@ -277,7 +299,7 @@ class BiLSTMCRFTagger(EntityScoresMixin, BaseEstimator):
         for k in range(len(self.embedders_)):
             logits = self.model_state_.get(f"poolings.{k}.mix.weights")
             single = logits is None or logits.size == 1  # one layer: nothing to weigh
-            weights.append(None if single else np.exp(logits) / np.exp(logits).sum())
+            weights.append(None if single else _softmax(logits))
             gammas.append(None if single else float(self.model_state_[f"poolings.{k}.mix.gamma"]))
         self.mix_weights_ = weights
         self.mix_gammas_ = gammas
@@ -318,28 +340,32 @@ class BiLSTMCRFTagger(EntityScoresMixin, BaseEstimator):
         out: list[list[str]] = [[] for _ in sentences]
         if len(non_empty):
             data = self._inputs(sentences.subset(non_empty), _subset(documents, non_empty))
-            paths = self._decode(self._module(), data, np.arange(len(non_empty)))
+            device = str(resolve_device(self.device))  # here, not where it trained (device_)
+            paths = self._decode(self._module().to(device), data, np.arange(len(non_empty)), device)
             for i, path in zip(non_empty, paths):
                 out[i] = path
         return out
 
-    def _decode(self, model: BiLSTMCRF, data: "_Inputs", rows: np.ndarray, batch_size: int = 256) -> list[list[str]]:
+    def _decode(self, model: BiLSTMCRF, data: "_Inputs", rows: np.ndarray, device: str,
+                batch_size: int = 256) -> list[list[str]]:
         model.eval()
         paths = []
         order = rows[np.argsort([data.lengths[r] for r in rows], kind="stable")]
         for begin in range(0, len(order), batch_size):
-            paths.extend(model.decode(data.batch(order[begin : begin + batch_size], self.device_)))
+            paths.extend(model.decode(data.batch(order[begin : begin + batch_size], device)))
         by_row = dict(zip(order.tolist(), paths))
         return [[str(self.classes_[i]) for i in by_row[r]] for r in rows.tolist()]
 
     def _module(self) -> BiLSTMCRF:
-        """The fitted torch module, rebuilt from :attr:`model_state_` (plain arrays) on first use."""
+        """The fitted torch module, rebuilt from :attr:`model_state_` (plain arrays, on the CPU) and
+        :attr:`settings_` on first use; the caller moves it where it runs."""
         if getattr(self, "_model", None) is None:
             shape = self.shape_
             model = BiLSTMCRF(TaggerShape(tuple(tuple(x) for x in shape["layers"]), shape["n_extra"], shape["n_shapes"],
-                                          shape["n_chars"], shape["n_tags"]), self._settings(), torch.from_numpy(self.allowed_))
+                                          shape["n_chars"], shape["n_tags"]), self._fitted_settings(),
+                              torch.from_numpy(self.allowed_))
             model.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in self.model_state_.items()})
-            self._model = model.to(self.device_).eval()
+            self._model = model.eval()
         return self._model
 
     def _inputs(self, sentences: TokenLists, documents: Optional[DocIds]) -> "_Inputs":
@@ -349,7 +375,7 @@ class BiLSTMCRFTagger(EntityScoresMixin, BaseEstimator):
         shapes = chars = None
         if self.uses_shape_:
             shapes = torch.tensor([self.shape_vocab_.get(word_shape(w), _UNKNOWN) for s in sentences for w in s], dtype=torch.int64)
-        if self.char_dim:
+        if self._fitted_settings().char_dim:
             chars = torch.zeros(int(lengths.sum()), MAX_CHARS, dtype=torch.int64)
             for row, word in enumerate(w for s in sentences for w in s):
                 ids = [self.char_vocab_.get(c, _UNKNOWN) for c in word[:MAX_CHARS]]
@@ -424,6 +450,12 @@ def _length_batches(rows: np.ndarray, lengths: np.ndarray, batch_size: int, rng:
         chunk = chunk[np.argsort(lengths[chunk], kind="stable")]
         batches.extend(chunk[i : i + batch_size] for i in range(0, len(chunk), batch_size))
     return [batches[i] for i in rng.permutation(len(batches))]
+
+
+def _softmax(logits: np.ndarray) -> np.ndarray:
+    """``exp(w) / sum(exp(w))``, shifted by the largest logit (large logits overflowed to NaN weights)."""
+    shifted = np.exp(logits - logits.max())
+    return shifted / shifted.sum()
 
 
 def _subset(documents: Optional[DocIds], rows) -> Optional[DocIds]:

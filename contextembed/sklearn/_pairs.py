@@ -11,7 +11,7 @@ from .._options import check_choice
 from ..pooling import LayerSpec, check_text_pooling
 from ..pooling._layers import OutputDtype
 from ._base import LayerFeaturesBase
-from ._checks import check_pairs, class_labels
+from ._checks import check_pairs
 from ._encoding import CacheOption
 from ._parameters import shared_docs, store_parameters
 from ._text import STREAM_TEXTS
@@ -56,6 +56,8 @@ class TextPairEmbedder(LayerFeaturesBase):
     $fitted_attributes
     """
 
+    FITTED_OPTIONS = ("subword_pooling", "text_pooling", "pair_features")
+
     def __init__(
         self,
         # the parameters every layer-feature estimator shares are defined in _parameters.py
@@ -96,39 +98,39 @@ class TextPairEmbedder(LayerFeaturesBase):
         if self.pair_features == "cls" and not encoder.has_cls:
             raise ValueError(f"pair_features='cls' needs an encoder with a leading special piece; the {encoder.family} "
                              f"encoder {self.encoder!r} has none (use 'segments' or 'interactions')")
-        self._n_features_out *= _VECTORS[self.pair_features]
-        if y is not None and self.combine == "scalar_mix":
-            _, codes = np.unique(class_labels(y, len(pairs), unit="pair"), return_inverse=True)
+        self._n_features_out *= _VECTORS[self.pair_features_]
+        codes = self._mix_codes(y, len(pairs), "pair")
+        if codes is not None:
             self._learn_pair_mix(pairs, codes)
         return self
 
     def _pair_features(self, pairs: list) -> np.ndarray:
         if not pairs:
             return self._empty()
-        if self.pair_features == "cls":
+        if self.pair_features_ == "cls":
             return self._output(self._combine(self._layer_vectors(pairs)[0]))
         u, v = (self._combine(side) for side in self._layer_vectors(pairs))
-        parts = [u, v] if self.pair_features == "segments" else [u, v, np.abs(u - v), u * v]
+        parts = [u, v] if self.pair_features_ == "segments" else [u, v, np.abs(u - v), u * v]
         return self._output(np.hstack(parts).astype(np.float32, copy=False))
 
     def _learn_pair_mix(self, pairs: list, codes: np.ndarray) -> None:
         vectors = self._layer_vectors(pairs)
         n = len(pairs)
-        if self.pair_features == "cls":
+        if self.pair_features_ == "cls":
             self._learn_mix(vectors[0], codes, np.arange(n))
             return
         # the two sides are rows of one (layers, 2n, width) array; each pair's window is (u, v)
         window = np.stack([np.arange(n), np.arange(n) + n], axis=1)
         self._learn_mix(np.concatenate(vectors, axis=1), codes, np.arange(n), window=window,
-                        interactions=self.pair_features == "interactions")
+                        interactions=self.pair_features_ == "interactions")
 
     def _layer_vectors(self, pairs: list) -> tuple[np.ndarray, ...]:
         """Per-layer vectors: ``((selected_layers, n_pairs, width),)`` for ``"cls"``, else one such
         array per side. Pairs are encoded ``STREAM_TEXTS`` at a time (bounded memory)."""
-        n_out = 1 if self.pair_features == "cls" else 2
+        n_out = 1 if self.pair_features_ == "cls" else 2
         out = tuple(np.empty((len(self.layer_indexes_), len(pairs), self.width_), dtype=np.float32) for _ in range(n_out))
         # each side pooled where the encoder ran (or only the pair's first piece comes back, "cls")
-        options = (self.subword_pooling, "cls" if self.pair_features == "cls" else self.text_pooling)
+        options = (self.subword_pooling_, "cls" if self.pair_features_ == "cls" else self.text_pooling_)
         with self._progress("pair_layers") as progress:  # one bar for all blocks
             for begin in range(0, len(pairs), STREAM_TEXTS):
                 block = pairs[begin : begin + STREAM_TEXTS]

@@ -54,21 +54,26 @@ batch_tokens : int, optional
     Padded pieces per forward pass (default: the encoder's).
 cache : "memory", None, path or joblib.Memory
     ``"memory"``: the process-wide in-memory cache (bounded by bytes; see
-    :func:`contextembed.sklearn.set_cache_size`); a directory path or a
-    :class:`joblib.Memory`: also on disk; ``None``: no caching.
+    :func:`contextembed.sklearn.set_cache_size`); a directory path: also on disk, in its
+    subdirectory ``contextembed-cache`` (nothing else in the directory is written); a
+    :class:`joblib.Memory`: also on disk, in that store; ``None``: no caching.
 n_jobs : int, optional
     joblib workers encoding blocks of the input (any joblib backend); results are identical to
-    ``n_jobs=1``.
+    ``n_jobs=1``. joblib's meaning: ``None`` or 1 one process, -1 one worker per core, -2 all
+    but one; 0, a float or a str is refused in ``fit``.
 embed_weights : bool
     Pickle the encoder's weights with the estimator (portable, but large). By default the
     pickle holds only the encoder reference and the learned pooling.
 max_epochs : int
-    Most epochs of mix training.
+    Most epochs of mix training (at least 1).
 validation_fraction : float
     Share of the training data (sentences, texts or pairs) held out for early stopping of mix
     training.
 random_state : int, RandomState or None
-    Seed of the validation split, initialisation and batch order of mix training.
+    Seed of the validation split, initialisation and batch order of mix training: an int (0 to
+    2**32 - 1) learns the same mix every fit; ``None`` a new one each fit; a
+    ``numpy.random.RandomState`` draws each fit's seed from it (a sequence of fits is
+    reproducible from the state's own seed).
 show_progress : bool
     Progress bars on stderr (tqdm): one over the items each call encodes (those found in the
     cache are not counted), one over the epochs of mix training. Off by default, and in every
@@ -91,6 +96,11 @@ gamma_ : float
     The mix's scale (``combine="scalar_mix"`` only).
 layer_indexes_ : tuple of int
     The absolute encoder layers used.
+subword_pooling_ : str
+    The ``subword_pooling`` of ``fit``, which ``transform`` uses (so do ``text_pooling_``,
+    ``normalize_`` and ``pair_features_`` where the class has them): a ``set_params`` after
+    ``fit`` takes effect at the next ``fit``, and the columns always match
+    ``get_feature_names_out``.
 n_layers_ : int
     Layers of the encoder.
 """

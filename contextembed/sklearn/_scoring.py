@@ -14,7 +14,7 @@ import numpy as np
 from sklearn.metrics import make_scorer
 
 from ..heads._crf import PREFIXED_TAG
-from ._checks import check_doc_ids, check_tagged
+from ._checks import check_doc_ids, check_nonempty, check_tagged
 
 TagScheme = Literal["IO", "IOB1", "IOB2", "IOBES", "BILOU"]
 TAG_SCHEMES: tuple[str, ...] = get_args(TagScheme)
@@ -38,8 +38,8 @@ def detect_scheme(*tag_lists: Sequence[Sequence[str]], names: Sequence[str] = ()
     Raises
     ------
     ValueError
-        Some tags have a prefix (``B-PER``) and others none (``PER``), or a tag is empty; the message
-        names the tags with their sentence and token.
+        Some tags have a prefix (``B-PER``) and others none (``PER``), or a tag is empty or blank
+        (whitespace only); the message names the tags with their sentence and token.
     """
     prefixes = set()
     iob1 = False
@@ -51,9 +51,9 @@ def detect_scheme(*tag_lists: Sequence[Sequence[str]], names: Sequence[str] = ()
                 if tag == "O":
                     previous = tag
                     continue
-                if not tag:
-                    raise ValueError(f"tag '' ({_where(names, len(tag_lists), k, i, j)}) is empty; every token needs a tag "
-                                     "(O outside entities)")
+                if not str(tag).strip():
+                    raise ValueError(f"tag {tag!r} ({_where(names, len(tag_lists), k, i, j)}) is "
+                                     f"{'blank' if tag else 'empty'}; every token needs a tag (O outside entities)")
                 prefixed = bool(PREFIXED_TAG.match(tag))
                 if first[prefixed] is None:
                     first[prefixed] = (tag, _where(names, len(tag_lists), k, i, j))
@@ -178,9 +178,12 @@ def _plain(value):
 
 
 def _aligned(y_true, y_pred) -> tuple[list[list[str]], list[list[str]]]:
-    """Gold and predicted tags as lists of lists, one tag each per token (else a ``ValueError``)."""
+    """Gold and predicted tags as lists of lists, one tag each per token, at least one sentence (else
+    a ``ValueError``)."""
     y_true = [list(t) for t in y_true]
     y_pred = [list(t) for t in y_pred]
+    if not y_true and not y_pred:
+        raise ValueError("y_true and y_pred hold no sentence: there is nothing to score")
     if len(y_true) != len(y_pred):
         raise ValueError(f"y_true has {len(y_true)} sentences but y_pred has {len(y_pred)}")
     for i, (gold, pred) in enumerate(zip(y_true, y_pred)):
@@ -194,8 +197,9 @@ class EntityScoresMixin:
     of each sentence, as ``predict`` is)."""
 
     def score(self, X, y, doc_ids=None) -> float:
-        """Entity-level micro F1 (seqeval) of the predictions against ``y``."""
-        return entity_f1(*self._gold_and_predicted(X, y, doc_ids))
+        """Entity-level micro F1 (seqeval) of the predictions against ``y``; an empty ``X`` is a
+        ``ValueError`` (there is nothing to score)."""
+        return entity_f1(*self._gold_and_predicted(X, y, doc_ids, "score"))
 
     def report(self, X, y, doc_ids=None) -> dict:
         """Per-entity precision, recall, F1 and support of the predictions against ``y``, with
@@ -216,12 +220,19 @@ class EntityScoresMixin:
             ``{"PER": {"precision": 0.91, "recall": 0.88, "f1-score": 0.89, "support": 1842}, ...,
             "micro avg": {...}, "macro avg": {...}, "weighted avg": {...}}`` (plain floats and
             ints); :func:`format_report` prints it as a table.
-        """
-        return entity_report(*self._gold_and_predicted(X, y, doc_ids))
 
-    def _gold_and_predicted(self, X, y, doc_ids) -> tuple[list, list]:
-        """``y`` checked against ``X`` (one str tag per token), and the predictions for ``X``."""
+        Raises
+        ------
+        ValueError
+            ``X`` is empty (there is nothing to score), or ``y`` does not hold one tag per token.
+        """
+        return entity_report(*self._gold_and_predicted(X, y, doc_ids, "report"))
+
+    def _gold_and_predicted(self, X, y, doc_ids, method: str) -> tuple[list, list]:
+        """``y`` checked against ``X`` (one str tag per token, at least one sentence: ``method`` is
+        named otherwise), and the predictions for ``X``."""
         sentences, y, _ = check_tagged(X, y, type(self).__name__, fit=False)
+        check_nonempty(sentences, "sentence", method)
         return y, self.predict(sentences, doc_ids=check_doc_ids(doc_ids, len(sentences)))
 
 

@@ -11,7 +11,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.utils.validation import check_is_fitted
 
 from ..encoders._base import Encoder, is_cased
-from ._base import check_show_progress, with_n_threads
+from ._base import check_flag, with_n_threads
 from ._checks import DocIds, TokenLists, check_doc_ids, check_tagged, check_token_lists
 from ._parameters import shared_docs
 from ._tagger_features import SHAPE_NAMES, context_window, shape_features, window_index
@@ -62,6 +62,9 @@ class SequenceTagger(EntityScoresMixin, BaseEstimator):
         Detected from the training tags; used by :meth:`score`.
     uses_shape_ : bool
         Whether shape features were used.
+    window_ : int
+        The ``window`` of ``fit``, which ``predict`` uses (a ``set_params`` after ``fit`` takes
+        effect at the next ``fit``).
     mix_weights_, gamma_
         The embedder's learned mix (``combine="scalar_mix"`` only); plot it with
         :func:`contextembed.plotting.plot_layer_weights`.
@@ -102,6 +105,7 @@ class SequenceTagger(EntityScoresMixin, BaseEstimator):
         sentences, y, tags = check_tagged(X, y, "SequenceTagger")
         documents = check_doc_ids(doc_ids, len(sentences))
         self._check_params()
+        self.window_ = self.window
         self.tag_scheme_ = detect_scheme([[str(t) for t in tags_i] for tags_i in y], names=("y",))
         self.classes_, codes = np.unique(tags, return_inverse=True)
         self.embedder_ = with_progress(self.embedder if self.embedder is not None else TokenEmbedder(),
@@ -110,7 +114,7 @@ class SequenceTagger(EntityScoresMixin, BaseEstimator):
         lengths = [len(s) for s in sentences]
         extra = shape_features(sentences) if self.uses_shape_ else None
         # the mix is learned with the window and shape features the classifier will see
-        self.embedder_.fit_mix(sentences, codes, window=window_index(lengths, self.window), extra=extra,
+        self.embedder_.fit_mix(sentences, codes, window=window_index(lengths, self.window_), extra=extra,
                                doc_ids=documents)
         for name in ("mix_weights_", "gamma_"):
             if hasattr(self.embedder_, name):
@@ -160,14 +164,14 @@ class SequenceTagger(EntityScoresMixin, BaseEstimator):
         check_is_fitted(self)
         names = list(self.embedder_.get_feature_names_out())
         names += [f"shape_{n}" for n in SHAPE_NAMES] if self.uses_shape_ else []
-        return window_names(names, self.window)
+        return window_names(names, self.window_)
 
     def _features(self, sentences: TokenLists, extra: Optional[np.ndarray], documents: Optional[DocIds]) -> np.ndarray:
         # (tokens, width)
         vectors = self.embedder_.transform(sentences, doc_ids=documents)
         if extra is not None:
             vectors = np.hstack([vectors, extra])
-        return context_window(vectors, [len(s) for s in sentences], self.window)
+        return context_window(vectors, [len(s) for s in sentences], self.window_)
 
     def _check_params(self) -> None:
         if isinstance(self.window, bool) or not isinstance(self.window, (int, np.integer)) or self.window < 0:
@@ -176,7 +180,12 @@ class SequenceTagger(EntityScoresMixin, BaseEstimator):
             raise ValueError(f"shape_features must be True, False or 'auto', got {self.shape_features!r}")
         if self.embedder is not None and not isinstance(self.embedder, TokenEmbedder):
             raise TypeError(f"embedder must be a TokenEmbedder, got {type(self.embedder).__name__}")
-        check_show_progress(self.show_progress)
+        check_flag("show_progress", self.show_progress)
+
+    def __setstate__(self, state):
+        if "classifier_" in state:  # fitted before window_ was recorded: the parameter then
+            state = {"window_": state["window"], **state}
+        super().__setstate__(state)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

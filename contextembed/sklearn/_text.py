@@ -9,8 +9,8 @@ import numpy as np
 
 from ..pooling import LayerSpec, check_text_options, check_text_pooling, normalize_rows
 from ..pooling._layers import OutputDtype
-from ._base import LayerFeaturesBase
-from ._checks import check_texts, class_labels
+from ._base import LayerFeaturesBase, check_flag
+from ._checks import check_texts
 from ._encoding import CacheOption
 from ._parameters import shared_docs, store_parameters
 
@@ -46,6 +46,8 @@ class TextEmbedder(LayerFeaturesBase):
 
     $fitted_attributes
     """
+
+    FITTED_OPTIONS = ("subword_pooling", "text_pooling", "normalize")
 
     def __init__(
         self,
@@ -92,20 +94,19 @@ class TextEmbedder(LayerFeaturesBase):
 
     def _fit(self, texts: list[list[str]], y) -> "TextEmbedder":
         check_text_pooling(self.text_pooling)
-        if not isinstance(self.normalize, (bool, np.bool_)):
-            raise TypeError(f"normalize must be True or False, got {self.normalize!r}")
+        check_flag("normalize", self.normalize)
         encoder = self._setup()
         check_text_options(self.text_pooling, self.subword_pooling, encoder.has_cls, f"the encoder {self.encoder!r}")
-        if y is not None and self.combine == "scalar_mix":
-            _, codes = np.unique(class_labels(y, len(texts)), return_inverse=True)
-            self._learn_mix(self._layer_vectors(texts), codes, np.arange(len(texts)), normalize=bool(self.normalize))
+        codes = self._mix_codes(y, len(texts), "text")
+        if codes is not None:
+            self._learn_mix(self._layer_vectors(texts), codes, np.arange(len(texts)), normalize=bool(self.normalize_))
         return self
 
     def _text_features(self, texts: list[list[str]]) -> np.ndarray:
         if not texts:
             return self._empty()
         features = self._combine(self._layer_vectors(texts))
-        return self._output(normalize_rows(features) if self.normalize else features)
+        return self._output(normalize_rows(features) if self.normalize_ else features)
 
     def _layer_vectors(self, texts: list[list[str]]) -> np.ndarray:
         """Per-layer text vectors: ``(selected_layers, n_texts, width)`` float32.
@@ -116,8 +117,8 @@ class TextEmbedder(LayerFeaturesBase):
         out = np.empty((len(self.layer_indexes_), len(texts), self.width_), dtype=np.float32)
         # each text's vector of every layer, pooled where the encoder ran: the mean of every piece, or
         # its words pooled from their pieces and then pooled (or its first piece, "cls")
-        kind, options = ("piece_mean", ()) if self.text_pooling == "piece_mean" else (
-            "text_layers", (self.subword_pooling, self.text_pooling))
+        kind, options = ("piece_mean", ()) if self.text_pooling_ == "piece_mean" else (
+            "text_layers", (self.subword_pooling_, self.text_pooling_))
         with self._progress(kind) as progress:  # one bar for all blocks
             for begin in range(0, len(texts), STREAM_TEXTS):
                 block = texts[begin : begin + STREAM_TEXTS]

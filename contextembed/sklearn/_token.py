@@ -68,7 +68,7 @@ class TokenEmbedder(LayerFeaturesBase):
         sentences = check_token_lists(X, fit=True)
         documents = check_doc_ids(doc_ids, len(sentences))
         self.context_ = check_context(self.context, self._setup())
-        if y is not None and self.combine == "scalar_mix":
+        if y is not None:  # checked whether or not the mix learns from it
             _, codes = np.unique(token_labels(sentences, y), return_inverse=True)
             self.fit_mix(sentences, codes, doc_ids=documents)
         return self
@@ -105,7 +105,7 @@ class TokenEmbedder(LayerFeaturesBase):
         documents = check_doc_ids(doc_ids, len(sentences))
         n_tokens = sum(len(s) for s in sentences)
         codes = check_codes(codes, n_tokens)
-        if self.combine != "scalar_mix":
+        if self.pooling_.mix is None:  # fitted with fixed weights
             return self
         if n_tokens == 0:
             raise ValueError(f"the scalar mix is learned from labelled tokens, but all {len(sentences)} sentences of X "
@@ -178,7 +178,7 @@ class TokenEmbedder(LayerFeaturesBase):
         if sum(len(s) for s in sentences) == 0:
             return np.zeros((len(self.layer_indexes_), 0, self.width_), dtype=np.float32)
         encodings = [e for e in self._word_encodings(sentences, documents) if e.n_words]
-        return stack_words(encodings, self.subword_pooling, self.layer_indexes_)
+        return stack_words(encodings, self.subword_pooling_, self.layer_indexes_)
 
     def _word_encodings(self, sentences: TokenLists, documents: Optional[DocIds]) -> list:
         """Each sentence's pieces: alone, or (``context``) inside its document's text."""

@@ -482,9 +482,21 @@ def test_missing_h5py(elmo_dir, monkeypatch):
         load_encoder(elmo_dir)
 
 
-def test_bad_encoder_options(elmo_dir):
-    with pytest.raises(ValueError, match="batch_words must be a positive int, got 0"):
+def test_bad_encoder_options(elmo_dir, monkeypatch):
+    from contextembed.encoders._elmo import encoder as elmo_encoder
+
+    loaded = ElmoEncoder.load(elmo_dir, device="cpu", precision="fp32")
+    monkeypatch.setattr(elmo_encoder, "load_bilm", lambda *args: pytest.fail("the weights were read before the options"))
+    with pytest.raises(ValueError, match=r"^batch_words=0 is out of range; expected an integer in \[1, "):
         ElmoEncoder.load(elmo_dir, batch_words=0)
+    for name in ("batch_words", "max_batch_size", "chunk_size"):  # True is not 1, 2.0 not 2
+        for bad in (True, 2.0, float("nan")):
+            with pytest.raises(TypeError, match=rf"^{name}={bad!r} is a \w+; expected an integer"):
+                ElmoEncoder.load(elmo_dir, **{name: bad})
+            with pytest.raises(TypeError, match=rf"^{name}={bad!r} is a \w+"):  # the constructor checks them too
+                ElmoEncoder(loaded.module, **{name: bad})
+        with pytest.raises(ValueError, match=rf"^{name}=-1 is out of range"):
+            ElmoEncoder.load(elmo_dir, **{name: -1})
     with pytest.raises(ValueError, match="size='huge'"):
         elmo_options("huge")
 

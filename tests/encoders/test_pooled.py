@@ -13,6 +13,7 @@ from contextembed import load_encoder
 from contextembed._documents import in_context
 from contextembed.encoders._host_copies import HostCopies
 from contextembed.encoders._base import Encoder
+from contextembed.encoders._static import StaticVectors
 from contextembed.pooling import COMBINES, SUBWORD_POOLINGS, LayerPooling
 
 SENTENCES = [
@@ -102,6 +103,36 @@ def test_an_unknown_dtype_or_pooling_is_refused(tiny):
         tiny.iter_encode_pooled(SENTENCES, pooling, "first", dtype="float64")  # at the call
     with pytest.raises(ValueError, match="subword_pooling='median' is not one of"):
         tiny.iter_encode_pooled(SENTENCES, pooling, "median")
+
+
+def test_a_pooling_for_another_layer_count_is_refused(tiny, tiny_elmo_dir):
+    """A pooling of fewer layers was used on the first ones (its -1 is not the last layer here), one
+    of more raised an IndexError from inside the forward pass."""
+    static = StaticVectors(["the"], np.ones((1, 3), dtype=np.float32))
+    elmo = load_encoder(str(tiny_elmo_dir), device="cpu", precision="fp32")
+    for encoder in (tiny, static, elmo):
+        for n_layers in (encoder.n_layers - 1, encoder.n_layers + 10):
+            if n_layers < 1:
+                continue
+            pooling = LayerPooling(n_layers, [-1], "concat")
+            with pytest.raises(ValueError, match=rf"^pooling is a LayerPooling of {n_layers} layers, but the "
+                                                 rf"{encoder.family} encoder .* has {encoder.n_layers}: build it"):
+                encoder.iter_encode_pooled(SENTENCES, pooling)  # at the call, before anything is encoded
+    with pytest.raises(TypeError, match="^pooling is a str; expected a LayerPooling"):
+        tiny.iter_encode_pooled(SENTENCES, "concat")
+
+
+def test_in_context_takes_in_context_items_only(tiny):
+    """Plain sentences with ``in_context=True`` raised an AttributeError from inside the encoder."""
+    pooling = _pooling(tiny, "concat")
+    with pytest.raises(TypeError, match=r"^item 0 is a list; encoding in context takes the InContext items"):
+        list(tiny.iter_encode_pooled(SENTENCES, pooling, in_context=True))
+    items = list(in_context(SENTENCES, DOC_IDS, 4))
+    with pytest.raises(TypeError, match=r"^item 2 is a tuple"):  # found as the iterator is read
+        list(tiny.iter_encode_pooled(iter(items[:2] + [("a",)]), pooling, in_context=True))
+    with pytest.raises(TypeError, match=r"^item 0 is a list"):
+        list(tiny.iter_encode_pieces_in_context(SENTENCES))
+    assert len(list(tiny.iter_encode_pooled(iter(items), pooling, in_context=True))) == len(SENTENCES)
 
 
 def test_cpu_copies_are_consumed_at_once():

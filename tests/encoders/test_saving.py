@@ -63,6 +63,12 @@ def test_elmo_saved_in_bf16_loads_in_fp32(tiny_elmo_dir, tmp_path):
 
 def test_elmo_maps_batch_tokens_to_words_and_rejects_windows(tiny_elmo_dir):
     assert load_encoder(tiny_elmo_dir, device="cpu", batch_tokens=64).batch_words == 64
-    assert load_encoder(tiny_elmo_dir, device="cpu", batch_tokens=64, batch_words=32).batch_words == 32
-    with pytest.raises(ValueError, match="window apply to transformer encoders.*ELMo"):
+    assert load_encoder(tiny_elmo_dir, device="cpu", batch_words=32, window=None).batch_words == 32  # None: unset
+    with pytest.raises(ValueError, match="batch_tokens=64 and batch_words=32 both set"):  # neither silently wins
+        load_encoder(tiny_elmo_dir, device="cpu", batch_tokens=64, batch_words=32)
+    with pytest.raises(ValueError, match="batch_tokens=0 is out of range"):  # named as given
+        load_encoder(tiny_elmo_dir, device="cpu", batch_tokens=0)
+    with pytest.raises(ValueError, match="window=128 applies to transformer encoders.*ELMo"):
         load_encoder(tiny_elmo_dir, device="cpu", window=128)
+    with pytest.raises(ValueError, match="window=128 and pad_multiple=16 apply to transformer encoders"):
+        load_encoder(tiny_elmo_dir, device="cpu", window=128, pad_multiple=16)

@@ -80,6 +80,40 @@ def test_static_errors(tmp_path, vectors):
         load_encoder(str(truncated))
 
 
+@pytest.mark.parametrize("bad, error", [("no", ValueError), ("False", ValueError), (0.5, TypeError), (1, TypeError),
+                                        (None, TypeError)])
+def test_lowercase_is_a_bool_or_auto(tmp_path, vectors, bad, error):
+    """``bool("no")`` is True: a string or number is never taken for a bool (it lowercased before)."""
+    with pytest.raises(error, match=rf"^lowercase={bad!r} .*expected True, False or 'auto'"):
+        StaticVectors(WORDS, vectors, lowercase=bad)
+    path = tmp_path / "v.vec"
+    path.write_text("1 2\nthe 1 2\n")
+    with pytest.raises(error, match=rf"^lowercase={bad!r}"):
+        load_encoder(str(path), lowercase=bad)
+    assert StaticVectors(WORDS, vectors, lowercase=np.bool_(False)).lowercase is False
+
+
+@pytest.mark.parametrize("option, value", [("window", 8), ("stride", 4), ("batch_tokens", 512), ("pad_multiple", 16),
+                                           ("max_batch_size", 32), ("chunk_size", 0), ("batch_words", 64)])
+def test_an_option_of_the_torch_encoders_is_an_error_for_static_vectors(tmp_path, option, value):
+    """They used to be dropped without a word; ``None`` (their default) is still accepted."""
+    path = tmp_path / "v.vec"
+    path.write_text("1 2\nthe 1 2\n")
+    with pytest.raises(ValueError, match=rf"^{option}={value} applies to the transformer and ELMo encoders"):
+        load_encoder(str(path), **{option: value})
+    StaticVectors(["the"], np.ones((1, 2))).save(tmp_path / "saved")
+    with pytest.raises(ValueError, match=rf"^{option}={value} applies to"):
+        load_encoder(str(tmp_path / "saved"), **{option: value})
+    assert load_encoder(str(path), device="cpu", precision="auto", backend="torch", **{option: None}).width == 2
+
+
+def test_every_option_of_the_torch_encoders_given_is_named(tmp_path):
+    path = tmp_path / "v.vec"
+    path.write_text("1 2\nthe 1 2\n")
+    with pytest.raises(ValueError, match=r"^window=8 and chunk_size=2 apply to the transformer and ELMo encoders"):
+        load_encoder(str(path), window=8, chunk_size=2)
+
+
 @pytest.mark.pretrained
 def test_glove_6b_lowercases(glove):
     assert glove.n_layers == 1 and glove.width == 50 and glove.vocab_size == 400_000

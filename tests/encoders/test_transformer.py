@@ -1,3 +1,5 @@
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -6,6 +8,7 @@ from hypothesis import strategies as st
 
 from contextembed import load_encoder
 from contextembed._alignment import plan_windows
+from contextembed.encoders.transformer import TransformerEncoder
 from contextembed.pooling import SUBWORD_POOLINGS, pool_subwords_numpy
 
 VOCAB = ["the", "quick", "fox", "New", "York", "unaffable", "Brussels", ",", ".", "naïve", "\u200b", "",
@@ -211,8 +214,50 @@ def test_batch_tokens_default_depends_on_the_device(tiny_bert_dir):
     assert load_encoder(tiny_bert_dir, device="cpu").batch_tokens == CPU_BATCH_TOKENS
     assert load_encoder(tiny_bert_dir, device="cpu", batch_tokens=64).batch_tokens == 64
     for bad in (True, 64.0, "64"):
-        with pytest.raises(ValueError, match="batch_tokens must be a positive int or None"):
+        with pytest.raises(TypeError, match=f"batch_tokens={bad!r} is a .*; expected an integer"):
             load_encoder(tiny_bert_dir, device="cpu", batch_tokens=bad)
+
+
+@pytest.mark.parametrize("name, value, error", [
+    ("chunk_size", 0, ValueError), ("chunk_size", -1, ValueError), ("chunk_size", True, TypeError),
+    ("chunk_size", 2.0, TypeError), ("chunk_size", None, TypeError),
+    ("max_batch_size", 0, ValueError), ("max_batch_size", -5, ValueError), ("max_batch_size", 1.5, TypeError),
+    ("max_batch_size", float("nan"), TypeError), ("max_batch_size", True, TypeError),
+    ("window", True, TypeError), ("window", 0, ValueError), ("window", 3.0, TypeError),
+    ("stride", True, TypeError), ("stride", 0, ValueError),
+    ("batch_tokens", 0, ValueError), ("batch_tokens", -64, ValueError),
+    ("pad_multiple", 0, ValueError), ("pad_multiple", True, TypeError), ("pad_multiple", 1.5, TypeError),
+])
+def test_an_int_option_that_is_not_a_positive_int_is_refused_before_the_model_is_read(tiny_bert_dir, monkeypatch, name,
+                                                                                        value, error):
+    """A chunk of 0 sentences filled means with uninitialised memory, -1 encoded nothing, a NaN batch size
+    removed the cap, and True was taken for 1: each is now an error naming the option and the value."""
+    from contextembed.encoders import transformer
+
+    def never(*args, **kwargs):
+        raise AssertionError("the model was read before the options were checked")
+
+    monkeypatch.setattr(transformer, "load_model", never)
+    with pytest.raises(error, match=rf"^{name}={re.escape(repr(value))} is (out of range|a \w+); expected an integer"):
+        load_encoder(tiny_bert_dir, device="cpu", **{name: value})
+
+
+def test_every_int_option_is_checked_by_the_constructor_too(tiny):
+    for name in ("window", "stride", "batch_tokens", "pad_multiple", "max_batch_size", "chunk_size"):
+        with pytest.raises(TypeError, match=f"^{name}=True is a bool"):
+            TransformerEncoder(tiny.model, tiny.tokenizer, device="cpu", precision="fp32", **{name: True})
+
+
+def test_numpy_ints_are_taken_as_the_ints_they_hold(tiny_bert_dir):
+    encoder = load_encoder(tiny_bert_dir, device="cpu", precision="fp32", window=np.int64(8), stride=np.int32(4),
+                           chunk_size=np.int64(2), max_batch_size=np.int64(3), batch_tokens=np.int64(64))
+    assert (encoder.window, encoder.stride, encoder.chunk_size, encoder.max_batch_size, encoder.batch_tokens) == (8, 4, 2, 3, 64)
+    assert all(type(value) is int for value in (encoder.window, encoder.stride, encoder.chunk_size))
+    sentences = [["the", "quick", "fox"] * 5, [], ["a"]]
+    reference = load_encoder(tiny_bert_dir, device="cpu", precision="fp32", window=8, stride=4)
+    for got, want in zip(encoder.encode(iter(sentences)), reference.encode(sentences)):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    assert encoder.encode_piece_means(sentences).shape == (3, encoder.n_layers, encoder.width)
 
 
 # -- calibration= (int8 on the engine): read once, raw texts split into words ------------------------

@@ -99,3 +99,52 @@ def test_bad_schemes_and_tags():
         allowed_transitions(["O", "E-PER"], "IOB2")
     with pytest.raises(ValueError, match=r"allowed must be \(4, 4\)"):
         CRF(2, torch.ones(3, 3, dtype=torch.bool))
+
+
+def _valid(path, allowed) -> bool:
+    n = allowed.shape[0] - 2
+    moves = zip([n] + list(path), list(path) + [n + 1])
+    return all(bool(allowed[a, b]) for a, b in moves)
+
+
+@pytest.mark.parametrize("scheme", ["IOB2", "IOBES"])
+def test_no_learned_score_however_large_makes_a_forbidden_move_win(scheme):
+    """Forbidden moves were scored -1e4: allowed scores past that (a learning rate of 1000 reaches
+    them) made a sentence start with I-PER under IOB2. Now they are -inf: Viterbi never takes one."""
+    tags = TAGS if scheme == "IOB2" else ["O", "B-PER", "I-PER", "E-PER", "S-PER"]
+    allowed = allowed_transitions(tags, scheme)
+    crf = CRF(len(tags), allowed)
+    generator = torch.Generator().manual_seed(0)
+    n = len(tags)
+    for _ in range(50):
+        with torch.no_grad():  # huge learned scores, largest on what the scheme forbids
+            for parameter, mask in ((crf.transitions, allowed[:n, :n]), (crf.start, allowed[n, :n]),
+                                    (crf.end, allowed[:n, n + 1])):
+                parameter.copy_(torch.randn(parameter.shape, generator=generator) * 1e6 - 1e7 * mask)
+        emissions = torch.randn(4, 6, n, generator=generator) * 1e6
+        mask = torch.arange(6)[None] < torch.tensor([6, 1, 3, 2])[:, None]
+        for path in crf.decode(emissions, mask):
+            assert _valid(path, allowed), [tags[t] for t in path]
+
+
+def test_the_likelihood_has_finite_gradients_where_no_allowed_path_reaches_a_tag():
+    """IOBES without O or S-X: B-X cannot follow the start's first tag at step 1, so a log-sum-exp
+    is over -inf alone there (torch's gradient is NaN), and padding moves B-X -> B-X are forbidden."""
+    tags = ["B-PER", "E-PER"]
+    crf = CRF(len(tags), allowed_transitions(tags, "IOBES"))
+    with torch.no_grad():
+        for parameter in crf.parameters():
+            parameter.normal_()
+    lengths = [4, 2]
+    emissions = torch.randn(2, 4, len(tags), requires_grad=True)
+    mask = torch.arange(4)[None] < torch.tensor(lengths)[:, None]
+    gold = torch.tensor([[0, 1, 0, 1], [0, 1, 0, 0]])
+    likelihood = crf.log_likelihood(emissions, gold, mask)
+    likelihood.sum().backward()
+    assert torch.isfinite(likelihood).all()
+    assert all(torch.isfinite(p.grad).all() for p in crf.parameters()) and torch.isfinite(emissions.grad).all()
+    for b, length in enumerate(lengths):
+        scores, log_z, best = _brute_force(crf, emissions[b].detach(), length)
+        path = tuple(gold[b, :length].tolist())
+        assert float(likelihood[b].detach()) == pytest.approx(scores[path] - log_z, abs=1e-4)
+        assert crf.decode(emissions[b : b + 1].detach(), mask[b : b + 1]) == [list(best)]

@@ -16,6 +16,9 @@ from contextembed.pooling import LayerPooling, ScalarMix, resolve_layers
         ([-4, -3, -2, -1], (3, 4, 5, 6)),
         ((1, 3), (1, 3)),
         (np.int64(2), (2,)),
+        (np.array([-1, 0]), (6, 0)),  # a 1-D integer array is a sequence (it failed on NumPy's truth value)
+        (np.array([3, 1], dtype=np.int32), (3, 1)),
+        (range(2, 4), (2, 3)),
     ],
 )
 def test_resolve_layers(spec, expected):
@@ -33,10 +36,21 @@ def test_resolve_layers(spec, expected):
         (1.5, "not understood|not an int"),
         (True, "not a layer index"),
         (["a"], "not an int"),
+        (np.array([[1, 2]]), r"layers is an array of shape \(1, 2\); expected a 1-D array"),
+        (np.array([1.0, 2.0]), "not an int"),
+        (np.array([True]), "not an int"),
     ],
 )
 def test_resolve_layers_errors(spec, message):
     with pytest.raises(ValueError, match=message):
+        resolve_layers(spec, 7)
+
+
+@pytest.mark.parametrize("spec, kind", [({1, 2}, "set"), (frozenset([1]), "frozenset"), ((i for i in [1, 2]), "generator"),
+                                        (iter([1, 2]), "list_iterator"), ({1: 0}, "dict")])
+def test_layers_that_are_not_a_sequence_are_a_type_error(spec, kind):
+    """One-pass iterables would be used up by the check, sets and dicts give no order."""
+    with pytest.raises(TypeError, match=rf"^layers is a {kind} .*expected an int, a sequence of ints"):
         resolve_layers(spec, 7)
 
 

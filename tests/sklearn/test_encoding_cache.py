@@ -127,6 +127,30 @@ def test_disk_cache_serves_a_fresh_process_state(bert, sentences, tmp_path, monk
     np.testing.assert_array_equal(first, second)
 
 
+@pytest.mark.parametrize("as_path", [False, True], ids=["str", "Path"])
+def test_a_cache_directory_gains_one_subdirectory_and_nothing_else(bert, sentences, tmp_path, monkeypatch, as_path):
+    """joblib wrote a .gitignore of '*' into the directory it was given, hiding the user's untracked
+    files from git; the store and joblib's .gitignore are now in a subdirectory of ours."""
+    (tmp_path / "notes.txt").write_text("mine")
+    clear_cache()
+    TokenEmbedder(bert, cache=tmp_path if as_path else str(tmp_path)).fit(sentences).transform(sentences)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [_encoding.DISK_CACHE_DIR, "notes.txt"]
+    store = tmp_path / _encoding.DISK_CACHE_DIR
+    assert any(p.name != ".gitignore" for p in store.iterdir())  # the entries are there
+    clear_cache()
+    counter = CountingEncoder(monkeypatch, _fitted_ref(bert))
+    TokenEmbedder(bert, cache=str(tmp_path)).fit(sentences).transform(sentences)
+    assert counter.calls == 0  # served from the subdirectory
+
+
+def test_an_empty_cache_path_is_refused_before_anything_is_written(bert, sentences, tmp_path, monkeypatch):
+    """cache='' made ./joblib/ silently."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match="cache='' names no directory"):
+        TokenEmbedder(bert, cache="").fit(sentences)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_no_cache_encodes_every_time(bert, sentences, monkeypatch):
     counter = CountingEncoder(monkeypatch, _fitted_ref(bert))
     embedder = TokenEmbedder(bert, cache=None).fit(sentences)

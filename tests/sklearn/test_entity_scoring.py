@@ -38,6 +38,8 @@ def test_detect_scheme():
     ([[["I-PER", "ORG"]]], (), r"tag 'ORG' \(sentence 0, token 1\)"),
     ([[["I-PER"]], [["ORG"]]], (), r"tag 'ORG' \(tag list 1 sentence 0, token 0\)"),
     ([[["PER", "O"], ["PER", ""]]], ("y",), r"tag '' \(y sentence 1, token 1\) is empty"),
+    ([[["PER", "O"], ["PER", " "]]], ("y",), r"tag ' ' \(y sentence 1, token 1\) is blank; every token needs a tag"),
+    ([[["B-PER", "\t\n"]]], (), r"tag '\\t\\n' \(sentence 0, token 1\) is blank"),
 ])
 def test_a_mix_of_prefixed_and_bare_tags_is_an_error_naming_both(tag_lists, names, message):
     with pytest.raises(ValueError, match=message):
@@ -195,3 +197,16 @@ def test_tagger_report_matches_seqeval_on_its_predictions(static_path, sentences
             call(held_out, None)
         with pytest.raises(TypeError, match=r"y\[0\] is str \('B-PER'\); expected one tag list per sentence of X"):
             call([["Peter"], ["EU"]], ["B-PER", "B-ORG"])  # one tag per token, flat: not a tagger's y
+        with pytest.raises(ValueError, match=r"[ ]?(score|report) needs at least one sentence; X is empty"):
+            call([], [])  # seqeval's TypeError "Found input variables without list of list"
+        with pytest.raises(ValueError, match="tag ' ' .* is blank"):
+            call(held_out, [gold[0], ["O", " ", "O", "O"]])
+    assert tagger.score([[]], [[]]) == 0.0  # a sentence without tokens: nothing found, nothing missed
+    with pytest.raises(ValueError, match="tag ' ' .* is blank"):
+        make(static_path).fit(sentences, [tags[0][:-1] + [" "]] + tags[1:])
+
+
+@pytest.mark.parametrize("score", [entity_f1, entity_report])
+def test_nothing_to_score_is_a_value_error(score):
+    with pytest.raises(ValueError, match="y_true and y_pred hold no sentence: there is nothing to score"):
+        score([], [])

@@ -41,6 +41,27 @@ def test_predictions_are_valid_sequences_of_training_tags(bert, sentences, tags)
                 assert previous[2:] == tag[2:] and previous != "O"
 
 
+def test_learned_scores_past_any_finite_penalty_never_make_a_forbidden_move(static_path, sentences, tags):
+    """With learning_rate=1000 the allowed scores grew past the -1e4 of forbidden moves and a sentence
+    started with I-PER under IOB2; forbidden moves are now impossible whatever was learned."""
+    tagger = BiLSTMCRFTagger(TokenEmbedder(static_path), **{**FAST, "max_epochs": 2}).fit(sentences, tags)
+    n, allowed = len(tagger.classes_), tagger.allowed_
+    state = dict(tagger.model_state_)
+    state["crf.start"] = np.where(allowed[n, :n], -1e6, 1e6).astype(np.float32)  # every allowed start scored far below
+    state["crf.transitions"] = np.where(allowed[:n, :n], -1e6, 1e6).astype(np.float32)
+    tagger.model_state_, tagger._model = state, None
+    for path in tagger.predict(sentences + [["completely", "new", "words", "here"]]):
+        for previous, tag in zip(["O"] + path, path):
+            assert not tag.startswith("I-") or previous[2:] == tag[2:] != "", path
+
+
+def test_huge_mix_logits_give_finite_mix_weights(bert, sentences, tags):
+    tagger = _tagger(bert, max_epochs=1).fit(sentences, tags)
+    tagger.model_state_["poolings.0.mix.weights"] = np.array([1000.0, 0.0, -5.0], dtype=np.float32)  # np.exp overflowed
+    tagger._set_mix_attributes()
+    np.testing.assert_allclose(tagger.mix_weights_[0], [1.0, 0.0, 0.0], atol=1e-6)
+
+
 def test_iob1_b_after_o_is_a_chunk_start_it_can_learn(bert):
     """CoNLL-2003's training file has B-MISC after O; an IOB1 tagger trains on it, not refuses it."""
     sentences = [["EU", "rejects", "German", "call"], ["Peter", "met", "the", "British", "team"]] * 3
@@ -120,7 +141,11 @@ def test_bad_training_data(bert, X, y, error, message):
 
 def test_bad_parameters(bert, sentences, tags):
     for options, message in [({"hidden_size": 0}, "hidden_size must be a positive int"),
-                             ({"dropout": 1.0}, r"dropout must be in \[0, 1\)"),
+                             ({"dropout": 1.0}, r"dropout=1.0 is out of range; expected a finite number in \[0, 1\)"),
+                             ({"learning_rate": 0.0}, r"learning_rate=0.0 is out of range; expected a finite number in \(0, "),
+                             ({"learning_rate": float("nan")}, r"learning_rate=nan is out of range"),
+                             ({"learning_rate": -1e-3}, r"learning_rate=-0.001 is out of range"),
+                             ({"random_state": -1}, r"random_state=-1 is out of range"),
                              ({"char_dim": -1}, "char_dim must be an int >= 0"),
                              ({"char_dim": 10**9}, "char_dim=1000000000 is wider than a tagger layer may be"),
                              ({"hidden_size": 1 << 17}, "hidden_size=131072 is wider than a tagger layer"),
@@ -130,6 +155,63 @@ def test_bad_parameters(bert, sentences, tags):
             _tagger(bert, **options).fit(sentences, tags)
     with pytest.raises(TypeError, match="embedder must be a TokenEmbedder or a list of them"):
         BiLSTMCRFTagger(embedder="minilm-l6").fit(sentences, tags)
+
+
+@pytest.mark.parametrize("name, value", [("dropout", "0.1"), ("word_dropout", "0"), ("validation_fraction", "0.1"),
+                                         ("learning_rate", "1e-3"), ("learning_rate", None), ("random_state", "0"),
+                                         ("random_state", 1.5), ("random_state", np.random.default_rng(0))])
+def test_a_parameter_of_the_wrong_type_is_a_type_error_naming_it_before_any_work(bert, sentences, tags, name, value,
+                                                                                 monkeypatch):
+    """A str rate failed in a comparison, and random_state=None in torch.manual_seed, naming nothing."""
+    monkeypatch.setattr(TokenEmbedder, "fit", lambda *a, **k: pytest.fail("encoded before the check"))
+    with pytest.raises(TypeError, match=rf"{name}={re.escape(repr(value))} is a \w+; expected "):
+        _tagger(bert, **{name: value}).fit(sentences, tags)
+
+
+@pytest.mark.parametrize("random_state", [None, np.random.RandomState(0), np.int64(3)], ids=["None", "RandomState", "np.int64"])
+def test_random_state_takes_what_scikit_learn_takes(static_path, sentences, tags, random_state):
+    tagger = BiLSTMCRFTagger(TokenEmbedder(static_path), **{**FAST, "max_epochs": 2}, random_state=random_state)
+    assert [len(p) for p in tagger.fit(sentences, tags).predict(sentences)] == [len(s) for s in sentences]
+
+
+def test_a_random_state_instance_gives_a_reproducible_sequence_of_fits(static_path, sentences, tags):
+    def two_fits():
+        state = np.random.RandomState(1)
+        return [BiLSTMCRFTagger(TokenEmbedder(static_path), **{**FAST, "max_epochs": 2}, random_state=state)
+                .fit(sentences, tags).model_state_ for _ in range(2)]
+
+    (first, second), (first_again, second_again) = two_fits(), two_fits()
+    for name in first:
+        np.testing.assert_array_equal(first[name], first_again[name], err_msg=name)
+        np.testing.assert_array_equal(second[name], second_again[name], err_msg=name)
+    assert any(not np.array_equal(first[name], second[name]) for name in first)  # a new seed per fit
+
+
+@pytest.mark.parametrize("change", [{"crf": False}, {"hidden_size": 8}, {"projection": 4}, {"num_layers": 2},
+                                    {"char_dim": 4}, {"shape_features": False}, {"shape_dim": 3}],
+                         ids=lambda change: next(iter(change)))
+def test_set_params_after_fit_leaves_the_fitted_network_as_trained(static_path, sentences, tags, change):
+    """The network was rebuilt from the new parameters: load_state_dict failed (crf, hidden_size,
+    projection), or the inputs no longer matched it."""
+    tagger = BiLSTMCRFTagger(TokenEmbedder(static_path), **{**FAST, "max_epochs": 3}, char_dim=2).fit(sentences, tags)
+    before = tagger.predict(sentences)
+    restored = pickle.loads(pickle.dumps(tagger)).set_params(**change)  # rebuilt from model_state_
+    assert restored.predict(sentences) == before
+    assert tagger.set_params(**change).predict(sentences) == before
+
+
+def test_a_tagger_trained_on_a_gpu_predicts_on_a_cpu_only_machine(static_path, sentences, tags, monkeypatch):
+    """device_='cuda' (where it trained) made predict move the network to CUDA on a machine without it."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    tagger = BiLSTMCRFTagger(TokenEmbedder(static_path), **{**FAST, "max_epochs": 3}).fit(sentences, tags)
+    before = tagger.predict(sentences)
+    tagger.device_ = "cuda"  # as fitted on a GPU, then pickled and loaded here
+    restored = pickle.loads(pickle.dumps(tagger))
+    assert restored.predict(sentences) == before and restored.score(sentences, tags) == tagger.score(sentences, tags)
+    with pytest.raises(ValueError, match="device='cuda' was asked for but CUDA is not available here; use device='cpu'"):
+        restored.set_params(device="cuda").predict(sentences)
 
 
 def test_length_batches_cover_every_row_once_with_little_padding():

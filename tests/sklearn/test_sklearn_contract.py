@@ -9,7 +9,7 @@ import pytest
 from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 
-from contextembed.sklearn import SequenceTagger, TextEmbedder, TokenEmbedder
+from contextembed.sklearn import SequenceTagger, TextEmbedder, TextPairEmbedder, TokenEmbedder
 
 
 @pytest.fixture(params=["text", "token", "tagger"])
@@ -104,3 +104,37 @@ def test_set_params_and_clone_round_trip(bert):
     cloned = clone(tagger)
     assert cloned.get_params()["embedder__layers"] == [-2, -1]
     assert cloned.window == 2 and cloned.embedder is not tagger.embedder
+
+
+@pytest.mark.parametrize("make, X, change", [
+    (lambda bert: TokenEmbedder(bert, combine="concat"), "sentences", {"subword_pooling": "first_last"}),
+    (lambda bert: TextEmbedder(bert, combine="concat", subword_pooling="mean", text_pooling="mean"), "texts",
+     {"subword_pooling": "first_last"}),
+    (lambda bert: TextEmbedder(bert, combine="concat"), "texts", {"text_pooling": "cls", "subword_pooling": "first"}),
+    (lambda bert: TextEmbedder(bert, combine="concat"), "texts", {"normalize": False}),
+    (lambda bert: TextPairEmbedder(bert, combine="concat"), "pairs", {"pair_features": "cls"}),
+    (lambda bert: TextPairEmbedder(bert, combine="concat"), "pairs", {"subword_pooling": "first_last",
+                                                                       "text_pooling": "max"}),
+], ids=["token-subword", "text-subword", "text-pooling", "text-normalize", "pair-features", "pair-pooling"])
+def test_set_params_after_fit_takes_effect_at_the_next_fit(bert, sentences, make, X, change):
+    """transform read the new parameters: 64 columns against 32 feature names (TokenEmbedder), "Output
+    array is the wrong shape" (TextEmbedder)."""
+    inputs = {"sentences": sentences, "texts": [" ".join(s) for s in sentences],
+              "pairs": [(" ".join(a[:4]), " ".join(b[:4])) for a, b in zip(sentences, sentences[1:])]}[X]
+    estimator = make(bert).fit(inputs)
+    before = estimator.transform(inputs)
+    estimator.set_params(**change)
+    after = estimator.transform(inputs)
+    np.testing.assert_array_equal(after, before)
+    assert after.shape[1] == len(estimator.get_feature_names_out())
+    refitted = estimator.fit(inputs).transform(inputs)  # the next fit uses them
+    assert refitted.shape[1] == len(estimator.get_feature_names_out()) and not np.array_equal(refitted, before)
+
+
+def test_a_tagger_window_set_after_fit_takes_effect_at_the_next_fit(static_path, sentences, tags):
+    tagger = SequenceTagger(TokenEmbedder(static_path), window=1).fit(sentences, tags)
+    before, width = tagger.predict(sentences), tagger.transform_features(sentences).shape[1]
+    tagger.set_params(window=2)
+    assert tagger.predict(sentences) == before
+    assert tagger.transform_features(sentences).shape[1] == width == len(tagger.feature_names())
+    assert tagger.fit(sentences, tags).transform_features(sentences).shape[1] == width // 3 * 5

@@ -103,6 +103,17 @@ def test_tokenizer_options(bert):
     assert regex_tokenize("EU-wide, isn't it?") == ["EU-wide", ",", "isn't", "it", "?"]
 
 
+@pytest.mark.parametrize("split, message", [
+    (lambda text: [1], r"the tokenizer returned a list for text 0 whose token 0 is int \(1\); a tokenizer must return"),
+    (lambda text: ("EU", b"x"), r"the tokenizer returned a tuple for text 0 whose token 1 is bytes \(b'x'\)"),
+    (lambda text: text, r"the tokenizer returned str for text 0; a tokenizer must return a list of str tokens"),
+])
+def test_what_a_tokenizer_returned_wrong_is_named(static_path, split, message):
+    """A tokenizer returning [1] was reported as having "returned list"."""
+    with pytest.raises(TypeError, match=message):
+        TextEmbedder(static_path, tokenizer=split).fit(["eu call"])
+
+
 def test_empty_texts_and_empty_input(bert):
     embedder = TextEmbedder(bert, layers=[-2, -1], combine="concat").fit(TEXTS)
     width = len(embedder.get_feature_names_out())
@@ -185,6 +196,29 @@ def test_valid_class_labels_still_learn(bert):
     for labels in (["a", "b", "a"] * 4, pd.Series([1.0, 0.0, 1.0] * 4), np.array([True, False, True] * 4)):
         fitted = TextEmbedder(bert, max_epochs=2, device="cpu", precision="fp32").fit(texts, labels)
         assert fitted.mix_weights_.sum() == pytest.approx(1.0, abs=1e-6)
+
+
+@pytest.mark.parametrize("combine", ["mean", "concat"])
+@pytest.mark.parametrize("y, error, message", [
+    ([1, 0], ValueError, r"y must hold one class label per text: 5 texts, got y of shape \(2,\)"),
+    ([1.0, 0.0, float("nan"), 1.0, 0.0], ValueError, r"y\[2\] is nan, a missing class label"),
+    ([1, 0, None, 1, 0], ValueError, r"y\[2\] is None, a missing class label"),
+    ([1, 0, "a", 1, 0], TypeError, r"y mixes kinds of class labels: y\[0\] is int \(1\) but y\[2\] is str"),
+    ([[1.0], [0.0], [np.inf], [1.0], [0.0]], ValueError, r"y\[2, 0\] is inf; class labels are finite"),
+])
+def test_y_is_checked_with_fixed_weights_too(static_path, combine, y, error, message):
+    """With a fixed combine y is not learned from, but it goes on to a pipeline's model: a y of the
+    wrong length or with a missing value was accepted."""
+    with pytest.raises(error, match=message):
+        TextEmbedder(static_path, combine=combine).fit(["eu call"] * 5, y)
+
+
+def test_continuous_and_multi_output_targets_pass_a_fixed_combine(static_path):
+    texts = ["eu call", "peter", "german call"]
+    for y in ([0.5, 1.25, 3.0], [[0.5, 1.0], [1.25, 2.0], [3.0, 0.0]], None):
+        assert TextEmbedder(static_path, combine="mean").fit_transform(texts, y).shape == (3, 8)
+    with pytest.raises(ValueError, match="combine='scalar_mix' learns its weights from class labels, but y is continuous"):
+        TextEmbedder(static_path).fit(texts, [0.5, 1.25, 3.0])
 
 
 @pytest.mark.parametrize("bad", [None, 3, 2.5, object()])

@@ -155,6 +155,15 @@ def test_class_labels_are_checked_with_their_index(bert, labels, error, message)
             TextPairEmbedder(bert, device="cpu", precision="fp32").fit(PAIRS, y)
 
 
+def test_y_is_checked_with_fixed_weights_too(bert):
+    pairs = [("EU rejects", "German call"), ("Peter", "Blackburn")]
+    embedder = TextPairEmbedder(bert, combine="mean", device="cpu")
+    with pytest.raises(ValueError, match=r"y must hold one class label per pair: 2 pairs, got y of shape \(3,\)"):
+        embedder.fit(pairs, [0, 1, 0])
+    with pytest.raises(ValueError, match=r"y\[1\] is nan, a missing class label; give every pair a label"):
+        embedder.fit(pairs, [0.0, float("nan")])
+
+
 def test_x_that_is_not_pairs_is_named(bert):
     import pandas as pd
 

@@ -38,6 +38,27 @@ def test_matches_numpy_reference(bert, sentences, combine, subword_pooling):
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("layers", [[0, -1], (0, -1), range(0, 3, 2), np.array([0, -1]), np.array([0, 2], dtype=np.int8)],
+                         ids=["list", "tuple", "range", "array", "int8-array"])
+def test_every_sequence_of_layer_indexes_gives_the_reference(bert, sentences, layers):
+    got = TokenEmbedder(bert, layers=layers, combine="concat", device="cpu", precision="fp32").fit_transform(sentences)
+    np.testing.assert_allclose(got, _reference(bert, sentences, [0, -1], "concat", "first"), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("layers", [(i for i in (0, 1)), {0, 1}, {0: "a", 1: "b"}, iter([0, 1])],
+                         ids=["generator", "set", "dict", "iterator"])
+def test_one_pass_or_unordered_layers_are_a_type_error_naming_layers(bert, sentences, layers):
+    with pytest.raises(TypeError, match=r"layers is a (generator|set|dict|list_iterator) .*expected an int, a sequence"):
+        TokenEmbedder(bert, layers=layers).fit(sentences)
+
+
+def test_a_layer_array_of_another_shape_or_dtype_is_named(bert, sentences):
+    with pytest.raises(ValueError, match=r"layers is an array of shape \(1, 2\); expected a 1-D array"):
+        TokenEmbedder(bert, layers=np.array([[0, 1]])).fit(sentences)
+    with pytest.raises(ValueError, match="layer index 0.0 is not an int"):
+        TokenEmbedder(bert, layers=np.array([0.0, 1.0])).fit(sentences)
+
+
 def test_rows_follow_input_order_and_split_per_sentence(bert, sentences):
     embedder = TokenEmbedder(bert, layers=-1, combine="concat").fit(sentences)
     whole = embedder.transform(sentences)
@@ -103,6 +124,8 @@ def test_pandas_output(bert, sentences):
         (["EU rejects", "German call"], TypeError, "sentence 0 is a plain string"),
         ([["EU", 3]], TypeError, "sentence 0, word 1 is int"),
         (np.zeros((3, 2)), TypeError, "numeric array"),
+        (np.array([["EU", "rejects"], ["Peter", "said"]]), TypeError,
+         r"got an array of str of shape \(2, 2\) and dtype <U7; .* \(X.tolist\(\) for a 2-D array of tokens\)"),
     ],
 )
 def test_bad_input_is_named(bert, bad, error, message):
@@ -123,6 +146,21 @@ def test_bad_parameters_are_named_in_fit(bert, sentences):
         TokenEmbedder(bert, layers=7).fit(sentences)
     with pytest.raises(TypeError, match="encoder must be a name or a path"):
         TokenEmbedder(encoder=object()).fit(sentences)
+
+
+@pytest.mark.parametrize("combine", ["concat", "mean"])
+def test_y_is_checked_with_fixed_weights_too(static_path, sentences, tags, combine):
+    """y of the wrong length, or with a NaN tag, was accepted when the mix was not learned."""
+    embedder = TokenEmbedder(static_path, combine=combine)
+    with pytest.raises(ValueError, match="y has 2 entries but X has 6 sentences"):
+        embedder.fit(sentences, tags[:2])
+    bad = [list(t) for t in tags]
+    bad[1][1] = float("nan")
+    with pytest.raises(TypeError, match=r"sentence 1, token 1: the label is float \(nan\)"):
+        embedder.fit(sentences, bad)
+    with pytest.raises(ValueError, match="sentence 3 has 9 tokens but 8 tags"):
+        embedder.fit_transform(sentences, tags[:3] + [tags[3][:-1]] + tags[4:])
+    assert embedder.fit(sentences, tags).transform(sentences).shape[0] == sum(map(len, sentences))
 
 
 def test_token_labels_checks_lengths(sentences, tags):

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from ... import _forking as forking, _streams as streams
+from ..._bounds import COUNT, check_values
 from ..._devices import check_settings, compute_dtype, resolve_device, resolve_precision
 from ..._files import atomic_directory
 from ..._quantization import quantize_int8
@@ -30,6 +31,9 @@ from .weights import load_weights, save_weights
 
 OPTIONS_FILE = "options.json"
 WEIGHTS_FILE = "weights.hdf5"
+#: the batching options: their types and ranges, checked by :meth:`ElmoEncoder.load` before the
+#: weights are read and by the constructor
+OPTION_BOUNDS = {"batch_words": COUNT, "max_batch_size": COUNT, "chunk_size": COUNT}
 
 
 def is_elmo_directory(path: Union[str, os.PathLike]) -> bool:
@@ -107,6 +111,14 @@ class ElmoEncoder(Encoder):
         At most this many sentences per forward pass.
     chunk_size : int
         Sentences sorted and held at once; bounds memory on large corpora.
+
+    Raises
+    ------
+    TypeError
+        For a ``batch_words``, ``max_batch_size`` or ``chunk_size`` that is not an int (a bool, a
+        float), naming it (:data:`OPTION_BOUNDS`).
+    ValueError
+        For one below 1.
     """
 
     family = "elmo"
@@ -127,9 +139,8 @@ class ElmoEncoder(Encoder):
         max_batch_size: int = 128,
         chunk_size: int = 4096,
     ) -> None:
-        for name, value in (("batch_words", batch_words), ("max_batch_size", max_batch_size), ("chunk_size", chunk_size)):
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        check_values({"batch_words": batch_words, "max_batch_size": max_batch_size, "chunk_size": chunk_size},
+                     OPTION_BOUNDS)
         forking.install()  # forked workers must not hang in torch's inherited thread pool
         self.spec = spec
         self.device = resolve_device(device)
@@ -138,9 +149,9 @@ class ElmoEncoder(Encoder):
         self.module = module.to(device=self.device, dtype=self.dtype).eval().requires_grad_(False)
         if self.precision == "int8":  # the highway and projection layers; the LSTMs stay fp32
             self.module.token_embedder = quantize_int8(self.module.token_embedder)
-        self.batch_words = batch_words
-        self.max_batch_size = max_batch_size
-        self.chunk_size = chunk_size
+        self.batch_words = int(batch_words)
+        self.max_batch_size = int(max_batch_size)
+        self.chunk_size = int(chunk_size)
 
     # -- construction -------------------------------------------------------------------------
 
@@ -151,6 +162,7 @@ class ElmoEncoder(Encoder):
         ``kwargs`` go to the constructor (``device``, ``precision``, ``batch_words``, ...).
         """
         check_settings(kwargs.get("device", "auto"), kwargs.get("precision", "auto"), cls.family)  # before loading
+        check_values(kwargs, OPTION_BOUNDS)
         module = load_bilm(directory)
         return cls(module, spec=kwargs.pop("spec", os.fspath(directory)), **kwargs)
 
