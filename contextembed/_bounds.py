@@ -66,7 +66,7 @@ class Bound:
         """``"an integer in [1, 1000]"``, ``"a finite number in (0, 1e+06]"``."""
         what = "an integer" if self.kind is int else "a finite number"
         left, right = "(" if self.low_open else "[", ")" if self.high_open else "]"
-        text = f"{what} in {left}{self.low:g}, {self.high:g}{right}"
+        text = f"{what} in {left}{_number(self.low)}, {_number(self.high)}{right}"
         return f"{text} ({self.note})" if self.note else text
 
     def contains(self, value: Number) -> bool:
@@ -92,6 +92,13 @@ class Bound:
         if not (math.isfinite(value) and self.contains(value)):
             raise argparse.ArgumentTypeError(f"expected {self.describe()}; got {text!r}")
         return value
+
+
+def _number(value: Number) -> str:
+    """A bound as written in errors: short where that is exact (``1e+09``), else an int in full
+    (``2147483647``, not ``2.14748e+09``)."""
+    short = f"{value:g}"
+    return str(value) if isinstance(value, int) and float(short) != value else short
 
 
 def check_setting(name: str, value, bound: Bound):
@@ -144,7 +151,7 @@ def check_integers(name: str, values, bound: Bound, *, increasing: bool = False)
     if not values or (increasing and any(b <= a for a, b in zip(values, values[1:]))):
         order = "strictly increasing " if increasing else ""
         raise ValueError(f"{name}={values!r} ({bound.flag}) must be a non-empty {order}list of integers "
-                         f"in [{bound.low:g}, {bound.high:g}]")
+                         f"in [{_number(bound.low)}, {_number(bound.high)}]")
     return values
 
 
