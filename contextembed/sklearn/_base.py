@@ -23,7 +23,7 @@ from ..encoders._loading import NAMED_MODELS
 from ..errors import ModelNotFoundError
 from ..plotting import LayerWeights, estimator_name, layer_labels
 from ..pooling import LayerPooling, check_combine, check_subword_pooling, subword_output_width
-from ..pooling._layers import check_output_dtype
+from ..pooling._layers import as_output_dtype, check_output_dtype
 from .._streams import intra_op_threads
 from ._embedded import pack_encoder, unpack_encoder
 from ._checks import check_targets, class_labels
@@ -186,13 +186,9 @@ class LayerFeaturesBase(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         """``(rows, n_features)`` float32 features in ``dtype`` (rounded once, here); a value beyond
         float16's range is an error naming its row, never an infinity."""
         dtype = check_output_dtype(getattr(self, "dtype", "float32"))  # set_params after fit is checked too
-        with np.errstate(over="ignore"):  # checked just below
-            out = features.astype(dtype, copy=False)
-        if out is not features and not np.isfinite(out).all():
-            row = int(np.argwhere(~np.isfinite(out))[0, 0])
-            raise ValueError(f"row {row} of the features exceeds the {dtype} range (largest magnitude "
-                             f"{np.abs(features[row]).max():.4g}); use dtype='float32'")
-        return out
+        if dtype == "float32":  # as computed, unchecked (as FeatureExtractor's)
+            return features.astype(np.float32, copy=False)
+        return as_output_dtype(features, dtype, lambda row: f"row {row} of the features", "use dtype='float32'")
 
     # -- scikit-learn protocol ----------------------------------------------------------------
 
