@@ -20,6 +20,9 @@ PathLike = Union[str, os.PathLike]
 
 #: suffix of every temporary name (a leftover after SIGKILL is recognisably partial)
 PARTIAL_SUFFIX = ".partial"
+#: in a model directory while a set of files is moved in one by one (``contextembed pretrain``):
+#: a directory that holds it was left part old model, part new one, and is no model to load
+MOVING_IN = ".contextembed-moving-in.json"
 
 
 def check_writable(target: PathLike, overwrite: bool, *, what: str = "output", flag: str = "overwrite=True") -> None:
@@ -190,4 +193,4 @@ def check_apart(output: PathLike, source: PathLike, *, output_what: str = "outpu
     )
 
 
-__all__ = ["PARTIAL_SUFFIX", "atomic_directory", "atomic_file", "check_apart", "check_writable", "remove_stale_partials"]
+__all__ = ["MOVING_IN", "PARTIAL_SUFFIX", "atomic_directory", "atomic_file", "check_apart", "check_writable", "remove_stale_partials"]

@@ -260,6 +260,7 @@ def _load_named(name: str, options: dict) -> Encoder:
 
 def _load_path(path: str, options: dict) -> Encoder:
     if os.path.isdir(path):
+        _refuse_half_moved(path)
         for matches, load in DIRECTORY_FORMATS:
             if matches(path):
                 return load(path, **options)
@@ -278,6 +279,19 @@ def _load_path(path: str, options: dict) -> Encoder:
     from ._static import StaticVectors
 
     return StaticVectors.load(path, **_static_options(options))
+
+
+def _refuse_half_moved(path: str) -> None:
+    """A directory whose model was being replaced file by file when its writer stopped holds parts of
+    two models (:func:`contextembed.pretraining._run_files.publish_model`)."""
+    from .._files import MOVING_IN
+
+    if os.path.lexists(os.path.join(path, MOVING_IN)):
+        raise ModelFormatError(
+            "a `contextembed pretrain` run was stopped while it moved a new model's files into this directory, "
+            "so they may be part the earlier model and part the new one. Run it again with --resume (or "
+            "--overwrite) to write the model whole, or load an earlier copy",
+            path=os.path.join(path, MOVING_IN))
 
 
 def cached_snapshot(model_id: str) -> Optional[str]:

@@ -13,8 +13,10 @@ The model is written as a set: saved into a fresh hidden directory in OUT, then 
 while the files of the model OUT held before (those its record lists) are removed, and the record
 written last (:func:`publish_model`). ``overwrite`` removes the earlier run's log and checkpoints at
 the start, and its model when the new one is in place; a file in OUT that no run recorded is never
-deleted (OUT is refused instead). So a model loaded from OUT is always exactly the last one written
-there, whole.
+deleted (OUT is refused instead). While the files move in, OUT holds ``MOVING_IN`` (the names
+going and coming), which :func:`contextembed.load_encoder` refuses and the next run's model
+replaces. So a model loaded from OUT is always exactly the last one written there, whole, even
+after a run killed while it moved the files.
 
 Every file is replaced atomically (:mod:`contextembed._files`): an interrupted write leaves the
 previous version and no temporary file.
@@ -34,7 +36,7 @@ import torch
 
 from .. import _provenance as provenance
 from ..errors import ProvenanceError
-from .._files import PARTIAL_SUFFIX, atomic_file
+from .._files import MOVING_IN, PARTIAL_SUFFIX, atomic_file
 
 #: files a run writes besides the model; ``overwrite`` removes them so that runs never mix
 RUN_FILES = ("log.jsonl", "held_out.json", "checkpoints")
@@ -87,7 +89,7 @@ def prepare_output_dir(out: Union[str, os.PathLike], *, overwrite: bool = False,
 def _remove_earlier_run(out: Path, held: list[str]) -> None:
     """Remove an earlier run's log and checkpoints from OUT; refuse (removing nothing) if OUT holds
     files no run recorded. The earlier model stays until the new one replaces it (:func:`publish_model`)."""
-    model = {MODEL_RECORD, *model_files(out)}
+    model = {MODEL_RECORD, MOVING_IN, *model_files(out)}
     foreign = [name for name in held if name not in model and name not in RUN_FILES and not _is_staging(name)]
     if foreign:
         raise FileExistsError(
@@ -130,15 +132,33 @@ def model_files(out: Union[str, os.PathLike]) -> list[str]:
         of OUT (``..``, a path, a run file).
     """
     found = provenance.read(Path(out, MODEL_RECORD), artifact=f"model record {Path(out, MODEL_RECORD)}")
-    if found is None:
+    names = [] if found is None else found.get("files") if found.get("artifact") == MODEL_ARTIFACT else None
+    _check_names(Path(out, MODEL_RECORD), names, "the record of a model written by `contextembed pretrain`")
+    return names + [name for name in _moving_in(Path(out)) if name not in names]
+
+
+def _moving_in(out: Path) -> list[str]:
+    """The names :func:`publish_model` was removing and moving in when its run was stopped (``[]``:
+    none was). They are the model's files as much as the record's: the next model replaces them."""
+    path = out / MOVING_IN
+    if not os.path.lexists(path):
         return []
-    names = found.get("files") if found.get("artifact") == MODEL_ARTIFACT else None
+    try:
+        with open(path, encoding="utf-8") as handle:
+            found = json.load(handle)
+    except (OSError, ValueError) as error:
+        raise ProvenanceError(f"{path} cannot be read ({error}); delete it and the model files beside it, or "
+                              "choose another directory", artifact=str(path), field="files") from None
+    names = [*found.get("earlier", []), *found.get("files", [])] if isinstance(found, dict) else None
+    _check_names(path, names, "a list of model files written by `contextembed pretrain`")
+    return list(dict.fromkeys(names))
+
+
+def _check_names(path: Path, names, what: str) -> None:
     if not isinstance(names, list) or not all(_plain_name(name) for name in names):
         raise ProvenanceError(
-            f"{Path(out, MODEL_RECORD)} is not the record of a model written by `contextembed pretrain` (its "
-            f"'files' are {names!r}); delete it and the model files it describes, or choose another directory",
-            artifact=str(Path(out, MODEL_RECORD)), field="files")
-    return names
+            f"{path} is not {what} (its 'files' are {names!r}); delete it and the model files it describes, or "
+            "choose another directory", artifact=str(path), field="files")
 
 
 def _plain_name(name) -> bool:
@@ -165,7 +185,9 @@ def publish_model(out: Path, save, record: dict) -> list[str]:
         if clash:
             raise RuntimeError(f"the model's files {clash} are not plain file names beside OUT's run files "
                                "(hidden, or the name of a run file or record); this is a bug in the method's save()")
-        for name in model_files(out):
+        earlier = model_files(out)
+        write_json(out / MOVING_IN, {"earlier": earlier, "files": names})  # OUT is no model until it goes
+        for name in earlier:
             if name not in names:
                 _remove(out / name)
         for name in names:
@@ -173,6 +195,7 @@ def publish_model(out: Path, save, record: dict) -> list[str]:
                 shutil.rmtree(out / name)
             os.replace(staging / name, out / name)
         provenance.write(out / MODEL_RECORD, {**record, "files": names})
+        os.unlink(out / MOVING_IN)
     finally:
         if staging.exists():
             shutil.rmtree(staging)

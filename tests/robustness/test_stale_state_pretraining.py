@@ -195,3 +195,67 @@ def test_a_resumed_run_replaces_its_model_as_a_set(finished, corpus, config, tmp
     assert (out / "model.safetensors").read_bytes() != old
     assert _model_files(out) == record["files"] and (out / "stale.bin").exists()
     assert not [p.name for p in out.iterdir() if p.name.endswith(".partial")]
+
+
+def _stop_moving_in_at(monkeypatch, name: str) -> None:
+    """A run stopped (as by a kill) when :func:`publish_model` comes to move ``name`` into OUT."""
+    import os
+
+    replace = os.replace
+
+    def stopping(source, target, *args, **kwargs):
+        staged = [os.path.basename(os.path.dirname(path)).startswith(".model.") for path in (source, target)]
+        if os.path.basename(target) == name and staged == [True, False]:  # out of the staging folder into OUT
+            raise KeyboardInterrupt
+        return replace(source, target, *args, **kwargs)
+
+    monkeypatch.setattr(os, "replace", stopping)
+
+
+def test_a_run_stopped_while_it_moves_the_model_in_leaves_no_model_to_load(corpus, config, tmp_path, monkeypatch):
+    """Part of the earlier ELMo gone, the new BERT's config moved in, its weights not: OUT is refused
+    by the loader, and the next run replaces every file of both as a set."""
+    from contextembed._files import MOVING_IN
+    from contextembed.errors import ModelFormatError
+
+    out = tmp_path / "out"
+    assert main(_bilm(corpus, out)) == 0
+    with monkeypatch.context() as patch:
+        _stop_moving_in_at(patch, "model.safetensors")
+        assert main(_mlm(corpus, out, config.size, "--overwrite")) == 130  # as by SIGINT
+    assert (out / MOVING_IN).exists() and (out / "config.json").exists() and not (out / "model.safetensors").exists()
+    with pytest.raises(ModelFormatError, match=rf"{MOVING_IN}: a `contextembed pretrain` run was stopped while it "
+                                               "moved a new model's files into this directory"):
+        load_encoder(str(out), device="cpu")
+    # the next run, of another family: the ELMo's files (the record's) and the BERT's that came in
+    # (MOVING_IN's) all go, although no record lists the latter
+    static = ["pretrain", "static", str(corpus), str(out), "--min-count", "1", "--dim", "8", "--epochs", "1",
+              "--quiet", "--device", "cpu", "--overwrite"]
+    assert main(static) == 0
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        ["contextembed_provenance.json", "log.jsonl", "pretrain_config.json", "vectors.bin", "vectors.txt"])
+    # stopped again, then resumed by a whole run of the same kind
+    with monkeypatch.context() as patch:
+        _stop_moving_in_at(patch, "vectors.txt")
+        assert main(static) == 130
+    assert (out / MOVING_IN).exists()
+    with pytest.raises(ModelFormatError, match=MOVING_IN):
+        load_encoder(str(out))
+    assert main(static) == 0 and not (out / MOVING_IN).exists()
+    assert load_encoder(str(out / "vectors.bin")).width == 8
+
+
+def test_a_damaged_list_of_files_moving_in_is_refused_not_followed(corpus, tmp_path, capsys):
+    from contextembed._files import MOVING_IN
+
+    out = tmp_path / "out"
+    assert main(_bilm(corpus, out)) == 0
+    outside = tmp_path / "precious.txt"
+    outside.write_text("keep me")
+    (out / MOVING_IN).write_text(json.dumps({"earlier": ["weights.hdf5"], "files": ["../precious.txt"]}))
+    assert main(_bilm(corpus, out, "--overwrite")) == 2
+    assert f"{MOVING_IN} is not a list of model files written by `contextembed pretrain`" in capsys.readouterr().err
+    assert outside.read_text() == "keep me" and (out / "weights.hdf5").exists()
+    (out / MOVING_IN).write_text("{not json")
+    assert main(_bilm(corpus, out, "--overwrite")) == 2
+    assert f"{MOVING_IN} cannot be read" in capsys.readouterr().err
