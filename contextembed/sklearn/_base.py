@@ -16,6 +16,7 @@ from sklearn.utils import check_random_state as sklearn_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from .. import tuning
+from .. import _bounds as bounds
 from .._bounds import Bound, check_setting, check_settings
 from ..encoders._base import Encoder
 from ..encoders._identity import locate
@@ -335,8 +336,8 @@ def with_n_threads(method: Callable) -> Callable:
 FRACTION = Bound(float, 0, 1, high_open=True)
 #: the numeric parameters of mix training (the taggers' have their own tables)
 MIX_BOUNDS = {"max_epochs": Bound(int, 1, 10**6), "validation_fraction": FRACTION}
-#: an int ``random_state``: what NumPy's and torch's generators both take
-SEED = Bound(int, 0, 2**32 - 1, note="or None, or a numpy.random.RandomState")
+#: an int ``random_state``: the seeds NumPy's and torch's generators both take (no command-line flag)
+SEED = dataclasses.replace(bounds.SEED, flag="", note="or None, or a numpy.random.RandomState")
 
 
 def check_random_state(random_state):

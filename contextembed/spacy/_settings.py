@@ -3,16 +3,14 @@
 spaCy (confection) validates a config value against the builder's annotation but passes on the
 value as written: an unquoted ``nan``, ``inf`` or ``٣`` in a config file reaches the builder as a
 string (``float("nan")`` and ``int("٣")`` accept it, so validation passes). Each builder therefore
-checks its numbers with :func:`contextembed._bounds.check_setting`, which refuses a string, a bool,
+checks its numbers with :func:`contextembed._bounds.check_values`, which refuses a string, a bool,
 NaN and infinity, naming the setting. Ranges that depend on the model (a ``window`` longer than it
 takes) are checked when the encoder loads.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
-from .._bounds import Bound, check_setting
+from .._bounds import Bound
 
 _LARGEST = 10**9
 
@@ -26,10 +24,4 @@ ENCODER_BOUNDS: dict[str, Bound] = {
 }
 
 
-def check_numbers(values: Mapping[str, object], bounds: Mapping[str, Bound]) -> None:
-    """:func:`~contextembed._bounds.check_setting` for every entry of ``values`` named in ``bounds``."""
-    for name, bound in bounds.items():
-        check_setting(name, values[name], bound)
-
-
-__all__ = ["CACHE_MB", "ENCODER_BOUNDS", "check_numbers"]
+__all__ = ["CACHE_MB", "ENCODER_BOUNDS"]

@@ -24,13 +24,14 @@ from spacy.util import registry
 from thinc.api import Linear, Model
 
 from .._backends import Backend
+from .._bounds import check_values
 from .._devices import Precision
 from ..pooling._layers import check_mix_options
 from ._combine_layers import CombineLayers
 from ._listener import ContextListener
 from ._loader import EncoderLoader
 from ._scalar_mix import ScalarMix
-from ._settings import ENCODER_BOUNDS, check_numbers
+from ._settings import ENCODER_BOUNDS
 
 
 @registry.misc("contextembed.Encoder.v2")
@@ -68,7 +69,7 @@ def encoder_v2(
     batch_tokens : int, optional
         Padded pieces per forward pass; ``null``: the encoder's default for the device.
     """
-    check_numbers({"window": window, "stride": stride, "batch_tokens": batch_tokens}, ENCODER_BOUNDS)
+    check_values({"window": window, "stride": stride, "batch_tokens": batch_tokens}, ENCODER_BOUNDS)
     options: dict = {"device": device, "precision": precision, "backend": backend}
     if batch_tokens is not None:
         options["batch_tokens"] = batch_tokens
