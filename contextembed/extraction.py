@@ -227,9 +227,8 @@ class FeatureExtractor:
         with progress_bar(sentences, show_progress) as progress:
             # the encoder's own chunk where it has one: what it holds at once anyway
             for chunk in check_sentence_chunks(sentences, min(TEXT_CHUNK, getattr(self.encoder, "chunk_size", TEXT_CHUNK))):
-                # (texts, layers, width) -> (layers, texts, width) -> (texts, dim)
-                means = self.encoder.encode_piece_means(chunk, layers).transpose(1, 0, 2)
-                yield from self._finish(self.pool_layers(means))
+                # (texts, dim): each text's layers combined where the encoder ran
+                yield from self._finish(self.encoder.encode_piece_means(chunk, layers, pooling=self.pooling))
                 progress.update(len(chunk))
 
     def _finish(self, vectors: np.ndarray) -> np.ndarray:

@@ -268,3 +268,18 @@ def test_checked_doc_ids_give_the_rows_of_unchecked_ones(bert):
     assert not np.array_equal(by_document[0], alone[0])  # the document's context counts
     plain = FeatureExtractor(bert)
     assert all(np.array_equal(a, b) for a, b in zip(plain.words(DOCUMENT), plain.iter_words(DOCUMENT, doc_ids=[0, 0, 1, 1])))
+
+
+@pytest.mark.parametrize("combine", ["scalar_mix", "concat", "mean", "sum"])
+def test_piece_mean_texts_are_the_layers_of_the_per_layer_means_combined_bit_for_bit(tiny_bert_dir, combine):
+    """``texts`` with ``text_pooling="piece_mean"`` has the encoder combine each text's layers where it
+    ran; the same bits as combining the layers of its per-layer means here, chunk after chunk."""
+    from contextembed import load_encoder
+
+    encoder = load_encoder(str(tiny_bert_dir), device="cpu", precision="fp32", chunk_size=2, window=7, stride=3)
+    sentences = [t.split() for t in TEXTS] + [[], ["unaffable"] * 30]
+    extractor = FeatureExtractor(encoder, layers=[-1, 0, 1], combine=combine, level="text", normalize=False)
+    assert extractor.text_pooling == "piece_mean"
+    means = encoder.encode_piece_means(sentences, [-1, 0, 1])
+    expected = extractor.pool_layers(np.ascontiguousarray(means.transpose(1, 0, 2)))
+    np.testing.assert_array_equal(extractor.texts(sentences), expected)

@@ -27,6 +27,7 @@ from ..pooling._layers import (
     LayerSpec,
     as_output_dtype,
     check_output_dtype,
+    check_rowwise_pooling,
     pool_layers_numpy,
     resolve_layers,
 )
@@ -335,23 +336,46 @@ class Encoder(ABC):
         return list(self.iter_encode_pieces(sentences, layers))
 
     def encode_piece_means(self, sentences: Sentences, layers: LayerSpec = "all", *,
-                           show_progress: ShowProgress = False) -> np.ndarray:
-        """The mean of every piece of each sentence (``text_pooling="piece_mean"``), per layer.
+                           pooling: Optional[LayerPooling] = None, show_progress: ShowProgress = False) -> np.ndarray:
+        """The mean of every piece of each sentence (``text_pooling="piece_mean"``), per layer, or
+        its layers combined by ``pooling``.
 
-        ``show_progress``: a bar of its own, or one the caller holds (anything with ``update(n)``)
-        that counts the sentences as they are encoded.
+        Parameters
+        ----------
+        sentences : sequence of sequence of str
+        layers : int, sequence of int, "all" or "hidden"
+        pooling : LayerPooling, optional
+            Combines the selected layers (:meth:`~contextembed.pooling.LayerPooling.combine_selected`:
+            as many layers as ``layers`` selects) of each sentence on its own; a scalar mix with
+            ``layer_norm`` is refused (its statistics span many texts). Transformers combine where
+            the model ran, batch by batch, so only ``(dim,)`` per sentence leaves it.
+        show_progress : bool or ProgressCounter
+            A bar of its own, or one the caller holds (anything with ``update(n)``) that counts the
+            sentences as they are encoded.
 
         Returns
         -------
         np.ndarray
-            ``(sentences, layers, width)`` float32; zeros for a sentence without words. Transformers
-            sum on the device, so that only these vectors leave it.
+            ``(sentences, layers, width)`` float32, or ``(sentences, pooling.output_width(width))``
+            with ``pooling`` (exactly ``pooling.combine_selected`` of the layers' means); zeros for a
+            sentence without words. Transformers sum on the device, so that only these vectors leave it.
+
+        Raises
+        ------
+        ValueError
+            A ``pooling`` for another number of layers than ``layers`` selects, or one that mixes
+            with ``layer_norm``; at the call, before anything is encoded.
         """
         sentences = check_sentences(sentences)
-        out = np.zeros((len(sentences), len(self.layer_indexes(layers)), self.width), dtype=np.float32)
+        n_layers = len(self.layer_indexes(layers))
+        check_rowwise_pooling(pooling, n_layers, "encode_piece_means")
+        out = np.zeros((len(sentences), n_layers, self.width), dtype=np.float32)
         for i, means in enumerate(self.iter_encode_piece_means(sentences, layers, show_progress=show_progress)):
             out[i] = means
-        return out
+        if pooling is None:
+            return out
+        # (layers, sentences, width) -> (sentences, dim)
+        return np.ascontiguousarray(pool_layers_numpy(pooling, out.transpose(1, 0, 2)), dtype=np.float32)
 
     def iter_encode_piece_means(self, sentences: Sentences, layers: LayerSpec = "all", *,
                                 show_progress: ShowProgress = False) -> Iterator[np.ndarray]:

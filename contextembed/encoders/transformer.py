@@ -42,7 +42,7 @@ from .._bounds import COUNT, OPTIONAL_COUNT, check_values
 from ..errors import EngineError
 from .._devices import auto_cpu_precision, check_precision, check_settings, compute_dtype, resolve_device, resolve_precision
 from .._quantization import INT8_MIN_COSINE, int8_fidelity, original_state_dict, quantize_int8
-from ..pooling._layers import LayerPooling, LayerSpec, pool_layers_numpy
+from ..pooling._layers import LayerPooling, LayerSpec, check_rowwise_pooling, pool_layers_numpy
 from ..pooling._subword import (
     SubwordPooling,
     check_subword_pooling,
@@ -349,6 +349,31 @@ class _TextPooled:
     def pool_on_host(self, item: _Pending) -> np.ndarray:
         """``(layers, width')``: the text's pieces that came back, pooled."""
         return pool_pieces_to_text(item.joined(0), item.pieces.offsets, self.method, self.text_pooling)
+
+
+@dataclass
+class _MeansPooled:
+    """Piece means whose layers are combined where the model ran (``pooling.combine_selected``, each
+    sentence on its own), so only ``(dim,)`` per sentence reaches the host: exactly the host's
+    combination of the same float32 means."""
+
+    #: on the model's device
+    pooling: LayerPooling
+    #: the same pooling on the CPU (for the means of sentences in several windows)
+    host_pooling: LayerPooling
+
+    @classmethod
+    def on(cls, pooling: LayerPooling, device: torch.device) -> "_MeansPooled":
+        return cls(pooling if device.type == "cpu" else copy.deepcopy(pooling).to(device), pooling)
+
+    def on_host(self, means: np.ndarray) -> np.ndarray:
+        """``(sentences, layers, width)`` float32 -> ``(sentences, dim)`` float32."""
+        with torch.inference_mode():
+            return self.host_pooling.combine_selected(torch.from_numpy(means).movedim(1, 0)).float().numpy()
+
+    def on_device(self, means: torch.Tensor) -> torch.Tensor:
+        """:meth:`on_host` of means on the model's device."""
+        return self.pooling.combine_selected(means.movedim(1, 0)).float()
 
 
 class TransformerEncoder(Encoder):
@@ -892,9 +917,10 @@ class TransformerEncoder(Encoder):
             progress.finish()
 
     def encode_piece_means(self, sentences: Sentences, layers: LayerSpec = "all", *,
-                           show_progress: ShowProgress = False) -> np.ndarray:
+                           pooling: Optional[LayerPooling] = None, show_progress: ShowProgress = False) -> np.ndarray:
         """The mean over each sentence's pieces, summed where the model ran per window (every piece
-        once, from the window that owns it): only ``(layers, width)`` per window leaves the device.
+        once, from the window that owns it): only ``(layers, width)`` per window leaves the device,
+        or with ``pooling`` its layers combined there, batch by batch: ``(dim,)``.
 
         The sentences' model inputs are arrays (:class:`_ChunkWindows`), not an object per sentence;
         the batches are those of the other paths. ``show_progress`` (a bar of its own, or the
@@ -903,13 +929,17 @@ class TransformerEncoder(Encoder):
         Returns
         -------
         np.ndarray
-            ``(sentences, layers, width)`` float32; zeros for an empty sentence.
+            ``(sentences, layers, width)`` float32, or ``(sentences, pooling.output_width(width))``
+            (:meth:`Encoder.encode_piece_means`); zeros for an empty sentence.
         """
         sentences = check_sentences(sentences)
-        # (sentences, layers, width): every row is written (an empty sentence's mean is 0 / 1)
-        out = np.empty((len(sentences), len(self.layer_indexes(layers)), self.width), dtype=np.float32)
+        n_layers = len(self.layer_indexes(layers))
+        check_rowwise_pooling(pooling, n_layers, "encode_piece_means")
+        pooled = None if pooling is None else _MeansPooled.on(pooling, self.device)
+        # every row is written (an empty sentence's mean is 0 / 1)
+        out = np.empty((len(sentences), *self._mean_shape(n_layers, pooled)), dtype=np.float32)
         begin = 0
-        for rows, where in self._chunk_piece_means(sentences, layers, show_progress):
+        for rows, where in self._chunk_piece_means(sentences, layers, show_progress, pooled):
             np.take(rows, where, axis=0, out=out[begin : begin + len(where)])
             begin += len(where)
         return out
@@ -922,15 +952,19 @@ class TransformerEncoder(Encoder):
         chunks = self._chunk_piece_means(check_sentences(sentences), layers, show_progress)
         return (means for rows, where in chunks for means in map(rows.__getitem__, where.tolist()))
 
-    def _chunk_piece_means(self, sentences: list, layers: LayerSpec,
-                           show_progress: ShowProgress) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    def _chunk_piece_means(self, sentences: list, layers: LayerSpec, show_progress: ShowProgress,
+                           pooled: Optional[_MeansPooled] = None) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """:meth:`_piece_means` of each chunk of the checked ``sentences``, in order (the next chunk
         tokenized while one runs)."""
         layer_index = self.layer_indexes(layers)
         with progress_bar(sentences, show_progress) as progress:
             for chunk, (ids, n_pieces) in _tokenized(_chunks(sentences, self.chunk_size), self.pieces.joined,
                                                      self._tokenizes_ahead(sentences)):
-                yield self._piece_means(ids, n_pieces, layer_index, _ChunkProgress(progress, len(chunk)))
+                yield self._piece_means(ids, n_pieces, layer_index, _ChunkProgress(progress, len(chunk)), pooled)
+
+    def _mean_shape(self, n_layers: int, pooled: Optional[_MeansPooled]) -> tuple[int, ...]:
+        """The shape of one sentence's piece means: ``(layers, width)``, or ``(dim,)`` pooled."""
+        return (n_layers, self.width) if pooled is None else (pooled.host_pooling.output_width(self.width),)
 
     def _iter_text_layers(self, sentences, layers: LayerSpec, subword_pooling: str, text_pooling: str,
                           show_progress: bool) -> Iterator[np.ndarray]:
@@ -1265,44 +1299,53 @@ class TransformerEncoder(Encoder):
             start += count
 
     def _piece_means(self, ids: np.ndarray, n_pieces: np.ndarray, layer_index: tuple[int, ...],
-                     progress: Optional["_ChunkProgress"] = None) -> tuple[np.ndarray, np.ndarray]:
+                     progress: Optional["_ChunkProgress"] = None,
+                     pooled: Optional[_MeansPooled] = None) -> tuple[np.ndarray, np.ndarray]:
         """The piece means of one chunk's sentences (their pieces ``ids`` one after the other, ``n_pieces``
         of each): a sentence in one window is divided into its window's row as its batch finishes, one in
-        several once all of its windows' sums are in (into the row of its first window).
+        several once all of its windows' sums are in (into the row of its first window). With ``pooled``,
+        each row is the means' layers combined (:class:`_MeansPooled`).
 
         Returns
         -------
         tuple of np.ndarray
-            ``(windows, layers, width)`` float32 in run order, and ``(sentences,)`` the row of each
-            sentence's means (the other rows of a sentence's windows are not used).
+            ``(windows, layers, width)`` (``(windows, dim)`` pooled) float32 in run order, and
+            ``(sentences,)`` the row of each sentence's means (the other rows of a sentence's windows
+            are not used).
         """
         windows = _ChunkWindows.plan(ids, n_pieces, self.window, self.stride)
         padded, batches = self._window_batches(windows)
-        rows = np.empty((len(windows), len(layer_index), self.width), dtype=np.float32)
+        rows = np.empty((len(windows), *self._mean_shape(len(layer_index), pooled)), dtype=np.float32)
         # (layers, windows of the sentences in several, width) float64
         split_sums = np.empty((len(layer_index), int(windows.split_offsets[-1]), self.width), dtype=np.float64)
         copies = HostCopies(self.device)
         run = functools.partial(self._sum_batch, windows=windows, padded=padded, layer_index=layer_index, out=rows,
-                                split_sums=split_sums, copies=copies)
+                                split_sums=split_sums, copies=copies, pooled=pooled)
         self._run_windows(run, batches, padded, progress)
         copies.flush()  # before the split sentences' means: their first window's row is theirs
-        for text, begin, end in zip(windows.split, windows.split_offsets[:-1], windows.split_offsets[1:]):
-            # (layers, windows, width): its windows' sums, in window order, added up
-            rows[windows.row[text]] = split_sums[:, begin:end].sum(axis=1) / n_pieces[text]
+        if len(windows.split):
+            # (layers, split sentences, width): each one's windows' sums, in window order, added up
+            sums = np.stack([split_sums[:, begin:end].sum(axis=1)
+                             for begin, end in zip(windows.split_offsets[:-1], windows.split_offsets[1:])], axis=1)
+            # (split sentences, layers, width) float32
+            means = np.divide(sums.transpose(1, 0, 2), n_pieces[windows.split][:, None, None], dtype=np.float64).astype(np.float32)
+            rows[windows.row[windows.split]] = means if pooled is None else pooled.on_host(means)
         return rows, windows.row
 
     @torch.inference_mode()
     def _sum_batch(self, rows: slice, windows: _ChunkWindows, padded: np.ndarray, layer_index: tuple[int, ...],
-                   out: np.ndarray, split_sums: np.ndarray, copies: HostCopies) -> None:
+                   out: np.ndarray, split_sums: np.ndarray, copies: HostCopies,
+                   pooled: Optional[_MeansPooled] = None) -> None:
         """Run windows ``rows`` (one batch) and sum the pieces each owns: each window's sums divided by
         its pieces into its rows of ``out`` ``(windows, layers, width)`` (a sentence's mean where the
-        window holds all of it), those of windows of sentences in several windows also into their slots
-        of ``split_sums`` ``(layers, slots, width)``.
+        window holds all of it; with ``pooled``, its layers combined into ``(windows, dim)``), those of
+        windows of sentences in several windows also into their slots of ``split_sums``
+        ``(layers, slots, width)``.
 
         A whole sentence's mean is divided in float64 and rounded to float32 once (an empty one's is
-        0 / 1): on a CPU in NumPy; elsewhere on the device, so that only the float32 means come back,
-        through ``copies`` (on CUDA a pinned buffer, consumed while the next batch computes), and the
-        float64 sums only of the windows of sentences in several windows.
+        0 / 1): on a CPU in NumPy; elsewhere on the device, so that only the float32 means (or their
+        pooled rows) come back, through ``copies`` (on CUDA a pinned buffer, consumed while the next
+        batch computes), and the float64 sums only of the windows of sentences in several windows.
         """
         length = int(padded[rows].max())
         ids, mask = windows.inputs(rows, length, self.pieces.around, self.pad_id)
@@ -1316,14 +1359,20 @@ class TransformerEncoder(Encoder):
         if self._sums_on_host(flat):
             # (layers, batch, width) float64, laid out as (batch, layers, width)
             sums = _segment_sums([layer.numpy() for layer in flat], starts, windows.count[rows])
-            np.divide(sums.transpose(1, 0, 2), n_pieces[:, None, None], out=out[rows], casting="same_kind")
+            if pooled is None:
+                np.divide(sums.transpose(1, 0, 2), n_pieces[:, None, None], out=out[rows], casting="same_kind")
+            else:
+                # (batch, layers, width) float32: the means, rounded as above, then their layers combined
+                means = np.empty((len(n_pieces), len(flat), self.width), dtype=np.float32)
+                np.divide(sums.transpose(1, 0, 2), n_pieces[:, None, None], out=means, casting="same_kind")
+                out[rows] = pooled.on_host(means)
             if len(split):
                 split_sums[:, slot[split]] = sums[:, split]
             return
         # (layers, batch, width) float64 on the device
         sums = self._device_window_sums(flat, starts, windows.count[rows])
         means = (sums / torch.from_numpy(n_pieces).to(sums.device)[:, None]).to(torch.float32).transpose(0, 1)
-        copies.put(means, functools.partial(_fill_means, out, rows))
+        copies.put(means if pooled is None else pooled.on_device(means), functools.partial(_fill_means, out, rows))
         if len(split):
             split_sums[:, slot[split]] = sums[:, torch.from_numpy(split).to(sums.device)].cpu().numpy()
 

@@ -428,6 +428,23 @@ def _scalar_mix(pooling: LayerPooling, hidden: torch.Tensor, mask) -> torch.Tens
 _COMBINERS = {"concat": _concat, "sum": _sum, "mean": _mean, "scalar_mix": _scalar_mix}
 
 
+def check_rowwise_pooling(pooling: Optional[LayerPooling], n_layers: int, where: str) -> None:
+    """Refuse a ``pooling`` that cannot combine ``n_layers`` selected layers of each row on its own
+    (``None``: nothing to check): not a :class:`LayerPooling` (``TypeError``), one for another number
+    of layers, or a scalar mix with ``layer_norm``, whose statistics span every row it is given
+    (``ValueError``), each naming ``where``."""
+    if pooling is None:
+        return
+    if not isinstance(pooling, LayerPooling):
+        raise TypeError(f"{where}: pooling is a {type(pooling).__name__}; expected a LayerPooling")
+    if len(pooling.layer_indexes) != n_layers:
+        raise ValueError(f"{where}: the pooling combines {len(pooling.layer_indexes)} layers, but {n_layers} are "
+                         "selected; build it for the selected layers")
+    if pooling.mix is not None and pooling.mix.layer_norm:
+        raise ValueError(f"{where}: a scalar mix with layer_norm normalises each layer over all the rows it is "
+                         "given, so it cannot pool each text on its own; pool the layers of all texts at once")
+
+
 def pool_layers_numpy(pooling: LayerPooling, hidden: np.ndarray) -> np.ndarray:
     """NumPy front of :meth:`LayerPooling.combine_selected` (no gradient): the selected layers
     ``(layers, rows, width)`` float32 -> ``(rows, dim)``, rows being words or pieces (a single layer with nothing to weigh is returned as

@@ -46,6 +46,7 @@ from ..encoders._base import Encoder, PieceEncoding, ShowProgress
 from ..encoders._identity import ModelIdentity, fingerprint, identify, locate
 from ..encoders._loading import load_encoder
 from ..settings import MAX_BYTES, byte_size, parse_byte_size
+from ..pooling._layers import LayerPooling
 from ._progress import SILENT, EncodingProgress
 
 logger = logging.getLogger(__name__)
@@ -590,6 +591,32 @@ def _lookup(key: str, memory: Optional[EncodingCache], disk: Optional[DiskCache]
     if memory is not None:
         memory.put(key, hit)
     return hit, "disk"
+
+
+def pooled_piece_means(ref: EncoderRef, texts: Sequence, layers: Sequence[int], pooling: LayerPooling,
+                       progress: EncodingProgress = SILENT) -> np.ndarray:
+    """Each text's piece means with its layers combined by the encoder itself, where it ran
+    (:meth:`~contextembed.encoders.Encoder.encode_piece_means` with ``pooling``): uncached, in this
+    process, so only ``(dim,)`` per text comes back. Equal token lists are encoded once and the
+    distinct texts go in blocks of :data:`POOLED_BLOCK_SIZE`, as :func:`encode_all` encodes them, so
+    the batches, and the bits, are those of ``kind="piece_mean"`` pooled afterwards.
+
+    Returns
+    -------
+    np.ndarray
+        ``(texts, pooling.output_width(width))`` float32, in input order.
+    """
+    distinct: dict[tuple, int] = {}
+    # (texts,) the place of each text among the distinct ones
+    place = np.fromiter((distinct.setdefault(tuple(text), len(distinct)) for text in texts), dtype=np.intp, count=len(texts))
+    items = list(map(list, distinct))
+    progress.add(len(items))
+    encoder = get_encoder(ref)
+    blocks = [encoder.encode_piece_means(items[begin : begin + POOLED_BLOCK_SIZE], list(layers), pooling=pooling,
+                                         show_progress=progress if progress.show else False)
+              for begin in range(0, len(items), POOLED_BLOCK_SIZE)]
+    features = blocks[0] if len(blocks) == 1 else np.concatenate(blocks)
+    return features if len(items) == len(texts) else features[place]
 
 
 def _encode_missing(ref: EncoderRef, items: list, n_jobs: Optional[int], kind: Kind,

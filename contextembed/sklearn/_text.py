@@ -9,9 +9,9 @@ import numpy as np
 
 from ..pooling import LayerSpec, check_text_options, check_text_pooling, normalize_rows
 from ..pooling._layers import OutputDtype
-from ._base import LayerFeaturesBase, check_flag
+from ._base import LayerFeaturesBase, _check_finite, check_flag, check_n_jobs
 from ._checks import check_texts
-from ._encoding import CacheOption
+from ._encoding import CacheOption, pooled_piece_means, uses_memory
 from ._parameters import shared_docs, store_parameters
 
 #: texts encoded per block in ``transform`` (bounds memory on large corpora)
@@ -105,8 +105,28 @@ class TextEmbedder(LayerFeaturesBase):
     def _text_features(self, texts: list[list[str]]) -> np.ndarray:
         if not texts:
             return self._empty()
-        features = self._combine(self._layer_vectors(texts))
+        if self._pools_on_encoder():
+            features = self._pooled_piece_means(texts)
+        else:
+            features = self._combine(self._layer_vectors(texts))
         return self._output(normalize_rows(features) if self.normalize_ else features)
+
+    def _pools_on_encoder(self) -> bool:
+        """Whether the encoder combines the layers of each text's piece means itself, where it ran
+        (:func:`~contextembed.sklearn._encoding.pooled_piece_means`), so that one ``(dim,)`` vector
+        per text reaches this process: ``text_pooling="piece_mean"`` with nothing cached (the cache
+        keeps every layer, for another fit's mix) and in this process (``n_jobs`` effectively 1)."""
+        from joblib import effective_n_jobs
+
+        return (self.text_pooling_ == "piece_mean" and not uses_memory(self.cache)
+                and effective_n_jobs(check_n_jobs(self.n_jobs)) == 1)
+
+    def _pooled_piece_means(self, texts: list[list[str]]) -> np.ndarray:
+        """``(n_texts, n_features)`` float32, finite: the layers combined by the encoder
+        (:func:`~contextembed.sklearn._encoding.pooled_piece_means`)."""
+        with self._progress("piece_mean") as progress:
+            features = pooled_piece_means(self.encoder_ref_, texts, self.layer_indexes_, self.pooling_, progress)
+        return _check_finite(features, self.encoder_ref_)
 
     def _layer_vectors(self, texts: list[list[str]]) -> np.ndarray:
         """Per-layer text vectors: ``(selected_layers, n_texts, width)`` float32.

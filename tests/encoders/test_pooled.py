@@ -461,3 +461,94 @@ def test_piece_means_count_progress_on_the_callers_bar(tiny_bert_dir):
     bar = _Counter()
     means = static.encode_piece_means(SENTENCES, show_progress=bar)
     assert sum(bar.counts) == len(SENTENCES) and means.shape == (len(SENTENCES), 1, 4)
+
+
+def _selected_pooling(n_layers: int, combine: str, layer_norm: bool = False) -> LayerPooling:
+    """A pooling of ``n_layers`` selected layers (as the estimators build theirs), with fixed unequal
+    weights for a scalar mix."""
+    options = {"layer_norm": layer_norm} if combine == "scalar_mix" else {}
+    pooling = LayerPooling(n_layers, "all", combine, **options).eval()
+    if pooling.mix is not None:
+        with torch.no_grad():
+            pooling.mix.weights.copy_(torch.linspace(-1.0, 0.8, n_layers))
+            pooling.mix.gamma.fill_(1.3)
+    return pooling
+
+
+@pytest.mark.parametrize("options", [{}, {"max_batch_size": 3, "window": 7, "stride": 3, "chunk_size": 5}],
+                         ids=["default", "small batches, windows and chunks"])
+@pytest.mark.parametrize("combine", COMBINES)
+@pytest.mark.parametrize("model", ["bert", "roberta", "minilm"])
+def test_piece_means_pooled_where_the_model_ran_are_the_hosts_pooling_bit_for_bit(request, model, combine, options):
+    """``encode_piece_means(pooling=...)`` combines each batch's means where the model ran (and a
+    sentence in several windows once its windows are in): the bits of combining the layers of the
+    means it gives without a pooling, for every combination and layer selection, empty, repeated and
+    split sentences."""
+    encoder, sentences = _many_sentences(request, model, options)
+    for layers in ("all", [-1, 0], [2]):
+        means = encoder.encode_piece_means(sentences, layers)
+        pooling = _selected_pooling(means.shape[1], combine)
+        with torch.no_grad():
+            expected = pooling.combine_selected(torch.from_numpy(np.ascontiguousarray(means.transpose(1, 0, 2)))).numpy()
+        pooled = encoder.encode_piece_means(sentences, layers, pooling=pooling)
+        assert pooled.dtype == np.float32 and pooled.shape == (len(sentences), pooling.output_width(encoder.width))
+        assert np.array_equal(pooled, expected)
+        assert not pooled[1].any()  # the empty sentence
+
+
+def test_piece_means_pooled_on_the_device_come_back_as_cuda_hands_them_over(request, monkeypatch):
+    """The device's path (means divided and combined there, consumed a batch late) gives the CPU's bits;
+    a sentence in several windows is combined on the host, over its first window's row."""
+    import contextembed.encoders.transformer as transformer
+
+    encoder, sentences = _many_sentences(request, "bert", {"max_batch_size": 3, "window": 7, "stride": 3})
+    for combine in COMBINES:
+        pooling = _selected_pooling(2, combine)
+        expected = encoder.encode_piece_means(sentences, [-1, 0], pooling=pooling)
+        with monkeypatch.context() as patched:
+            _on_the_device_paths(patched)
+            patched.setattr(transformer, "HostCopies", _DeferredCopies)
+            assert np.array_equal(encoder.encode_piece_means(sentences, [-1, 0], pooling=pooling), expected)
+
+
+def test_piece_means_pooled_by_an_encoder_without_its_own_path(tiny_elmo_dir):
+    """Static vectors and ELMo combine the means the host computed: the same as pooling them after."""
+    from contextembed.pooling import pool_layers_numpy
+
+    static = StaticVectors(["the", "fox"], np.arange(8, dtype=np.float32).reshape(2, 4))
+    elmo = load_encoder(str(tiny_elmo_dir), device="cpu", precision="fp32")
+    for encoder in (static, elmo):
+        for combine in COMBINES:
+            means = encoder.encode_piece_means(SENTENCES)
+            pooling = _selected_pooling(encoder.n_layers, combine)
+            pooled = encoder.encode_piece_means(SENTENCES, pooling=pooling)
+            assert pooled.flags.c_contiguous and pooled.shape == (len(SENTENCES), pooling.output_width(encoder.width))
+            np.testing.assert_array_equal(pooled, pool_layers_numpy(pooling, np.ascontiguousarray(means.transpose(1, 0, 2))))
+
+
+def test_a_pooling_that_cannot_pool_each_text_alone_is_refused(tiny, monkeypatch):
+    """A pooling of another number of layers, a scalar mix with layer_norm (its statistics span every
+    text it is given) and a pooling that is not one are refused at the call, before any encoding."""
+    from contextembed.encoders.transformer import TransformerEncoder
+
+    monkeypatch.setattr(TransformerEncoder, "_piece_means", lambda *args, **kwargs: pytest.fail("encoded"))
+    with pytest.raises(ValueError, match=r"^encode_piece_means: the pooling combines 3 layers, but 2 are selected"):
+        tiny.encode_piece_means(SENTENCES, [-1, 0], pooling=_selected_pooling(3, "mean"))
+    with pytest.raises(ValueError, match=r"^encode_piece_means: a scalar mix with layer_norm normalises each layer"):
+        tiny.encode_piece_means(SENTENCES, [-1, 0], pooling=_selected_pooling(2, "scalar_mix", layer_norm=True))
+    with pytest.raises(TypeError, match=r"^encode_piece_means: pooling is a str; expected a LayerPooling"):
+        tiny.encode_piece_means(SENTENCES, [-1, 0], pooling="mean")
+    static = StaticVectors(["the"], np.ones((1, 3), dtype=np.float32))
+    with pytest.raises(ValueError, match=r"^encode_piece_means: the pooling combines 2 layers, but 1 are selected"):
+        static.encode_piece_means(SENTENCES, pooling=_selected_pooling(2, "mean"))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_piece_means_pooled_on_cuda_are_the_cpus(tiny_bert_dir):
+    sentences = SENTENCES + [["unaffable"] * 30]
+    cpu = load_encoder(str(tiny_bert_dir), device="cpu", precision="fp32")
+    cuda = load_encoder(str(tiny_bert_dir), device="cuda", precision="fp32")
+    for combine in COMBINES:
+        pooling = _selected_pooling(cpu.n_layers, combine)
+        np.testing.assert_allclose(cuda.encode_piece_means(sentences, pooling=pooling),
+                                   cpu.encode_piece_means(sentences, pooling=pooling), rtol=1e-4, atol=1e-5)

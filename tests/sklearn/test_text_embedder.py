@@ -261,3 +261,44 @@ def test_texts_pooled_where_the_encoder_ran_are_their_cached_pieces_pooled(bert,
     assert pooled.shape == from_pieces.shape and np.abs(pooled).max() > 0
     np.testing.assert_array_equal(pooled, from_pieces)
     clear_cache()
+
+
+@pytest.mark.parametrize("combine", ["scalar_mix", "concat", "mean", "sum"])
+@pytest.mark.parametrize("layers", ["all", [2, 0]])
+def test_uncached_piece_means_pooled_by_the_encoder_are_the_cached_paths_bit_for_bit(bert, combine, layers):
+    """Uncached, the encoder combines each text's layers where it ran and only one vector per text
+    comes back; the cached path keeps every layer and combines them here: the same bits, for repeated
+    and empty texts too, normalised or not."""
+    texts = TEXTS + [TEXTS[0], "", " ".join(["unaffable"] * 40), TEXTS[1]]
+    for normalize in (False, True):
+        options = dict(layers=layers, combine=combine, normalize=normalize, precision="fp32")
+        uncached = TextEmbedder(bert, cache=None, **options).fit(texts)
+        cached = TextEmbedder(bert, cache="memory", **options).fit(texts)
+        assert uncached._pools_on_encoder() and not cached._pools_on_encoder()
+        got = uncached.transform(texts)
+        assert got.dtype == np.float32 and got.shape == (len(texts), uncached._n_features_out)
+        np.testing.assert_array_equal(got, cached.transform(texts))
+        np.testing.assert_array_equal(got[0], got[3])
+        assert not got[4].any()  # the empty text
+
+
+def test_the_encoder_pools_only_uncached_piece_means_in_this_process(bert, monkeypatch):
+    """Another text pooling, a cache, or n_jobs beyond one take encode_all's per-layer vectors; the
+    float16 output of the encoder's pooling is the float32 one rounded."""
+    from contextembed.sklearn import _encoding
+
+    calls = []
+    original = _encoding.pooled_piece_means
+    monkeypatch.setattr(_encoding, "pooled_piece_means", lambda *args: calls.append(1) or original(*args))
+    import contextembed.sklearn._text as text_module
+
+    monkeypatch.setattr(text_module, "pooled_piece_means", _encoding.pooled_piece_means)
+    for options, pools in [({}, True), ({"text_pooling": "mean", "subword_pooling": "first"}, False),
+                           ({"cache": "memory"}, False), ({"n_jobs": 2}, False)]:
+        embedder = TextEmbedder(bert, **{"cache": None, **options}).fit(TEXTS)
+        calls.clear()
+        embedder.transform(TEXTS)
+        assert bool(calls) == pools == embedder._pools_on_encoder(), options
+    embedder = TextEmbedder(bert, cache=None, precision="fp32").fit(TEXTS)
+    half = embedder.set_params(dtype="float16").transform(TEXTS)
+    np.testing.assert_array_equal(half, embedder.set_params(dtype="float32").transform(TEXTS).astype(np.float16))
