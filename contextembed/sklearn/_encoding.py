@@ -599,7 +599,9 @@ def pooled_piece_means(ref: EncoderRef, texts: Sequence, layers: Sequence[int], 
     (:meth:`~contextembed.encoders.Encoder.encode_piece_means` with ``pooling``): uncached, in this
     process, so only ``(dim,)`` per text comes back. Equal token lists are encoded once and the
     distinct texts go in blocks of :data:`POOLED_BLOCK_SIZE`, as :func:`encode_all` encodes them, so
-    the batches, and the bits, are those of ``kind="piece_mean"`` pooled afterwards.
+    the batches, and the bits, are those of ``kind="piece_mean"`` pooled afterwards: all in one call
+    where the encoder's ``chunk_size`` divides the block (its chunks are then the blocks' own, and
+    it tokenizes the next while one runs), else one call per block.
 
     Returns
     -------
@@ -612,9 +614,13 @@ def pooled_piece_means(ref: EncoderRef, texts: Sequence, layers: Sequence[int], 
     items = list(map(list, distinct))
     progress.add(len(items))
     encoder = get_encoder(ref)
-    blocks = [encoder.encode_piece_means(items[begin : begin + POOLED_BLOCK_SIZE], list(layers), pooling=pooling,
+    chunk = getattr(encoder, "chunk_size", None)
+    # one call where the encoder's chunks fall within the blocks (then it tokenizes the next chunk
+    # while one runs, across blocks too); else a call per block
+    size = len(items) if chunk is not None and POOLED_BLOCK_SIZE % chunk == 0 else POOLED_BLOCK_SIZE
+    blocks = [encoder.encode_piece_means(items[begin : begin + size], list(layers), pooling=pooling,
                                          show_progress=progress if progress.show else False)
-              for begin in range(0, len(items), POOLED_BLOCK_SIZE)]
+              for begin in range(0, len(items), size)]
     features = blocks[0] if len(blocks) == 1 else np.concatenate(blocks)
     return features if len(items) == len(texts) else features[place]
 

@@ -273,3 +273,25 @@ def test_own_memory_copies_only_views_of_larger_arrays():
     np.testing.assert_array_equal(compact.cls, encoding.cls)
     np.testing.assert_array_equal(compact.ids, encoding.ids)
     assert _encoding._nbytes(compact) == 2 * 2 * 3 * 4 + 16 + 2 * 3 * 4 + 16  # ids counted too
+
+
+@pytest.mark.parametrize("chunk_size", [2, 3], ids=["chunks within the blocks", "chunks across them"])
+def test_uncached_piece_means_are_one_call_where_the_encoders_chunks_fall_within_the_blocks(bert, sentences, monkeypatch,
+                                                                                           chunk_size):
+    """The encoder combines the layers of uncached piece means in one call (tokenizing each chunk while
+    the one before runs) when its chunks fall within encode_all's blocks, else block by block: the
+    batches, and so the bits, of the cached path either way."""
+    X = [" ".join(s) for s in sentences] + ["one more text", "and another one"]
+    n_distinct = len(set(X))
+    monkeypatch.setattr(_encoding, "POOLED_BLOCK_SIZE", 4)
+    cached = TextEmbedder(bert, text_pooling="piece_mean", cache="memory").fit(X)
+    encoder = get_encoder(cached.encoder_ref_)
+    monkeypatch.setattr(encoder, "chunk_size", chunk_size)
+    clear_cache()
+    expected = cached.transform(X)
+    calls = []
+    original = encoder.encode_piece_means
+    monkeypatch.setattr(encoder, "encode_piece_means", lambda items, *args, **kwargs: calls.append(len(items)) or original(items, *args, **kwargs))
+    got = TextEmbedder(bert, text_pooling="piece_mean", cache=None).fit(X).transform(X)
+    np.testing.assert_array_equal(got, expected)
+    assert calls == ([n_distinct] if chunk_size == 2 else [4] * (n_distinct // 4) + [n_distinct % 4] * (n_distinct % 4 > 0))
