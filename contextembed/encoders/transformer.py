@@ -24,7 +24,7 @@ from typing import Optional, Union
 import numpy as np
 import torch
 
-from .. import _forking as forking, _streams as streams
+from .. import _forking as forking, _pages as pages, _streams as streams
 from .._alignment import (
     PairTemplate,
     PieceTokenizer,
@@ -864,12 +864,19 @@ class TransformerEncoder(Encoder):
         dim = pooled.pooling.output_width(subword_output_width(self.width, pooled.method))
         chunks = check_sentence_chunks(sentences, self.chunk_size)
         ahead = self._tokenizes_ahead(sentences)
+
+        def tokenize(chunk: list) -> tuple[np.ndarray, tuple]:
+            # (words of the chunk, dim): every row is written, as its word's window runs; its pages
+            # are faulted in on another thread while the chunk is tokenized
+            out = np.empty((sum(map(len, chunk)), dim), dtype=pooled.dtype)
+            pages.populate(out)
+            return out, self.pieces.word_pieces(chunk)
+
         with progress_bar(sentences, show_progress) as progress:
-            for chunk, (ids, starts, first_word, n_words) in _tokenized(chunks, self.pieces.word_pieces, ahead):
+            for chunk, (out, (ids, starts, first_word, n_words)) in _tokenized(chunks, tokenize, ahead):
                 windows = _ChunkWindows.plan(ids, starts[first_word + n_words] - starts[first_word], self.window, self.stride)
                 units = [_WordUnits.plan(windows, _UNIT_PIECES[name](starts), len(self.pieces.prefix)) for name in selectors]
-                # (words of the chunk, dim): every row is written, as its word's window runs
-                out = pooled.out = np.empty((len(starts) - 1, dim), dtype=pooled.dtype)
+                pooled.out = out
                 pooled.copies = HostCopies(self.device)
                 padded, batches = self._window_batches(windows)
                 run = functools.partial(self._pick_batch, windows=windows, padded=padded, units=units,
