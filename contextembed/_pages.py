@@ -44,7 +44,8 @@ def _madvise() -> Optional[ctypes._CFuncPtr]:
 def populate(array: np.ndarray) -> Optional[threading.Thread]:
     """Start faulting in the whole pages of ``array`` (a C-contiguous array of its own memory) on a
     daemon thread, which keeps ``array`` alive until it is done; ``None`` (nothing started) for a
-    small array, or where ``madvise`` is missing (not Linux)."""
+    small array, where ``madvise`` is missing (not Linux), or where no thread can start (the
+    interpreter shuts down)."""
     madvise = _madvise()
     if madvise is None or array.nbytes < MIN_BYTES or not array.flags.c_contiguous:
         return None
@@ -53,7 +54,10 @@ def populate(array: np.ndarray) -> Optional[threading.Thread]:
     # a refusal (EINVAL before Linux 5.14) leaves the pages to fault in as they are written
     thread = threading.Thread(target=lambda held: madvise(begin, end - begin, MADV_POPULATE_WRITE), args=(array,),
                               name="contextembed-populate", daemon=True)
-    thread.start()
+    try:
+        thread.start()
+    except RuntimeError:  # no new threads at interpreter shutdown (an atexit handler encoding)
+        return None
     return thread
 
 

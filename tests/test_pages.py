@@ -21,6 +21,17 @@ def test_populating_changes_no_byte_of_the_array_while_it_is_written():
     assert (array[len(array) // 2 :] == -1.5).all()
 
 
+def test_no_thread_at_interpreter_shutdown_starts_nothing(monkeypatch):
+    """An atexit handler that encodes: no new thread can start, and the pages fault in as written."""
+    import threading
+
+    def refused(self):
+        raise RuntimeError("can't create new thread at interpreter shutdown")
+
+    monkeypatch.setattr(threading.Thread, "start", refused)
+    assert pages.populate(np.empty(pages.MIN_BYTES, dtype=np.float32)) is None
+
+
 def test_small_strided_or_foreign_arrays_start_nothing(monkeypatch):
     assert pages.populate(np.empty(pages.MIN_BYTES // 4 - 1, dtype=np.float32)) is None  # one page short of the bound
     assert pages.populate(np.empty((pages.MIN_BYTES // 4, 2), dtype=np.float32)[:, 0]) is None  # not contiguous
