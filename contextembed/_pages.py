@@ -12,7 +12,6 @@ nothing, and the writes fault the pages in as before.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import functools
 import sys
 import threading
@@ -29,11 +28,12 @@ PAGE = 4096
 
 @functools.lru_cache(maxsize=1)
 def _madvise() -> Optional[ctypes._CFuncPtr]:
-    """libc's ``madvise`` on Linux; ``None`` elsewhere or where it cannot be found."""
+    """libc's ``madvise`` on Linux (from the process's own symbols: no search for the library, which
+    would start a subprocess); ``None`` elsewhere or where it cannot be found."""
     if not sys.platform.startswith("linux"):
         return None
     try:
-        function = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True).madvise
+        function = ctypes.CDLL(None, use_errno=True).madvise
     except (OSError, AttributeError):
         return None
     function.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]

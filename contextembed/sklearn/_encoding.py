@@ -45,8 +45,8 @@ from .._documents import InContext
 from ..encoders._base import Encoder, PieceEncoding, ShowProgress
 from ..encoders._identity import ModelIdentity, fingerprint, identify, locate
 from ..encoders._loading import load_encoder
-from ..settings import MAX_BYTES, byte_size, parse_byte_size
 from ..pooling._layers import LayerPooling
+from ..settings import MAX_BYTES, byte_size, parse_byte_size
 from ._progress import SILENT, EncodingProgress
 
 logger = logging.getLogger(__name__)
