@@ -367,12 +367,15 @@ class _MeansPooled:
         return cls(pooling if device.type == "cpu" else copy.deepcopy(pooling).to(device), pooling)
 
     def on_host(self, means: np.ndarray) -> np.ndarray:
-        """``(sentences, layers, width)`` float32 -> ``(sentences, dim)`` float32."""
+        """``(layers, sentences, width)`` float32 -> ``(sentences, dim)`` float32: the layers combined as
+        :func:`~contextembed.pooling.pool_layers_numpy` combines them (laid out layer after layer, as it
+        lays them out: a scalar mix's product then reads them where they lie)."""
         with torch.inference_mode():
-            return self.host_pooling.combine_selected(torch.from_numpy(means).movedim(1, 0)).float().numpy()
+            return self.host_pooling.combine_selected(torch.from_numpy(np.ascontiguousarray(means))).float().numpy()
 
     def on_device(self, means: torch.Tensor) -> torch.Tensor:
-        """:meth:`on_host` of means on the model's device."""
+        """:meth:`on_host`'s combination on the model's device: ``(sentences, layers, width)`` ->
+        ``(sentences, dim)``."""
         return self.pooling.combine_selected(means.movedim(1, 0)).float()
 
 
@@ -1336,7 +1339,7 @@ class TransformerEncoder(Encoder):
                              for begin, end in zip(windows.split_offsets[:-1], windows.split_offsets[1:])], axis=1)
             # (split sentences, layers, width) float32
             means = np.divide(sums.transpose(1, 0, 2), n_pieces[windows.split][:, None, None], dtype=np.float64).astype(np.float32)
-            rows[windows.row[windows.split]] = means if pooled is None else pooled.on_host(means)
+            rows[windows.row[windows.split]] = means if pooled is None else pooled.on_host(means.transpose(1, 0, 2))
         return rows, windows.row
 
     @torch.inference_mode()
@@ -1369,9 +1372,9 @@ class TransformerEncoder(Encoder):
             if pooled is None:
                 np.divide(sums.transpose(1, 0, 2), n_pieces[:, None, None], out=out[rows], casting="same_kind")
             else:
-                # (batch, layers, width) float32: the means, rounded as above, then their layers combined
-                means = np.empty((len(n_pieces), len(flat), self.width), dtype=np.float32)
-                np.divide(sums.transpose(1, 0, 2), n_pieces[:, None, None], out=means, casting="same_kind")
+                # (layers, batch, width) float32: the means, rounded as above, then their layers combined
+                means = np.empty((len(flat), len(n_pieces), self.width), dtype=np.float32)
+                np.divide(sums, n_pieces[None, :, None], out=means, casting="same_kind")
                 out[rows] = pooled.on_host(means)
             if len(split):
                 split_sums[:, slot[split]] = sums[:, split]
