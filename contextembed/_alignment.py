@@ -223,11 +223,18 @@ class WordPieces:
     all: the tokenizer's normalizer runs on every new word). The cache belongs to one tokenizer and
     starts again when its vocabulary or backend changes (``add_tokens``), so no pieces of another
     vocabulary are ever looked up.
+
+    Each known word has a slot in three arrays (its pieces' place in one array of all of them, and
+    their count), so that a call looks its words up in one pass of C (``map`` over the dict) and
+    gathers their pieces in NumPy, with no Python object per word.
     """
 
     def __init__(self, pieces: PieceTokenizer, max_words: int = WORD_CACHE_SIZE) -> None:
         self._pieces, self.max_words = pieces, max_words
-        self._known: dict[str, tuple[int, ...]] = {}
+        #: word -> its slot, oldest first
+        self._known: dict[str, int] = {}
+        # (slots,) where each slot's pieces start in (pieces,) ``_ids``, and how many it has
+        self._ids = self._starts = self._counts = np.zeros(0, dtype=np.int64)
         self._vocabulary: tuple = ()
         self._lock = threading.Lock()
 
@@ -260,23 +267,25 @@ class WordPieces:
         first_word, n_words : np.ndarray
             ``(sentences,)`` int64: where each sentence's words start among all, and how many it has.
         """
-        with self._lock:
-            pieces = self._lookup(sentences)
-        counts = np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces))
-        starts = _offsets(counts)
-        ids = np.fromiter(itertools.chain.from_iterable(pieces), dtype=np.int64, count=int(starts[-1]))
         n_words = np.fromiter(map(len, sentences), dtype=np.int64, count=len(sentences))
-        return ids, starts, _offsets(n_words)[:-1], n_words
+        with self._lock:
+            slots, table_ids, table_starts, table_counts = self._lookup(sentences, int(n_words.sum()))
+        counts = table_counts[slots]
+        starts = _offsets(counts)
+        return table_ids[ragged_arange(table_starts[slots], counts)], starts, _offsets(n_words)[:-1], n_words
 
-    def _lookup(self, sentences: Sentences) -> list[tuple[int, ...]]:
-        """Every word's pieces, word after word; new words tokenized and remembered."""
+    def _lookup(self, sentences: Sentences, n_words: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The slot of every word, word after word, and the tables they index (``_ids``, ``_starts``,
+        ``_counts`` as they were when looked up); new words tokenized and remembered."""
         tokenizer = self._pieces.tokenizer
         vocabulary = (id(tokenizer.backend_tokenizer), len(tokenizer))
         if vocabulary != self._vocabulary:
-            self._known, self._vocabulary = {}, vocabulary
+            self._forget(len(self._known))
+            self._vocabulary = vocabulary
         known = self._known
         try:  # every word seen before: one pass
-            return [known[word] for sentence in sentences for word in sentence]
+            slots = self._slots(sentences, n_words)
+            return slots, self._ids, self._starts, self._counts
         except KeyError:
             pass
         new = list(dict.fromkeys(word for sentence in sentences for word in sentence if word not in known))
@@ -285,19 +294,34 @@ class WordPieces:
             backend.no_truncation()
             backend.no_padding()
         ids, counts = self._pieces.words_alone(new)
-        ends = np.cumsum(counts).tolist()
-        flat = ids.tolist()
-        found = {word: tuple(flat[end - count : end]) for word, end, count in zip(new, ends, counts.tolist())}
-        pieces = [known[word] if word in known else found[word] for sentence in sentences for word in sentence]
-        self._remember(found)
-        return pieces
+        known.update(zip(new, range(len(self._counts), len(self._counts) + len(new))))
+        self._starts = np.concatenate([self._starts, _offsets(counts)[:-1] + len(self._ids)])
+        self._ids, self._counts = np.concatenate([self._ids, ids]), np.concatenate([self._counts, counts])
+        slots = self._slots(sentences, n_words)
+        tables = self._ids, self._starts, self._counts
+        self._forget(max(0, len(known) - self.max_words))
+        return (slots, *tables)
 
-    def _remember(self, found: dict[str, tuple[int, ...]]) -> None:
-        known = self._known
-        excess = len(known) + len(found) - self.max_words
-        for word in list(itertools.islice(known, max(0, excess))):  # the oldest first
-            del known[word]
-        known.update(itertools.islice(found.items(), self.max_words))
+    def _slots(self, sentences: Sentences, n_words: int) -> np.ndarray:
+        """``(words,)`` the slot of every word, word after word (KeyError: a word not known)."""
+        return np.fromiter(map(self._known.__getitem__, itertools.chain.from_iterable(sentences)),
+                           dtype=np.intp, count=n_words)
+
+    def _forget(self, n: int) -> None:
+        """Drop the ``n`` oldest words (all of them: ``n >= len(_known)``) and compact the tables.
+        The arrays are replaced, not changed, so those a call is still reading stay as they were."""
+        if not n:
+            return
+        kept = list(itertools.islice(self._known.items(), n, None))
+        if not kept:
+            self._known = {}
+            self._ids = self._starts = self._counts = np.zeros(0, dtype=np.int64)
+            return
+        old = np.fromiter((slot for _, slot in kept), dtype=np.intp, count=len(kept))
+        counts = self._counts[old]
+        self._ids = self._ids[ragged_arange(self._starts[old], counts)]
+        self._starts, self._counts = _offsets(counts)[:-1], counts
+        self._known = {word: slot for slot, (word, _) in enumerate(kept)}
 
 
 def ragged_arange(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:

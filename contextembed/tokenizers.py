@@ -26,6 +26,7 @@ Tokenizer = Callable[[str], list[str]]
 _INNER = "[-'’.]"
 #: ASCII text: a word is a run of [A-Za-z0-9_], any other character but white space is a token
 _ASCII_WORD_OR_PUNCT = re.compile(rf"\w+(?:{_INNER}\w+)*|[^\w\s]", re.ASCII)
+_ASCII_FINDALL = _ASCII_WORD_OR_PUNCT.findall
 #: any text: a word character is what ``re``'s ``\w`` holds (letters, digits, numbers such as "²")
 #: and the combining marks (an NFD "é", a Devanagari vowel sign) and joiners that the ``regex``
 #: module's ``\w`` adds; ``\X`` is one grapheme cluster (an emoji with its modifiers and joiners)
@@ -41,7 +42,20 @@ def regex_tokenize(text: str) -> list[str]:
     U+200D are one token each). ASCII text, which has neither, takes the standard library's faster
     ``re`` with the same result.
     """
-    return (_ASCII_WORD_OR_PUNCT if text.isascii() else _WORD_OR_PUNCT).findall(text)
+    if not text.isascii():
+        return _WORD_OR_PUNCT.findall(text)
+    if "\x1c" in text or "\x1d" in text or "\x1e" in text or "\x1f" in text:
+        return _ASCII_FINDALL(text)
+    # no match crosses white space, so the expression may run on each run of the rest, and a run of
+    # letters and digits alone is one word; str.split() splits ASCII text where ``\s`` does and also
+    # at the four information separators, which the expression keeps as tokens (handled above)
+    tokens: list[str] = []
+    for part in text.split():
+        if part.isalnum():
+            tokens.append(part)
+        else:
+            tokens += _ASCII_FINDALL(part)
+    return tokens
 
 
 def whitespace_tokenize(text: str) -> list[str]:

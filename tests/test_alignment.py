@@ -183,3 +183,26 @@ def test_a_piece_tokenizer_pickles_with_an_empty_word_cache(tiny_bert_dir):
     assert copy._words is not None and not copy._words._known and copy._words._pieces is copy
     _assert_same_pieces(copy(sentences), first)
     assert len(copy._words._known) == 4
+
+
+def test_the_word_cache_drops_its_oldest_words_and_stays_exact_call_after_call(tiny_bert_dir):
+    import random
+
+    tokenizer = AutoTokenizer.from_pretrained(str(tiny_bert_dir), local_files_only=True)
+    pieces = PieceTokenizer(tokenizer)
+    cache = pieces._words
+    cache.max_words = 7
+    rng = random.Random(0)
+    vocabulary = ["the", "New", "York", "unaffable", "naïve", "東京", "fox", "", "a" * 150, "co-op", "U.S.", "x", "jumps"]
+    for _ in range(40):
+        sentences = [rng.sample(vocabulary, rng.randint(0, 6)) for _ in range(rng.randint(1, 4))]
+        _assert_same_pieces(pieces(sentences), _aligned_by_batch_call(tokenizer, sentences))
+        # the newest words stay, in the order they came; the tables hold exactly their pieces
+        assert len(cache._known) <= 7 and sorted(cache._known.values()) == list(range(len(cache._known)))
+        assert len(cache._ids) == int(cache._counts.sum()) and len(cache._counts) == len(cache._known)
+        assert cache._starts.tolist() == np.concatenate([[0], np.cumsum(cache._counts)[:-1]]).tolist()[:len(cache._known)]
+        for word, slot in cache._known.items():
+            begin, count = cache._starts[slot], cache._counts[slot]
+            assert cache._ids[begin : begin + count].tolist() == list(pieces.words_alone([word])[0])
+    newest = [word for sentence in sentences for word in sentence][-1:]
+    assert not newest or newest[0] in cache._known

@@ -4,6 +4,8 @@ included."""
 import re
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from contextembed.tokenizers import get_tokenizer, tokenize_item, tokenize_items
 
@@ -80,3 +82,25 @@ def test_text_without_marks_splits_as_the_standard_library_rule():
                      "Ελληνικά: αβγ; кириллица — ок", "tab\t\u00a0nbsp\u2003em"]
     for text in texts:
         assert get_tokenizer("auto")(text) == plain.findall(text), text
+
+
+#: every ASCII character, the information separators \x1c-\x1f (white space to str.split, a token to
+#: ``\s``) and underscores (word characters that are not alphanumeric) among them
+_ASCII = "".join(map(chr, range(128)))
+
+
+@settings(max_examples=500, deadline=None)
+@given(text=st.text(alphabet=st.sampled_from(_ASCII + "aZ09_-'. \t\n" * 4), max_size=40))
+def test_ascii_text_splits_as_the_plain_expression_run_over_it_whole(text):
+    plain = re.compile(r"\w+(?:[-'’.]\w+)*|[^\w\s]", re.ASCII)
+    assert get_tokenizer("auto")(text) == plain.findall(text)
+
+
+@pytest.mark.parametrize("text, tokens", [
+    ("a\x1cb c_d e-f_ 'g h.", ["a", "\x1c", "b", "c_d", "e-f_", "'", "g", "h", "."]),
+    ("plain words only", ["plain", "words", "only"]),
+    ("x\x1f", ["x", "\x1f"]),
+    ("\x0b\x0c\r\n", []),
+])
+def test_ascii_edge_cases(text, tokens):
+    assert get_tokenizer("regex")(text) == tokens
