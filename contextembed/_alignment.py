@@ -231,10 +231,12 @@ class WordPieces:
 
     def __init__(self, pieces: PieceTokenizer, max_words: int = WORD_CACHE_SIZE) -> None:
         self._pieces, self.max_words = pieces, max_words
-        #: word -> its slot, oldest first
+        #: word -> its slot, oldest first; the slots in use are ``range(len(_known))``
         self._known: dict[str, int] = {}
-        # (slots,) where each slot's pieces start in (pieces,) ``_ids``, and how many it has
+        # (slots,) where each slot's pieces start in (pieces,) ``_ids``, and how many it has; each
+        # with room to grow, the first ``len(_known)`` slots and ``_n_ids`` pieces in use (:meth:`_tables`)
         self._ids = self._starts = self._counts = np.zeros(0, dtype=np.int64)
+        self._n_ids = 0
         self._vocabulary: tuple = ()
         self._lock = threading.Lock()
 
@@ -275,8 +277,8 @@ class WordPieces:
         return table_ids[ragged_arange(table_starts[slots], counts)], starts, _offsets(n_words)[:-1], n_words
 
     def _lookup(self, sentences: Sentences, n_words: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """The slot of every word, word after word, and the tables they index (``_ids``, ``_starts``,
-        ``_counts`` as they were when looked up); new words tokenized and remembered."""
+        """The slot of every word, word after word, and the tables they index (:meth:`_tables` as
+        they were when looked up); new words tokenized and remembered."""
         tokenizer = self._pieces.tokenizer
         vocabulary = (id(tokenizer.backend_tokenizer), len(tokenizer))
         if vocabulary != self._vocabulary:
@@ -285,7 +287,7 @@ class WordPieces:
         known = self._known
         try:  # every word seen before: one pass
             slots = self._slots(sentences, n_words)
-            return slots, self._ids, self._starts, self._counts
+            return (slots, *self._tables())
         except KeyError:
             pass
         new = list(dict.fromkeys(word for sentence in sentences for word in sentence if word not in known))
@@ -294,11 +296,14 @@ class WordPieces:
             backend.no_truncation()
             backend.no_padding()
         ids, counts = self._pieces.words_alone(new)
-        known.update(zip(new, range(len(self._counts), len(self._counts) + len(new))))
-        self._starts = np.concatenate([self._starts, _offsets(counts)[:-1] + len(self._ids)])
-        self._ids, self._counts = np.concatenate([self._ids, ids]), np.concatenate([self._counts, counts])
+        first = len(known)
+        known.update(zip(new, range(first, first + len(new))))
+        self._starts = _put(self._starts, first, _offsets(counts)[:-1] + self._n_ids)
+        self._counts = _put(self._counts, first, counts)
+        self._ids = _put(self._ids, self._n_ids, ids)
+        self._n_ids += len(ids)
         slots = self._slots(sentences, n_words)
-        tables = self._ids, self._starts, self._counts
+        tables = self._tables()
         self._forget(max(0, len(known) - self.max_words))
         return (slots, *tables)
 
@@ -306,6 +311,12 @@ class WordPieces:
         """``(words,)`` the slot of every word, word after word (KeyError: a word not known)."""
         return np.fromiter(map(self._known.__getitem__, itertools.chain.from_iterable(sentences)),
                            dtype=np.intp, count=n_words)
+
+    def _tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(ids, starts, counts)``: the parts of the tables in use (views; nothing in them is ever
+        written again, so a call may read them after the lock is released)."""
+        n = len(self._known)
+        return self._ids[: self._n_ids], self._starts[:n], self._counts[:n]
 
     def _forget(self, n: int) -> None:
         """Drop the ``n`` oldest words (all of them: ``n >= len(_known)``) and compact the tables.
@@ -316,12 +327,26 @@ class WordPieces:
         if not kept:
             self._known = {}
             self._ids = self._starts = self._counts = np.zeros(0, dtype=np.int64)
+            self._n_ids = 0
             return
         old = np.fromiter((slot for _, slot in kept), dtype=np.intp, count=len(kept))
         counts = self._counts[old]
         self._ids = self._ids[ragged_arange(self._starts[old], counts)]
-        self._starts, self._counts = _offsets(counts)[:-1], counts
+        self._starts, self._counts, self._n_ids = _offsets(counts)[:-1], counts, len(self._ids)
         self._known = {word: slot for slot, (word, _) in enumerate(kept)}
+
+
+def _put(array: np.ndarray, at: int, values: np.ndarray) -> np.ndarray:
+    """``array`` with ``values`` written from ``at`` on: in place where it has room, else into a new
+    array of at least twice the size (so that growing by appends costs amortized constant time per
+    value, and what a reader holds of ``array[:at]`` never changes)."""
+    end = at + len(values)
+    if end > len(array):
+        grown = np.empty(max(end, 2 * len(array), 1024), dtype=array.dtype)
+        grown[:at] = array[:at]
+        array = grown
+    array[at:end] = values
+    return array
 
 
 def ragged_arange(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:

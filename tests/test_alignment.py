@@ -198,11 +198,29 @@ def test_the_word_cache_drops_its_oldest_words_and_stays_exact_call_after_call(t
         sentences = [rng.sample(vocabulary, rng.randint(0, 6)) for _ in range(rng.randint(1, 4))]
         _assert_same_pieces(pieces(sentences), _aligned_by_batch_call(tokenizer, sentences))
         # the newest words stay, in the order they came; the tables hold exactly their pieces
+        ids, starts, counts = cache._tables()
         assert len(cache._known) <= 7 and sorted(cache._known.values()) == list(range(len(cache._known)))
-        assert len(cache._ids) == int(cache._counts.sum()) and len(cache._counts) == len(cache._known)
-        assert cache._starts.tolist() == np.concatenate([[0], np.cumsum(cache._counts)[:-1]]).tolist()[:len(cache._known)]
+        assert len(counts) == len(starts) == len(cache._known) and len(ids) == int(counts.sum())
         for word, slot in cache._known.items():
-            begin, count = cache._starts[slot], cache._counts[slot]
-            assert cache._ids[begin : begin + count].tolist() == list(pieces.words_alone([word])[0])
+            assert ids[starts[slot] : starts[slot] + counts[slot]].tolist() == list(pieces.words_alone([word])[0])
     newest = [word for sentence in sentences for word in sentence][-1:]
     assert not newest or newest[0] in cache._known
+
+
+def test_the_word_cache_grows_in_place_without_changing_what_a_call_read(tiny_bert_dir):
+    tokenizer = AutoTokenizer.from_pretrained(str(tiny_bert_dir), local_files_only=True)
+    pieces = PieceTokenizer(tokenizer)
+    cache = pieces._words
+    batches = [[[f"w{i}x{j}" for j in range(start, start + 400)] for i in range(2)] for start in (0, 400, 800)]
+    read = []
+    for sentences in batches:  # 800 new words of several pieces each: the tables grow past 1024, twice
+        _assert_same_pieces(pieces(sentences), _aligned_by_batch_call(tokenizer, sentences))
+        ids, starts, counts = cache._tables()
+        read.append((ids, ids.copy(), starts.copy(), counts.copy()))
+    assert len(cache._known) == 2400 and len(read[-1][0]) > 2048
+    for ids, copy, _, _ in read:  # later words went after what earlier calls held, or into new arrays
+        assert np.array_equal(ids, copy)
+    ids, starts, counts = cache._tables()
+    for before_ids, _, before_starts, before_counts in read:
+        assert np.array_equal(starts[: len(before_starts)], before_starts) and np.array_equal(counts[: len(before_counts)], before_counts)
+        assert np.array_equal(ids[: len(before_ids)], before_ids)
