@@ -297,11 +297,11 @@ class WordPieces:
             backend.no_padding()
         ids, counts = self._pieces.words_alone(new)
         first = len(known)
-        known.update(zip(new, range(first, first + len(new))))
         self._starts = _put(self._starts, first, _offsets(counts)[:-1] + self._n_ids)
         self._counts = _put(self._counts, first, counts)
         self._ids = _put(self._ids, self._n_ids, ids)
         self._n_ids += len(ids)
+        known.update(zip(new, range(first, first + len(new))))  # the words last: their slots are filled
         slots = self._slots(sentences, n_words)
         tables = self._tables()
         self._forget(max(0, len(known) - self.max_words))
