@@ -129,7 +129,7 @@ NEEDS_EXTRAS = {"sklearn.md": ("matplotlib",)}
 #: this one, after the rest of the suite, the workers sometimes died in glibc's ``pthread_join``,
 #: all at one instruction, joining a thread handle of the parent whose thread had already gone:
 #: native state (thread pools of Ray, OpenVINO, BLAS or OpenMP) that hundreds of earlier tests left
-#: behind and a fork copies; contextembed joins no native thread
+#: behind and a fork copies; not reproduced from a process that ran only this document
 FRESH_PROCESS = {"spacy.md"}
 #: set in that interpreter to the document it runs
 _FRESH_ENV = "CONTEXTEMBED_TEST_DOCUMENT_IN_FRESH_PROCESS"
