@@ -91,6 +91,25 @@ def _rebuild(cls, args, state):
     return error
 
 
+class MemoryBudgetError(MemoryError):
+    """A call would build more features in memory than the memory budget allows
+    (:func:`contextembed.set_memory_budget`, ``CONTEXTEMBED_MEMORY_BUDGET``): raised before anything
+    is allocated, naming what needs the memory, how much, and what to do instead.
+
+    Attributes
+    ----------
+    needed, budget : int
+        Bytes the call needs, and the budget.
+    """
+
+    def __init__(self, message: str, *, needed: int, budget: int) -> None:
+        self.needed, self.budget = needed, budget
+        super().__init__(message)
+
+    def __reduce__(self):
+        return (_rebuild, (self.__class__, self.args, self.__dict__))
+
+
 class EngineError(RuntimeError):
     """An inference engine (``backend="openvino"``) cannot run this model: the message names the
     model type and the backend that works for it."""

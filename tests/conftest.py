@@ -26,10 +26,13 @@ CORPUS = [
 
 def pytest_configure(config):
     """Refuse network sockets for the whole session (see ``tests/socket_guard.py``), and keep the
-    session's tuning records (:mod:`contextembed.tuning`) in a directory of its own, shared with the
-    processes its tests start: a user's records neither steer nor receive the suite's."""
+    session's tuning records (:mod:`contextembed.tuning`) and feature store (:mod:`contextembed._store`)
+    in directories of their own, shared with the processes its tests start: a user's records and
+    features neither steer nor receive the suite's."""
     socket_guard.install()
     os.environ["CONTEXTEMBED_TUNING_DIR"] = tempfile.mkdtemp(prefix="contextembed-tuning-")
+    # the feature store's session directories too (a user's store is neither read nor filled)
+    os.environ["CONTEXTEMBED_STORE_DIR"] = tempfile.mkdtemp(prefix="contextembed-store-")
     config.addinivalue_line("markers", "loopback: may connect to this machine's loopback (local clusters)")
 
 

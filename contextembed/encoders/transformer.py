@@ -52,6 +52,8 @@ from ..pooling._subword import (
 )
 from ..pooling._text import pool_pieces_to_text, pool_text
 from . import _engine as engine, _unpadded as unpadded
+from ._pruning import LayerPruner
+from ._sentence_config import SentencePooling, read_sentence_pooling
 from ._host_copies import HostCopies
 from ._base import (
     Encoder,
@@ -177,6 +179,9 @@ class _ChunkWindows:
     row : np.ndarray
         ``(sentences,)`` int64: the place in run order of each sentence's first window (where a
         sentence's piece means are, among the windows' rows: :meth:`TransformerEncoder._piece_means`).
+    leads, ends : np.ndarray
+        ``(windows,)`` bool: whether the window starts (ends) its sentence, so that its leading
+        (trailing) special tokens are the sentence's own (means over the whole model input).
     """
 
     ids: np.ndarray
@@ -189,6 +194,8 @@ class _ChunkWindows:
     split: np.ndarray
     split_offsets: np.ndarray
     row: np.ndarray
+    leads: np.ndarray
+    ends: np.ndarray
 
     @classmethod
     def plan(cls, ids: np.ndarray, n_pieces: np.ndarray, window: int, stride: int) -> "_ChunkWindows":
@@ -221,7 +228,7 @@ class _ChunkWindows:
         place[order] = np.arange(len(order))
         return cls(ids, text[order], (sentence_start[text] + start)[order], (end - start)[order],
                    (own_start - start)[order], (own_end - own_start)[order], slot[order], split, split_offsets,
-                   place[first_window])
+                   place[first_window], (start == 0)[order], (end == n_pieces[text])[order])
 
     def __len__(self) -> int:
         return len(self.text)
@@ -536,6 +543,11 @@ class TransformerEncoder(Encoder):
         #: outside attention in BERT-structured models (contextembed.encoders._unpadded: 1.2x the words/s
         #: in bf16 and int8 on MiniLM); padding to the longest only leaves too little to win
         self._unpadded = self.pad_multiple > 1 and unpadded.supports(self.model)
+        ids = self.pieces.prefix + [self.pieces.unk_id] * 3 + self.pieces.suffix
+        probe = {"input_ids": torch.tensor([ids], device=self.device),
+                 "attention_mask": torch.ones(1, len(ids), dtype=torch.long, device=self.device)}
+        #: the model to run for the hidden states a batch needs: the layers above them never run
+        self._pruner = LayerPruner(self.model, self._n_layers, probe)
 
     def _use_engine(self, model, forward: "engine.OpenVinoForward") -> None:
         """Run ``forward`` (the engine) in place of ``model``'s forward; ``model`` (fp32) stays for
@@ -764,7 +776,26 @@ class TransformerEncoder(Encoder):
             tokenizer = load_tokenizer(source, _tokenizer_options(source))
             model = load_model(source)
         check_tokenizer_fits(tokenizer, model, source)
-        return cls(model, tokenizer, spec=kwargs.pop("spec", source), **kwargs)
+        encoder = cls(model, tokenizer, spec=kwargs.pop("spec", source), **kwargs)
+        encoder._directory = source
+        return encoder
+
+    @property
+    def sentence_pooling(self) -> Optional[SentencePooling]:
+        """How the model's own sentence vector is made, where its directory is a sentence-transformers
+        one (``modules.json``: :mod:`contextembed.encoders._sentence_config`); ``None`` otherwise.
+
+        Raises
+        ------
+        FileFormatError
+            A damaged, unsupported or contradictory ``modules.json`` or pooling configuration,
+            naming the file and field (read when first asked for).
+        """
+        if not hasattr(self, "_sentence_pooling"):
+            directory = getattr(self, "_directory", None)
+            self._sentence_pooling = None if directory is None else read_sentence_pooling(
+                directory, self.width, self._max_length)
+        return self._sentence_pooling
 
     def _probe_shape(self, model) -> tuple[int, int]:
         ids = self.pieces.prefix + [self.pieces.unk_id] + self.pieces.suffix
@@ -962,15 +993,39 @@ class TransformerEncoder(Encoder):
         chunks = self._chunk_piece_means(check_sentences(sentences), layers, show_progress)
         return (means for rows, where in chunks for means in map(rows.__getitem__, where.tolist()))
 
+    def iter_encode_input_means(self, sentences: Sentences, layers: LayerSpec = "all", *,
+                                max_pieces: Optional[int] = None,
+                                show_progress: ShowProgress = False) -> Iterator[np.ndarray]:
+        """The mean over every position of each sentence's model input, special tokens included
+        (sentence-transformers' mean pooling), one ``(layers, width)`` float32 after the other.
+
+        Parameters
+        ----------
+        max_pieces : int, optional
+            Keep each sentence's first ``max_pieces`` pieces and drop the rest, as
+            sentence-transformers truncates at ``max_seq_length`` (special tokens not counted here).
+            ``None``: a sentence longer than one window is read in windows, every piece counted
+            once and the special tokens once (those that start its first window and end its last).
+        """
+        check_values({"max_pieces": max_pieces}, {"max_pieces": OPTIONAL_COUNT})
+        chunks = self._chunk_piece_means(check_sentences(sentences), layers, show_progress, special=True,
+                                         max_pieces=max_pieces)
+        return (means for rows, where in chunks for means in map(rows.__getitem__, where.tolist()))
+
     def _chunk_piece_means(self, sentences: list, layers: LayerSpec, show_progress: ShowProgress,
-                           pooled: Optional[_MeansPooled] = None) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+                           pooled: Optional[_MeansPooled] = None, special: bool = False,
+                           max_pieces: Optional[int] = None) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """:meth:`_piece_means` of each chunk of the checked ``sentences``, in order (the next chunk
-        tokenized while one runs)."""
+        tokenized while one runs); ``special``: the special tokens around each sentence counted too,
+        ``max_pieces``: its pieces beyond that many dropped first."""
         layer_index = self.layer_indexes(layers)
+        tokenize = self.pieces.joined if max_pieces is None else (
+            lambda chunk: _first_pieces(*self.pieces.joined(chunk), max_pieces))
         with progress_bar(sentences, show_progress) as progress:
-            for chunk, (ids, n_pieces) in _tokenized(_chunks(sentences, self.chunk_size), self.pieces.joined,
+            for chunk, (ids, n_pieces) in _tokenized(_chunks(sentences, self.chunk_size), tokenize,
                                                      self._tokenizes_ahead(sentences)):
-                yield self._piece_means(ids, n_pieces, layer_index, _ChunkProgress(progress, len(chunk)), pooled)
+                yield self._piece_means(ids, n_pieces, layer_index, _ChunkProgress(progress, len(chunk)), pooled,
+                                        special)
 
     def _mean_shape(self, n_layers: int, pooled: Optional[_MeansPooled]) -> tuple[int, ...]:
         """The shape of one sentence's piece means: ``(layers, width)``, or ``(dim,)`` pooled."""
@@ -1277,8 +1332,10 @@ class TransformerEncoder(Encoder):
             return [torch.from_numpy(array).reshape(batch * length, -1) for array in arrays]
         if self._unpadded:
             return unpadded.forward(self.model, inputs, layer_index)
-        out = self.model(**inputs, output_hidden_states=True)
-        return [out.hidden_states[i].reshape(batch * length, -1) for i in layer_index]
+        wanted = [i % self._n_layers for i in layer_index]
+        # the layers above the last one wanted are not run (contextembed.encoders._pruning)
+        out = self._pruner.model_for(max(wanted))(**inputs, output_hidden_states=True)
+        return [out.hidden_states[i].reshape(batch * length, -1) for i in wanted]
 
     def _gather_selector(self, batch: list[_Row], flat: list[torch.Tensor], length: int, k: int,
                          pooled: Union[_Pooled, _TextPooled, None] = None) -> None:
@@ -1309,8 +1366,8 @@ class TransformerEncoder(Encoder):
             start += count
 
     def _piece_means(self, ids: np.ndarray, n_pieces: np.ndarray, layer_index: tuple[int, ...],
-                     progress: Optional["_ChunkProgress"] = None,
-                     pooled: Optional[_MeansPooled] = None) -> tuple[np.ndarray, np.ndarray]:
+                     progress: Optional["_ChunkProgress"] = None, pooled: Optional[_MeansPooled] = None,
+                     special: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """The piece means of one chunk's sentences (their pieces ``ids`` one after the other, ``n_pieces``
         of each): a sentence in one window is divided into its window's row as its batch finishes, one in
         several once all of its windows' sums are in (into the row of its first window). With ``pooled``,
@@ -1330,7 +1387,7 @@ class TransformerEncoder(Encoder):
         split_sums = np.empty((len(layer_index), int(windows.split_offsets[-1]), self.width), dtype=np.float64)
         copies = HostCopies(self.device)
         run = functools.partial(self._sum_batch, windows=windows, padded=padded, layer_index=layer_index, out=rows,
-                                split_sums=split_sums, copies=copies, pooled=pooled)
+                                split_sums=split_sums, copies=copies, pooled=pooled, special=special)
         self._run_windows(run, batches, padded, progress)
         copies.flush()  # before the split sentences' means: their first window's row is theirs
         if len(windows.split):
@@ -1338,14 +1395,16 @@ class TransformerEncoder(Encoder):
             sums = np.stack([split_sums[:, begin:end].sum(axis=1)
                              for begin, end in zip(windows.split_offsets[:-1], windows.split_offsets[1:])], axis=1)
             # (split sentences, layers, width) float32
-            means = np.divide(sums.transpose(1, 0, 2), n_pieces[windows.split][:, None, None], dtype=np.float64).astype(np.float32)
+            n_special = len(self.pieces.prefix) + len(self.pieces.suffix) if special else 0
+            counted = n_pieces[windows.split] + n_special
+            means = np.divide(sums.transpose(1, 0, 2), counted[:, None, None], dtype=np.float64).astype(np.float32)
             rows[windows.row[windows.split]] = means if pooled is None else pooled.on_host(means.transpose(1, 0, 2))
         return rows, windows.row
 
     @torch.inference_mode()
     def _sum_batch(self, rows: slice, windows: _ChunkWindows, padded: np.ndarray, layer_index: tuple[int, ...],
                    out: np.ndarray, split_sums: np.ndarray, copies: HostCopies,
-                   pooled: Optional[_MeansPooled] = None) -> None:
+                   pooled: Optional[_MeansPooled] = None, special: bool = False) -> None:
         """Run windows ``rows`` (one batch) and sum the pieces each owns: each window's sums divided by
         its pieces into its rows of ``out`` ``(windows, layers, width)`` (a sentence's mean where the
         window holds all of it; with ``pooled``, its layers combined into ``(windows, dim)``), those of
@@ -1363,12 +1422,19 @@ class TransformerEncoder(Encoder):
         # each (batch * seq, width)
         flat = self._forward(inputs, layer_index)
         starts = np.arange(len(ids)) * length + len(self.pieces.prefix) + windows.own[rows]
+        counts = windows.count[rows]
         n_pieces = np.maximum(windows.length[rows], 1).astype(np.float64)
+        if special:  # the sentence's own special tokens too: those starting its first window, ending its last
+            prefix, suffix = len(self.pieces.prefix), len(self.pieces.suffix)
+            leads, ends = windows.leads[rows], windows.ends[rows]
+            starts = starts - prefix * leads
+            counts = counts + prefix * leads + suffix * ends
+            n_pieces = np.maximum(windows.length[rows] + prefix + suffix, 1).astype(np.float64)
         slot = windows.slot[rows]
         split = np.flatnonzero(slot >= 0)
         if self._sums_on_host(flat):
             # (layers, batch, width) float64, laid out as (batch, layers, width)
-            sums = _segment_sums([layer.numpy() for layer in flat], starts, windows.count[rows])
+            sums = _segment_sums([layer.numpy() for layer in flat], starts, counts)
             if pooled is None:
                 np.divide(sums.transpose(1, 0, 2), n_pieces[:, None, None], out=out[rows], casting="same_kind")
             else:
@@ -1380,7 +1446,7 @@ class TransformerEncoder(Encoder):
                 split_sums[:, slot[split]] = sums[:, split]
             return
         # (layers, batch, width) float64 on the device
-        sums = self._device_window_sums(flat, starts, windows.count[rows])
+        sums = self._device_window_sums(flat, starts, counts)
         means = (sums / torch.from_numpy(n_pieces).to(sums.device)[:, None]).to(torch.float32).transpose(0, 1)
         copies.put(means if pooled is None else pooled.on_device(means), functools.partial(_fill_means, out, rows))
         if len(split):
@@ -1595,6 +1661,14 @@ def _selector_columns(out: np.ndarray, k: int, selectors: int, width: int) -> np
     if selectors == 1:
         return out
     return out.reshape(len(out), -1, selectors, width)[:, :, k]
+
+
+def _first_pieces(ids: np.ndarray, n_pieces: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray]:
+    """The sentences' pieces (``ids``, ``n_pieces`` of each, one sentence after the other) with each
+    sentence's pieces beyond its first ``limit`` dropped."""
+    kept = np.minimum(n_pieces, limit)
+    starts = np.cumsum(n_pieces) - n_pieces
+    return ids[ragged_arange(starts, kept)], kept
 
 
 def _fill_means(out: np.ndarray, rows: slice, means: np.ndarray) -> None:

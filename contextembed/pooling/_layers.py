@@ -150,9 +150,10 @@ def check_fixed_combine(combine: str, name: str = "combine") -> str:
     return combine
 
 
-def check_output_dtype(dtype: str) -> str:
-    """Return ``dtype`` if it is an :data:`OutputDtype`, else raise ``ValueError`` listing them."""
-    return check_choice("dtype", dtype, OutputDtype)
+def check_output_dtype(dtype: str, name: str = "dtype") -> str:
+    """Return ``dtype`` if it is an :data:`OutputDtype`, else raise ``ValueError`` naming ``name``
+    and listing them."""
+    return check_choice(name, dtype, OutputDtype)
 
 
 def as_output_dtype(rows: np.ndarray, dtype: str, where: Callable[[int], str], fix: str) -> np.ndarray:

@@ -28,7 +28,8 @@ from ..pooling._layers import as_output_dtype, check_output_dtype
 from .._streams import intra_op_threads
 from ._embedded import pack_encoder, unpack_encoder
 from ._checks import check_targets, class_labels
-from ._encoding import UNITS, EncoderRef, Kind, disk_cache, encode_all, get_encoder, resolved
+from .. import _store
+from ._encoding import UNITS, EncoderRef, Kind, LayerRows, check_cache, encode_stored, get_encoder, resolved
 from ._probe import MixResult, ProbeSettings, learn_mix
 from ._progress import EncodingProgress
 
@@ -60,6 +61,7 @@ class LayerFeaturesBase(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         check_combine(self.combine)
         check_subword_pooling(self.subword_pooling)
         check_output_dtype(self.dtype)
+        self.cache_dtype_ = check_output_dtype(self.cache_dtype, "cache_dtype")
         if not isinstance(self.encoder, (str, os.PathLike)):
             raise TypeError(
                 f"encoder must be a name or a path (str), got {type(self.encoder).__name__}; pass e.g. "
@@ -70,7 +72,7 @@ class LayerFeaturesBase(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         check_flag("show_progress", self.show_progress)
         check_flag("embed_weights", self.embed_weights)
         check_n_jobs(self.n_jobs)
-        disk_cache(self.cache)  # validates the option
+        check_cache(self.cache)
         for name in self.FITTED_OPTIONS:
             setattr(self, name + "_", getattr(self, name))
         self.__dict__.pop("n_mix_epochs_", None)  # set again only if this fit learns the mix
@@ -106,9 +108,11 @@ class LayerFeaturesBase(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
             return None
         return np.unique(class_labels(y, n_items, unit), return_inverse=True)[1]
 
-    def _learn_mix(self, hidden: np.ndarray, labels: np.ndarray, groups: np.ndarray, **context) -> Optional[MixResult]:
-        """Train the scalar mix on ``hidden (layers, rows, width)`` for ``labels``; no-op otherwise."""
-        if self.pooling_.mix is None or hidden.shape[0] == 1:
+    def _learn_mix(self, hidden, labels: np.ndarray, groups: np.ndarray, **context) -> Optional[MixResult]:
+        """Train the scalar mix on ``hidden`` (:class:`LayerRows`, or an array ``(layers, rows,
+        width)``) for ``labels``; no-op otherwise."""
+        hidden = hidden if isinstance(hidden, LayerRows) else LayerRows(hidden)
+        if self.pooling_.mix is None or hidden.n_layers == 1:
             return None  # one layer: nothing to weigh (gamma only rescales what a classifier sees)
         settings = ProbeSettings(
             max_epochs=self.max_epochs,
@@ -148,20 +152,24 @@ class LayerFeaturesBase(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
 
     # -- encoding and pooling -----------------------------------------------------------------
 
-    def _encodings(self, sentences: Sequence, kind: Kind = "sentence", progress: Optional[EncodingProgress] = None,
-                   options: tuple = ()) -> list:
-        """Every sentence's cached encoding: pieces (:class:`PieceEncoding`), ``kind="piece_mean"``
-        its ``(layers, width)`` piece means, ``kind="text_layers"`` (``"pair_layers"``) a text's (a
-        pair's) per-layer vectors pooled by ``options`` (``(subword_pooling, text_pooling)``).
+    def _stored(self, items: Sequence, kind: Kind = "sentence", progress: Optional[EncodingProgress] = None,
+                options: tuple = ()) -> _store.StoredRows:
+        """Every item's rows in the feature store, with the leading layers up to the last one the
+        features use (the layers above it are never run): a sentence's words pooled by
+        ``options`` (``(subword_pooling,)``), ``kind="piece_mean"`` a text's piece means,
+        ``kind="text_layers"`` (``"pair_layers"``) a text's (a pair's sides') vectors pooled by
+        ``options`` (``(subword_pooling, text_pooling)``).
 
         ``progress``: the bar of a call that encodes in several blocks (:meth:`_progress`); by
         default this call draws its own (when ``show_progress``).
         """
         if progress is None:
             with self._progress(kind) as progress:
-                return self._encodings(sentences, kind, progress, options)
-        return encode_all(self.encoder_ref_, sentences, cache=self.cache, n_jobs=check_n_jobs(self.n_jobs), kind=kind,
-                          progress=progress, options=options)
+                return self._stored(items, kind, progress, options)
+        dtype = getattr(self, "cache_dtype_", "float32")  # an estimator pickled before it existed: float32
+        return encode_stored(self.encoder_ref_, items, layers=max(self.layer_indexes_) + 1, cache=self.cache,
+                             n_jobs=check_n_jobs(self.n_jobs), kind=kind, dtype=dtype, progress=progress,
+                             options=options)
 
     def _progress(self, kind: Kind = "sentence") -> EncodingProgress:
         """The encoding bar of one call (drawn when ``show_progress``)."""
@@ -172,13 +180,24 @@ class LayerFeaturesBase(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
 
     def _combine(self, hidden: np.ndarray) -> np.ndarray:
         """``(layers, rows, width)`` selected layers -> ``(rows, n_features)`` float32, finite."""
-        pieces = []
-        for begin in range(0, hidden.shape[1], POOL_ROWS):
+        return self._combine_rows(LayerRows(hidden))
+
+    def _combine_rows(self, rows: LayerRows) -> np.ndarray:
+        """Selected layers of every row, read :data:`POOL_ROWS` at a time -> ``(rows, n_features)``
+        float32, finite (the output's memory reserved first: :func:`contextembed._store.reserve`)."""
+        out = self._reserved((rows.n_rows, self.pooling_.output_width(rows.width)), "the features")
+        for begin in range(0, rows.n_rows, POOL_ROWS):
+            end = min(begin + POOL_ROWS, rows.n_rows)
             with torch.no_grad():
-                block = torch.from_numpy(np.ascontiguousarray(hidden[:, begin : begin + POOL_ROWS]))
-                pieces.append(self.pooling_(block).numpy())
-        out = pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
-        return _check_finite(out.astype(np.float32, copy=False), self.encoder_ref_)
+                out[begin:end] = self.pooling_(rows.take(np.arange(begin, end))).numpy()
+        return _check_finite(out, self.encoder_ref_)
+
+    def _reserved(self, shape: tuple, what: str) -> np.ndarray:
+        """An empty float32 array of ``shape``, once the memory budget has room for it."""
+        _store.reserve(int(np.prod(shape, dtype=np.int64)) * 4, f"{type(self).__name__}: {what} "
+                       f"({' x '.join(f'{n:,}' for n in shape)} float32)", "ask for fewer items at a time, fewer "
+                       "layers, or layers combined (not 'concat')")
+        return np.empty(shape, dtype=np.float32)
 
     def _empty(self) -> np.ndarray:
         return self._output(np.zeros((0, self._n_features_out), dtype=np.float32))
@@ -228,6 +247,7 @@ class LayerFeaturesBase(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         state = dict(state)
         state.setdefault("backend", "torch")  # pickled before backend= existed: the torch path
         state.setdefault("dtype", "float32")  # pickled before dtype= existed: float32 features
+        state.setdefault("cache_dtype", "float32")  # pickled before the feature store: float32 rows
         if "encoder_ref_" in state:
             state.setdefault("backend_", "torch")
             for name in self.FITTED_OPTIONS:  # fitted before they were recorded: the parameters then

@@ -1,28 +1,26 @@
-"""Encode once, pool many times: a process-wide encoder registry and an encoding cache.
+"""Encode once, pool many times: a process-wide encoder registry, and encoding into the feature store.
 
-Every estimator in :mod:`contextembed.sklearn` asks this module for encodings with all layers
-(:data:`KINDS`): word-level estimators for *piece-level encodings* (:class:`~contextembed.PieceEncoding`),
-text and pair estimators for each text's per-layer vector pooled where the encoder ran (keyed by its
-pooling options too). Layer choices (``layers``, ``combine``) are applied afterwards, so a grid
-search over them runs the encoder once per distinct sentence.
+Every estimator in :mod:`contextembed.sklearn` asks this module for the rows it needs with the
+leading layers its features use (:data:`KINDS`): word-level estimators for each word's layers once
+its subword pooling is fixed, text and pair estimators for each text's (pair side's) per-layer
+vector pooled where the encoder ran. They are kept in the feature store (:mod:`contextembed._store`),
+at that unit, within the memory budget and beyond it on disk; layer choices (``layers``,
+``combine``) are applied afterwards, so a grid search over them runs the encoder once per distinct
+sentence, and a fit reads its rows a batch at a time.
 
 - :func:`get_encoder` keeps one loaded encoder per ``(spec, device, precision, options)`` in the
   process, so clones made by ``GridSearchCV`` never reload the model.
-- :data:`MEMORY_CACHE` is an LRU cache bounded by bytes (``CONTEXTEMBED_CACHE_BYTES``, default
-  1 GiB, read and checked at the cache's first use by :func:`contextembed.settings.byte_size`:
-  ``0``, ``536870912``, ``512MB``, ``1GiB``; change it with :func:`set_cache_size`), keyed by a
-  hash of the encoder's identity and the token list (with document context, also the context
-  size and the neighbours' words: :func:`context_key`).
-- ``cache=`` a directory or a :class:`joblib.Memory` adds an on-disk cache shared across processes
-  and sessions. In a directory it is the subdirectory :data:`DISK_CACHE_DIR`, and nothing else of
-  the directory is written (joblib 1.5+ writes a ``.gitignore`` of ``*`` beside its store, which
-  would hide every untracked file of a directory it was given from git).
-- ``n_jobs`` splits the sentences that still need encoding into fixed blocks run by joblib workers
+- ``cache=`` names the store (:func:`store_for`): the process-wide one (``"memory"``, whose
+  session directory the job's processes share), a directory's (kept across sessions, in its
+  subdirectory :data:`DISK_CACHE_DIR` and nothing else of the directory), or none (``None``: a
+  call's rows are its own). An item is keyed by a hash of the encoder's identity and its token
+  list (with document context, also the context size and the neighbours' words: :func:`context_key`).
+- ``n_jobs`` splits the items that still need encoding into fixed blocks run by joblib workers
   (any joblib backend, dask and ray included); the blocks do not depend on ``n_jobs``, so the
   results are identical to ``n_jobs=1``.
 
 Logged to ``contextembed.sklearn._encoding``: at INFO what each loaded encoder runs on (device,
-precision, batch size: what ``"auto"`` chose), at DEBUG the cache hits and misses of every call.
+precision, batch size: what ``"auto"`` chose), at DEBUG how many items of every call were stored.
 """
 
 from __future__ import annotations
@@ -30,23 +28,22 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import logging
-import numbers
 import os
 import threading
-from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Literal, Optional, Union
 
 import numpy as np
+import torch
 
+from .. import _store
 from .._documents import InContext
-from ..encoders._base import Encoder, PieceEncoding, ShowProgress
+from ..encoders._base import Encoder, ShowProgress
 from ..encoders._identity import ModelIdentity, fingerprint, identify, locate
 from ..encoders._loading import load_encoder
 from ..pooling._layers import LayerPooling
-from ..settings import MAX_BYTES, byte_size, parse_byte_size
+from ..pooling._subword import subword_output_width
 from ._progress import SILENT, EncodingProgress
 
 logger = logging.getLogger(__name__)
@@ -58,10 +55,6 @@ BLOCK_SIZE = 512
 #: core busy to the end of the block. One block size whatever ``n_jobs``, so the batches, and so the
 #: bits, are the same in a worker and in the caller.
 POOLED_BLOCK_SIZE = 4096
-#: environment variable that bounds :data:`MEMORY_CACHE` (a byte size, :mod:`contextembed.settings`)
-CACHE_BYTES_ENV = "CONTEXTEMBED_CACHE_BYTES"
-#: the bound of :data:`MEMORY_CACHE` when neither the variable nor :func:`set_cache_size` sets it
-DEFAULT_CACHE_BYTES = 1 << 30
 
 
 @dataclass(frozen=True)
@@ -185,220 +178,76 @@ def clear_encoders() -> None:
         _ENCODERS.clear()
 
 
-# -- the in-memory cache ----------------------------------------------------------------------
-
-
-class EncodingCache:
-    """A thread-safe LRU mapping of sentence keys to :class:`PieceEncoding`, bounded by bytes.
-
-    Parameters
-    ----------
-    max_bytes : int or str, optional
-        Upper bound on the summed ``nbytes`` of the stored arrays (a byte size such as ``"512MB"``
-        too), which is the memory they keep: :func:`encode_all` stores arrays that own their memory
-        (:func:`own_memory`), not views of an encoder's chunk; ``0`` disables the cache. ``None``:
-        ``CONTEXTEMBED_CACHE_BYTES``, read when the bound is first needed (an invalid value fails
-        there, naming the variable), else 1 GiB.
-    """
-
-    def __init__(self, max_bytes: Union[int, str, None] = None) -> None:
-        self._max_bytes = None if max_bytes is None else check_cache_size(max_bytes)
-        self._items: OrderedDict[str, PieceEncoding] = OrderedDict()
-        self._sizes: dict[str, int] = {}
-        self.nbytes = 0
-        self._lock = threading.Lock()
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    @property
-    def max_bytes(self) -> int:
-        """The bound in bytes (``CONTEXTEMBED_CACHE_BYTES`` is read here, the first time)."""
-        if self._max_bytes is None:
-            self._max_bytes = byte_size(CACHE_BYTES_ENV, DEFAULT_CACHE_BYTES)
-        return self._max_bytes
-
-    @max_bytes.setter
-    def max_bytes(self, value: Union[int, str]) -> None:
-        self._max_bytes = check_cache_size(value)
-
-    def get(self, key: str) -> Optional[PieceEncoding]:
-        with self._lock:
-            item = self._items.get(key)
-            if item is not None:
-                self._items.move_to_end(key)
-            return item
-
-    def put(self, key: str, encoding: PieceEncoding) -> None:
-        size = _nbytes(encoding)
-        if size > self.max_bytes:
-            return
-        with self._lock:
-            if key in self._items:
-                self._items.move_to_end(key)
-                return
-            self._items[key] = encoding
-            self._sizes[key] = size
-            self.nbytes += size
-            while self.nbytes > self.max_bytes:
-                old, _ = self._items.popitem(last=False)
-                self.nbytes -= self._sizes.pop(old)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._items.clear()
-            self._sizes.clear()
-            self.nbytes = 0
-
-
-def _nbytes(encoding) -> int:
-    return sum(array.nbytes for array in _arrays(encoding))
-
-
-def _arrays(encoding) -> list[np.ndarray]:
-    """The arrays of an encoding: itself (a text's or pair's pooled layers) or a
-    :class:`PieceEncoding`'s."""
-    if isinstance(encoding, np.ndarray):
-        return [encoding]
-    return [array for array in (encoding.hidden, encoding.word_offsets, encoding.cls, encoding.ids) if array is not None]
-
-
-def own_memory(encoding):
-    """``encoding`` with each array that is a view of a larger one (a chunk's rows, a batch's
-    pieces) copied, so that it keeps alive only the bytes it holds: what the memory cache counts
-    against its bound is then what it keeps. Arrays that own their memory are not copied."""
-    if isinstance(encoding, np.ndarray):
-        return _owned(encoding)
-    return dataclasses.replace(encoding, **{
-        field: _owned(array) for field in ("hidden", "word_offsets", "cls", "ids")
-        if (array := getattr(encoding, field)) is not None})
-
-
-def _owned(array: np.ndarray) -> np.ndarray:
-    return array.copy() if _held_bytes(array) > array.nbytes else array
-
-
-def _held_bytes(array: np.ndarray) -> int:
-    """The bytes ``array`` keeps alive: those of the array, torch tensor storage or buffer it is a
-    view of (its own when it owns its memory)."""
-    base = array
-    while isinstance(base, np.ndarray) and base.base is not None:
-        base = base.base
-    if isinstance(base, np.ndarray):
-        return base.nbytes
-    storage = getattr(base, "untyped_storage", None)  # a torch tensor's .numpy()
-    if storage is not None:
-        return storage().nbytes()
-    try:
-        return memoryview(base).nbytes
-    except (TypeError, ValueError):  # a buffer of unknown size: assume it holds more
-        return array.nbytes + 1
-
-
-MEMORY_CACHE = EncodingCache()
+# -- where features are kept ------------------------------------------------------------------
 
 
 def set_cache_size(max_bytes: Union[int, str]) -> None:
-    """Bound the process-wide in-memory encoding cache to ``max_bytes`` (``0`` turns it off); this
-    replaces ``CONTEXTEMBED_CACHE_BYTES``.
+    """Deprecated: the feature store is bounded by the memory budget,
+    :func:`contextembed.set_memory_budget` (``CONTEXTEMBED_MEMORY_BUDGET``), which this calls."""
+    import warnings
 
-    Parameters
-    ----------
-    max_bytes : int or str
-        Bytes, from 0 to 1 PiB: a whole number, or a byte size such as ``"512MB"`` or ``"1GiB"``
-        (the spellings of :mod:`contextembed.settings`).
-
-    Raises
-    ------
-    TypeError, ValueError
-        For anything else (a fraction, NaN, a negative number), naming the value.
-    """
-    MEMORY_CACHE.max_bytes = max_bytes
-    if MEMORY_CACHE.nbytes > MEMORY_CACHE.max_bytes:
-        MEMORY_CACHE.clear()
-
-
-def check_cache_size(max_bytes: Union[int, str]) -> int:
-    """``max_bytes`` as a number of bytes from 0 to 1 PiB (see :func:`set_cache_size`)."""
-    if isinstance(max_bytes, str):
-        return parse_byte_size("max_bytes", max_bytes)
-    if not isinstance(max_bytes, numbers.Integral) or isinstance(max_bytes, bool):
-        raise TypeError(
-            f"max_bytes={max_bytes!r} ({type(max_bytes).__name__}): expected a whole number of bytes or a "
-            "byte size such as '512MB'"
-        )
-    if not 0 <= max_bytes <= MAX_BYTES:
-        raise ValueError(f"max_bytes={max_bytes}: expected 0 (no cache) to {MAX_BYTES:,} bytes (1 PiB)")
-    return int(max_bytes)
+    warnings.warn("set_cache_size is deprecated: the feature store and every feature array contextembed builds are "
+                  "bounded by one memory budget; call contextembed.set_memory_budget instead", FutureWarning,
+                  stacklevel=2)
+    _store.set_memory_budget(max_bytes)
 
 
 def clear_cache() -> None:
-    """Empty the in-memory encoding cache."""
-    MEMORY_CACHE.clear()
-
-
-# -- the on-disk cache ------------------------------------------------------------------------
-
-
-def _stored(key: str, encoding: Optional[PieceEncoding] = None) -> Optional[PieceEncoding]:
-    """Identity function that joblib.Memory memoises on ``key`` alone (``encoding`` is ignored)."""
-    return encoding
-
-
-class DiskCache:
-    """Per-sentence encodings in a :class:`joblib.Memory` store."""
-
-    def __init__(self, memory) -> None:
-        self.memory = memory
-        self._func = memory.cache(_stored, ignore=["encoding"])
-
-    def get(self, key: str) -> Optional[PieceEncoding]:
-        if not self._func.check_call_in_cache(key):
-            return None
-        return self._func(key)
-
-    def put(self, key: str, encoding: PieceEncoding) -> None:
-        self._func(key, encoding)
+    """Forget every feature the process-wide stores hold (the one reset of contextembed's caches:
+    the estimators', the spaCy component's; a ``cache=`` directory's files stay)."""
+    _store.clear()
 
 
 CacheOption = Union[str, os.PathLike, bool, None, object]
-#: the subdirectory of a ``cache=`` directory that holds the on-disk cache (joblib's store and the
-#: ``.gitignore`` joblib writes, which so hides this subdirectory alone from git)
-DISK_CACHE_DIR = "contextembed-cache"
+#: the subdirectory of a ``cache=`` directory that holds its tables
+DISK_CACHE_DIR = _store.PERSISTENT_DIR
 
 
-def disk_cache(cache: CacheOption) -> Optional[DiskCache]:
-    """Turn an estimator's ``cache=`` value into a :class:`DiskCache` (or ``None``).
+def store_for(cache: CacheOption) -> Optional[_store.FeatureStore]:
+    """The feature store an estimator's ``cache=`` value names.
 
-    ``"memory"``/``True``: in-memory only; ``None``/``False``: no caching at all; a directory: a
-    :class:`joblib.Memory` in its subdirectory :data:`DISK_CACHE_DIR` (created); a
-    :class:`joblib.Memory`: that store (one with no location caches nothing on disk). ``""`` names
-    no directory: a ``ValueError`` (joblib would make ``./joblib``).
+    ``"memory"``/``True``: the process-wide store (its session directory shared by the job's
+    processes); ``None``/``False``: ``None``, each call keeps its rows to itself
+    (:func:`contextembed._store.private_store`); a directory: its ``contextembed-cache``
+    subdirectory, kept across sessions; a :class:`joblib.Memory`: its location, as a directory (one
+    with no location: the process-wide store). ``""`` names no directory: a ``ValueError``.
     """
     from joblib import Memory
 
-    if cache is None or isinstance(cache, bool) or (isinstance(cache, str) and cache == "memory"):
+    if cache is None or cache is False:
         return None
+    if cache is True or (isinstance(cache, str) and cache == "memory"):
+        return _store.session_store()
     if isinstance(cache, str) and not cache:
         raise ValueError("cache='' names no directory; pass a directory for an on-disk cache (e.g. cache='.cache'), "
                          "'memory' for the in-memory one, or None for none")
     if isinstance(cache, (str, os.PathLike)):
-        # a Path is joblib's location as it is (a str would gain a "joblib" subdirectory, and joblib
-        # writes its .gitignore one level up from that: into the user's directory)
-        return DiskCache(Memory(Path(cache) / DISK_CACHE_DIR, verbose=0))
+        return _store.persistent_store(cache)
     if isinstance(cache, Memory):
-        return DiskCache(cache) if cache.location is not None else None
+        return _store.persistent_store(cache.location) if cache.location is not None else _store.session_store()
     raise ValueError(
         f"cache={cache!r} is not understood; expected 'memory', None/False (no cache), a directory "
         "path or a joblib.Memory"
     )
 
 
+def check_cache(cache: CacheOption) -> None:
+    """Validate an estimator's ``cache=`` without making anything (see :func:`store_for`)."""
+    from joblib import Memory
+
+    if cache is None or isinstance(cache, bool) or isinstance(cache, Memory):
+        return
+    if isinstance(cache, str) and not cache:
+        store_for(cache)
+    if not isinstance(cache, (str, os.PathLike)):
+        store_for(cache)
+
+
 def uses_memory(cache: CacheOption) -> bool:
     return not (cache is None or cache is False)
 
 
-# -- encoding with the caches -----------------------------------------------------------------
+# -- encoding into the store ------------------------------------------------------------------
 
 
 def sentence_key(encoder_key: str, tokens: Sequence[str]) -> str:
@@ -454,48 +303,84 @@ def pair_layers_key(encoder_key: str, pair: tuple[Sequence[str], Sequence[str]],
     return pair_key(encoder_key + _pooling_suffix(subword_pooling, text_pooling), pair)
 
 
+def input_mean_key(encoder_key: str, tokens: Sequence[str], limit: str) -> str:
+    """Hash naming a text's means over its whole model input (``limit``: its pieces kept, ``""``
+    for every piece in windows; never equal to another kind's key)."""
+    return sentence_key(encoder_key + "\x1einput_mean\x1e" + limit, tokens)
+
+
 def _pooling_suffix(subword_pooling: str, text_pooling: str) -> str:
     return f"\x1epooled\x1e{'-' if text_pooling == 'cls' else subword_pooling}\x1e{text_pooling}"
 
 
-def _encode_sentences(encoder: Encoder, sentences: list, progress: ShowProgress = False) -> Iterator[PieceEncoding]:
-    return encoder.iter_encode_pieces(sentences, layers="all", show_progress=progress)
+def _encode_words(encoder: Encoder, sentences: list, layers: int, dtype: str, progress: ShowProgress = False,
+                  subword_pooling: str = "first", in_context: bool = False) -> Iterator[np.ndarray]:
+    """Each sentence's words, its ``layers`` leading layers side by side: ``(words, layers, width)``."""
+    pooling = LayerPooling(encoder.n_layers, list(range(layers)), "concat")
+    width = subword_output_width(encoder.width, subword_pooling)
+    rows = encoder.iter_encode_pooled(sentences, pooling, subword_pooling, in_context=in_context, dtype=dtype,
+                                      show_progress=progress)
+    return (words.reshape(len(words), layers, width) for words in rows)
 
 
-def _encode_in_context(encoder: Encoder, items: list, progress: ShowProgress = False) -> Iterator[PieceEncoding]:
-    return encoder.iter_encode_pieces_in_context(items, layers="all", show_progress=progress)
+def _encode_in_context(encoder: Encoder, items: list, layers: int, dtype: str, progress: ShowProgress = False,
+                       subword_pooling: str = "first") -> Iterator[np.ndarray]:
+    return _encode_words(encoder, items, layers, dtype, progress, subword_pooling, in_context=True)
 
 
-def _encode_text_layers(encoder: Encoder, sentences: list, progress: ShowProgress = False, subword_pooling: str = "mean",
-                        text_pooling: str = "mean") -> Iterator[np.ndarray]:
-    return encoder.iter_encode_text_layers(sentences, "all", subword_pooling, text_pooling, show_progress=progress)
+def _encode_text_layers(encoder: Encoder, sentences: list, layers: int, dtype: str, progress: ShowProgress = False,
+                        subword_pooling: str = "mean", text_pooling: str = "mean") -> Iterator[np.ndarray]:
+    texts = encoder.iter_encode_text_layers(sentences, list(range(layers)), subword_pooling, text_pooling,
+                                            show_progress=progress)
+    return (text[None] for text in texts)
 
 
-def _encode_pair_layers(encoder: Encoder, pairs: list, progress: ShowProgress = False, subword_pooling: str = "first",
-                        text_pooling: str = "mean") -> Iterator[np.ndarray]:
-    return encoder.iter_encode_pair_layers(pairs, "all", subword_pooling, text_pooling, show_progress=progress)
+def _encode_pair_layers(encoder: Encoder, pairs: list, layers: int, dtype: str, progress: ShowProgress = False,
+                        subword_pooling: str = "first", text_pooling: str = "mean") -> Iterator[np.ndarray]:
+    return encoder.iter_encode_pair_layers(pairs, list(range(layers)), subword_pooling, text_pooling,
+                                           show_progress=progress)
 
 
-def _encode_piece_means(encoder: Encoder, sentences: list, progress: ShowProgress = False) -> Iterator[np.ndarray]:
-    return encoder.iter_encode_piece_means(sentences, layers="all", show_progress=progress)
+def _encode_piece_means(encoder: Encoder, sentences: list, layers: int, dtype: str,
+                        progress: ShowProgress = False) -> Iterator[np.ndarray]:
+    means = encoder.iter_encode_piece_means(sentences, layers=list(range(layers)), show_progress=progress)
+    return (mean[None] for mean in means)
 
 
-#: what can be encoded and cached: how to key one item, and how to encode a block of them (one
-#: result per item, in order); ``text_layers`` and ``pair_layers`` take the pooling options
-#: ``(subword_pooling, text_pooling)`` after the item (key) and after the progress (encoding)
-KINDS = {"sentence": (sentence_key, _encode_sentences), "piece_mean": (piece_mean_key, _encode_piece_means),
+def _encode_input_means(encoder: Encoder, sentences: list, layers: int, dtype: str, progress: ShowProgress = False,
+                        limit: str = "") -> Iterator[np.ndarray]:
+    means = encoder.iter_encode_input_means(sentences, layers=list(range(layers)),
+                                            max_pieces=int(limit) if limit else None, show_progress=progress)
+    return (mean[None] for mean in means)
+
+
+#: what can be encoded and kept: how to key one item, and how to encode a block of them (one
+#: ``(rows, layers, width)`` array per item, in order); ``text_layers`` and ``pair_layers`` take the
+#: pooling options ``(subword_pooling, text_pooling)`` after the item (key) and after the progress
+#: (encoding), ``sentence`` and ``in_context`` their subword pooling after the progress
+KINDS = {"sentence": (sentence_key, _encode_words), "piece_mean": (piece_mean_key, _encode_piece_means),
          "in_context": (context_key, _encode_in_context), "text_layers": (text_layers_key, _encode_text_layers),
-         "pair_layers": (pair_layers_key, _encode_pair_layers)}
-Kind = Literal["sentence", "piece_mean", "in_context", "text_layers", "pair_layers"]
-#: the kinds pooled where the encoder ran: a small ``(layers, width)`` result per item
-POOLED_KINDS = ("piece_mean", "text_layers", "pair_layers")
+         "pair_layers": (pair_layers_key, _encode_pair_layers), "input_mean": (input_mean_key, _encode_input_means)}
+Kind = Literal["sentence", "piece_mean", "in_context", "text_layers", "pair_layers", "input_mean"]
+#: the kinds pooled to a text or pair: a small ``(layers, width)`` result per item
+POOLED_KINDS = ("piece_mean", "text_layers", "pair_layers", "input_mean")
 #: what a progress bar counts for each kind
-UNITS = {"sentence": "sent", "piece_mean": "text", "in_context": "sent", "text_layers": "text", "pair_layers": "pair"}
+UNITS = {"sentence": "sent", "piece_mean": "text", "in_context": "sent", "text_layers": "text", "pair_layers": "pair",
+         "input_mean": "text"}
 
 
-def _encode_block(ref: EncoderRef, items: list, kind: Kind = "sentence", threads: Optional[int] = None,
-                  speedups: Optional[dict] = None, progress: EncodingProgress = SILENT, options: tuple = ()) -> list:
-    """One joblib task: encode a block of sentences (or pairs) with every layer.
+def row_width(encoder: Encoder, kind: Kind, options: tuple) -> int:
+    """Width of one layer's vector in a row of ``kind``: the subword pooling's (``"first_last"``
+    doubles it), the encoder's for piece means and a pair's first piece (``"cls"``)."""
+    if kind in ("piece_mean", "input_mean") or (kind == "pair_layers" and options[1] == "cls"):
+        return encoder.width
+    return subword_output_width(encoder.width, options[0])
+
+
+def _encode_block(ref: EncoderRef, items: list, kind: Kind = "sentence", layers: int = 1, dtype: str = "float32",
+                  threads: Optional[int] = None, speedups: Optional[dict] = None, progress: EncodingProgress = SILENT,
+                  options: tuple = ()) -> tuple[np.ndarray, np.ndarray]:
+    """One joblib task: encode a block of items with their ``layers`` leading layers.
 
     ``threads`` pins torch's intra-op threads to the caller's count: CPU kernels may split their
     reductions differently with another count, and results must not depend on the worker.
@@ -504,93 +389,102 @@ def _encode_block(ref: EncoderRef, items: list, kind: Kind = "sentence", threads
     the encoder's forward passes finish (in the caller's process only: a worker gets none), so that
     its bar moves and measures a rate long before the block is done. ``options``: the pooling options
     of ``kind`` (:data:`KINDS`).
+
+    Returns
+    -------
+    rows : np.ndarray
+        ``(rows, layers, width)`` in ``dtype``, the items' rows one after the other.
+    counts : np.ndarray
+        ``(items,)`` int64 rows of each item.
     """
     from .._devices import adopt_speedups
     from .._streams import intra_op_threads
 
     adopt_speedups(speedups or {})
     with intra_op_threads(threads):
-        return list(KINDS[kind][1](get_encoder(ref), items, progress if progress.show else False, *options))
+        encoder = get_encoder(ref)
+        arrays = list(KINDS[kind][1](encoder, items, layers, dtype, progress if progress.show else False, *options))
+    counts = np.array([len(array) for array in arrays], dtype=np.int64)
+    width = row_width(encoder, kind, options)
+    rows = np.concatenate(arrays) if arrays else np.zeros((0, layers, width), dtype=dtype)
+    return rows.astype(dtype, copy=False), counts
 
 
-def encode_all(
+def encode_stored(
     ref: EncoderRef,
-    sentences: Sequence,
+    items: Sequence,
     *,
+    layers: int,
     cache: CacheOption = "memory",
     n_jobs: Optional[int] = None,
     kind: Kind = "sentence",
+    dtype: str = "float32",
     progress: EncodingProgress = SILENT,
     options: tuple = (),
-) -> list:
-    """Piece-level encodings with all layers for every sentence (or pair), in input order.
+) -> _store.StoredRows:
+    """The rows of every item (a sentence, a sentence in context, a text, a pair) with its ``layers``
+    leading layers, kept in the feature store ``cache`` names (:func:`store_for`), in input order.
 
-    Items found in the caches are not encoded again; the rest (deduplicated) are encoded in blocks
-    of :data:`BLOCK_SIZE` (:data:`POOLED_BLOCK_SIZE` for :data:`POOLED_KINDS`), in parallel when
-    ``n_jobs`` asks for it, and counted on ``progress``.
+    Items the store holds already are not encoded again; the rest (deduplicated) are encoded in
+    blocks of :data:`BLOCK_SIZE` (:data:`POOLED_BLOCK_SIZE` for :data:`POOLED_KINDS`), in parallel
+    when ``n_jobs`` asks for it, counted on ``progress``, and each block is stored as it comes.
 
-    ``options``: ``(subword_pooling, text_pooling)`` for ``kind="text_layers"`` and ``"pair_layers"``.
+    Parameters
+    ----------
+    options : tuple
+        ``(subword_pooling,)`` for ``kind="sentence"`` and ``"in_context"``; ``(subword_pooling,
+        text_pooling)`` for ``"text_layers"`` and ``"pair_layers"``; ``()`` for ``"piece_mean"``.
+    dtype : {"float32", "float16"}
+        What the rows are kept in (float16: half the memory and disk; a value beyond its range is a
+        ``ValueError`` naming the sentence and word).
 
     Returns
     -------
-    list of PieceEncoding; of ``(layers, width)`` piece means for ``kind="piece_mean"`` and
-    ``(layers, width')`` pooled text vectors for ``kind="text_layers"`` (from the sentence's cached
-    pieces where those are cached); of ``(2, layers, width')`` side vectors (``(1, layers, width)``
-    first pieces for ``"cls"``) for ``kind="pair_layers"``
+    StoredRows
+        Per item: a sentence's ``(words, layers, width)`` rows, a text's one ``(1, layers, width)``
+        row, a pair's two sides (one row, its first piece, for ``"cls"``).
     """
-    disk = disk_cache(cache)
-    memory = MEMORY_CACHE if uses_memory(cache) else None
-    if memory is None and disk is None and kind in ("sentence", "piece_mean", "text_layers"):
-        keys = list(map(tuple, sentences))  # no cache: equal token lists are encoded once
-    else:
-        encoder_key = ref.cache_key()
-        keys = [KINDS[kind][0](encoder_key, item, *options) for item in sentences]
-    found: dict[str, object] = {}
-    missing: dict[str, object] = {}
-    hits = {"memory": 0, "disk": 0}
-    for key, item in zip(keys, sentences):
-        if key in found or key in missing:
-            continue
-        hit, where = _lookup(key, memory, disk)
-        if hit is None and kind in _FROM_PIECES and (memory is not None or disk is not None):  # the text's pieces may be cached already
-            pieces, where = _lookup(sentence_key(encoder_key, item), memory, disk)
-            hit = None if pieces is None else _FROM_PIECES[kind](pieces, *options)
-        if hit is None:
-            missing[key] = item
-        else:
-            found[key] = hit
-            hits[where] += 1
-    logger.debug("encoding %d items (%s) with %r: %d distinct, %d cache hits (%d in memory, %d on disk), %d to encode",
-                 len(keys), kind, ref.spec, len(found) + len(missing), len(found), hits["memory"], hits["disk"],
-                 len(missing))
-    if missing:
-        progress.add(len(missing))
-        new = _encode_missing(ref, list(missing.values()), n_jobs, kind, progress, options)
-        for key, encoding in zip(missing, new):
-            if memory is not None:  # a view of a chunk's rows would keep all of them alive in the cache
-                encoding = own_memory(encoding)
-                memory.put(key, encoding)
-            found[key] = encoding
-            if disk is not None:
-                disk.put(key, encoding)
-    return [found[key] for key in keys]
+    store = store_for(cache)
+    private = store is None
+    if private:
+        store = _store.private_store()
+    encoder = get_encoder(ref)
+    encoder_key = ref.cache_key()
+    spec = _store.TableSpec(encoder_key, kind, tuple(options), dtype, int(layers), row_width(encoder, kind, options))
+    table = store.table(spec)
+    keys = [KINDS[kind][0](encoder_key, item, *_key_options(kind, options)) for item in items]
+    places = table.find(keys)
+    _log_call(ref, kind, keys, places)
+    if any(place is None for place in places):
+        with table.encoding():  # another process encoding this table: wait, then take what it stored
+            places = table.find(keys)
+            missing: dict[str, object] = {}
+            for key, item, place in zip(keys, items, places):
+                if place is None:
+                    missing.setdefault(key, item)
+            if missing:
+                progress.add(len(missing))
+                _encode_missing(ref, table, list(missing), list(missing.values()), n_jobs, kind, int(layers), dtype,
+                                progress, options)
+                places = table.find(keys)
+    return _store.StoredRows(spec, places, keep=store if private else None)
 
 
-#: the kinds that a sentence's cached pieces (:class:`PieceEncoding`) give without encoding it again
-_FROM_PIECES = {"piece_mean": PieceEncoding.piece_means, "text_layers": PieceEncoding.text_layers}
+def _log_call(ref: EncoderRef, kind: Kind, keys: list, places: list) -> None:
+    """At DEBUG: how many of a call's items the store holds (in memory, on disk) and how many it encodes."""
+    if not logger.isEnabledFor(logging.DEBUG):
+        return
+    distinct = dict(zip(keys, places))
+    stored = [place for place in distinct.values() if place is not None]
+    resident = sum(place[0].data is not None for place in stored)
+    logger.debug("encoding %d items (%s) with %r: %d distinct, %d stored (%d in memory, %d on disk), %d to encode",
+                 len(keys), kind, ref.spec, len(distinct), len(stored), resident, len(stored) - resident,
+                 len(distinct) - len(stored))
 
 
-def _lookup(key: str, memory: Optional[EncodingCache], disk: Optional[DiskCache]) -> tuple[object, str]:
-    """``(encoding, "memory" or "disk")`` of a cached key; ``(None, "")`` when neither holds it."""
-    hit = memory.get(key) if memory is not None else None
-    if hit is not None:
-        return hit, "memory"
-    hit = disk.get(key) if disk is not None else None
-    if hit is None:
-        return None, ""
-    if memory is not None:
-        memory.put(key, hit)
-    return hit, "disk"
+def _key_options(kind: Kind, options: tuple) -> tuple:
+    """The options an item's key takes (words: none beyond the table's own)."""
+    return options if kind in ("text_layers", "pair_layers", "input_mean") else ()
 
 
 def pooled_piece_means(ref: EncoderRef, texts: Sequence, layers: Sequence[int], pooling: LayerPooling,
@@ -625,29 +519,32 @@ def pooled_piece_means(ref: EncoderRef, texts: Sequence, layers: Sequence[int], 
     return features if len(items) == len(texts) else features[place]
 
 
-def _encode_missing(ref: EncoderRef, items: list, n_jobs: Optional[int], kind: Kind,
-                    progress: EncodingProgress = SILENT, options: tuple = ()) -> list:
+def _encode_missing(ref: EncoderRef, table, keys: list, items: list, n_jobs: Optional[int], kind: Kind, layers: int,
+                    dtype: str, progress: EncodingProgress = SILENT, options: tuple = ()) -> None:
+    """Encode ``items`` block by block (in joblib workers where ``n_jobs`` asks) into ``table``."""
     size = POOLED_BLOCK_SIZE if kind in POOLED_KINDS else BLOCK_SIZE
-    blocks = [items[i : i + size] for i in range(0, len(items), size)]
+    starts = range(0, len(items), size)
     from joblib import Parallel, delayed, effective_n_jobs
 
-    if effective_n_jobs(n_jobs) == 1 or len(blocks) == 1:
-        results = [_encode_block(ref, block, kind, progress=progress, options=options) for block in blocks]
-    else:
-        import torch
+    if effective_n_jobs(n_jobs) == 1 or len(starts) == 1:
+        for begin in starts:
+            rows, counts = _encode_block(ref, items[begin : begin + size], kind, layers, dtype, progress=progress,
+                                         options=options)
+            table.add(keys[begin : begin + size], rows, counts)
+        return
+    import torch
 
-        from .. import _forking as forking
+    from .. import _forking as forking
 
-        forking.install()  # the multiprocessing backend forks: see contextembed._forking
-        from .._devices import measured_speedups
+    forking.install()  # the multiprocessing backend forks: see contextembed._forking
+    from .._devices import measured_speedups
 
-        threads, speedups = torch.get_num_threads(), measured_speedups()
-        tasks = (delayed(_encode_block)(ref, block, kind, threads, speedups, options=options) for block in blocks)
-        results = []
-        for block in Parallel(n_jobs=n_jobs, return_as=_return_as(progress))(tasks):  # in order
-            results.append(block)
-            progress.update(len(block))
-    return [encoding for block in results for encoding in block]
+    threads, speedups = torch.get_num_threads(), measured_speedups()
+    tasks = (delayed(_encode_block)(ref, items[begin : begin + size], kind, layers, dtype, threads, speedups,
+                                    options=options) for begin in starts)
+    for begin, (rows, counts) in zip(starts, Parallel(n_jobs=n_jobs, return_as=_return_as(progress))(tasks)):
+        table.add(keys[begin : begin + size], rows, counts)
+        progress.update(len(counts))
 
 
 def _return_as(progress: EncodingProgress) -> str:
@@ -659,23 +556,34 @@ def _return_as(progress: EncodingProgress) -> str:
     return "generator" if progress.show and backend.supports_return_generator else "list"
 
 
-def stack_words(encodings: Sequence[PieceEncoding], subword_pooling: str, layer_indexes: tuple[int, ...]) -> np.ndarray:
-    """Word vectors of the chosen layers for many sentences, concatenated along the word axis.
+class LayerRows:
+    """Rows of some layers, read a batch at a time: what the scalar mix and the taggers train on.
 
-    Returns
-    -------
-    np.ndarray
-        ``(layers, words, width)`` float32 with ``words`` the total over ``encodings``.
+    Parameters
+    ----------
+    rows : StoredRows or np.ndarray
+        The stored rows, or an array ``(layers, rows, width)`` of the selected layers already.
+    layers : tuple of int
+        With stored rows: the encoder layers to take (absolute indexes).
     """
-    n_words = sum(e.n_words for e in encodings)
-    if not encodings:
-        raise ValueError("no sentences to stack")
-    first = encodings[0].words(subword_pooling)
-    out = np.empty((len(layer_indexes), n_words, first.shape[-1]), dtype=np.float32)
-    start = 0
-    index = list(layer_indexes)
-    for i, encoding in enumerate(encodings):
-        words = first if i == 0 else encoding.words(subword_pooling)
-        out[:, start : start + words.shape[1]] = words[index]
-        start += words.shape[1]
-    return out
+
+    def __init__(self, rows, layers: tuple[int, ...] = ()) -> None:
+        self._rows, self._layers = rows, tuple(layers)
+
+    @property
+    def n_rows(self) -> int:
+        return self._rows.shape[1] if isinstance(self._rows, np.ndarray) else self._rows.n_rows
+
+    @property
+    def n_layers(self) -> int:
+        return self._rows.shape[0] if isinstance(self._rows, np.ndarray) else len(self._layers)
+
+    @property
+    def width(self) -> int:
+        return self._rows.shape[2] if isinstance(self._rows, np.ndarray) else self._rows.spec.width
+
+    def take(self, index: np.ndarray) -> torch.Tensor:
+        """Rows ``index``: ``(layers, len(index), width)`` float32."""
+        if isinstance(self._rows, np.ndarray):
+            return torch.from_numpy(self._rows).index_select(1, torch.from_numpy(np.asarray(index, dtype=np.int64)))
+        return torch.from_numpy(self._rows.take(np.asarray(index, dtype=np.int64), self._layers)).permute(1, 0, 2)

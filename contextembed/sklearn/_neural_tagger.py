@@ -26,6 +26,7 @@ from ..heads._crf import allowed_transitions
 from ..plotting import LayerWeights, estimator_name, layer_labels
 from ._base import FRACTION, check_flag, check_random_state, draw_seed, with_n_threads
 from ._checks import DocIds, TokenLists, check_doc_ids, check_tagged, check_token_lists
+from ._encoding import LayerRows
 from ._parameters import shared_docs
 from ._progress import bar
 from ._tagger_features import SHAPE_NAMES, shape_features, word_shape
@@ -369,7 +370,8 @@ class BiLSTMCRFTagger(EntityScoresMixin, BaseEstimator):
         return self._model
 
     def _inputs(self, sentences: TokenLists, documents: Optional[DocIds]) -> "_Inputs":
-        layers = [torch.from_numpy(e.transform_layers(sentences, doc_ids=documents)) for e in self.embedders_]
+        # each embedder's selected layers, read from the feature store a batch at a time
+        layers = [e.layer_rows(sentences, doc_ids=documents) for e in self.embedders_]
         lengths = np.array([len(s) for s in sentences], dtype=np.int64)
         extra = torch.from_numpy(shape_features(sentences)) if self.uses_shape_ else None
         shapes = chars = None
@@ -422,8 +424,17 @@ class _Inputs:
             shape = (*flat.shape[:axis], len(rows), seq, *flat.shape[axis + 1 :])
             return picked.reshape(shape).to(device)
 
-        return TaggerBatch([take(layers, axis=1) for layers in self.layers], torch.from_numpy(mask).to(device),
-                           take(self.extra), take(self.shapes), take(self.chars))
+        return TaggerBatch([self._layers(layers, index.numpy(), (len(rows), seq), device) for layers in self.layers],
+                           torch.from_numpy(mask).to(device), take(self.extra), take(self.shapes), take(self.chars))
+
+    @staticmethod
+    def _layers(rows: LayerRows, index: np.ndarray, shape: tuple[int, int], device: str) -> torch.Tensor:
+        """``(layers, batch, seq, width)`` float32 of the flat token rows ``index``."""
+        # (layers, batch * seq, width)
+        picked = rows.take(index)
+        if not bool(torch.isfinite(picked).all()):
+            raise FloatingPointError("an encoder produced NaN or inf features; use precision='fp32'")
+        return picked.reshape(picked.shape[0], *shape, picked.shape[-1]).to(device)
 
 
 def _padded_tags(codes: list[np.ndarray], rows: np.ndarray, device: str) -> torch.Tensor:

@@ -69,7 +69,7 @@ class TextPairEmbedder(LayerFeaturesBase):
         device: str = "auto", precision: str = "auto", backend: str = "torch", batch_tokens: Optional[int] = None, cache: CacheOption = "memory",
         n_jobs: Optional[int] = None, embed_weights: bool = False,
         max_epochs: int = 20, validation_fraction: float = 0.1, random_state=0, show_progress: bool = False,
-        dtype: OutputDtype = "float32",
+        dtype: OutputDtype = "float32", cache_dtype: OutputDtype = "float32",
     ) -> None:
         store_parameters(self, locals())
 
@@ -128,22 +128,19 @@ class TextPairEmbedder(LayerFeaturesBase):
         """Per-layer vectors: ``((selected_layers, n_pairs, width),)`` for ``"cls"``, else one such
         array per side. Pairs are encoded ``STREAM_TEXTS`` at a time (bounded memory)."""
         n_out = 1 if self.pair_features_ == "cls" else 2
-        out = tuple(np.empty((len(self.layer_indexes_), len(pairs), self.width_), dtype=np.float32) for _ in range(n_out))
+        out = tuple(self._reserved((len(self.layer_indexes_), len(pairs), self.width_), "the pairs' layer vectors")
+                    for _ in range(n_out))
         # each side pooled where the encoder ran (or only the pair's first piece comes back, "cls")
         options = (self.subword_pooling_, "cls" if self.pair_features_ == "cls" else self.text_pooling_)
         with self._progress("pair_layers") as progress:  # one bar for all blocks
             for begin in range(0, len(pairs), STREAM_TEXTS):
                 block = pairs[begin : begin + STREAM_TEXTS]
-                self._pool_block(self._encodings(block, "pair_layers", progress, options), out, begin)
+                stored = self._stored(block, "pair_layers", progress, options)
+                # (pairs * sides, layers, width) -> (pairs, sides, layers, width)
+                rows = stored.items(0, len(block), self.layer_indexes_).reshape(len(block), n_out, *out[0].shape[::2])
+                for side, side_out in enumerate(out):
+                    side_out[:, begin : begin + len(block)] = rows[:, side].transpose(1, 0, 2)
         return out
-
-    def _pool_block(self, encoded: list, out: tuple[np.ndarray, ...], begin: int) -> None:
-        """Write the selected layers of a block of pairs' ``(sides, layers, width)`` vectors to
-        ``out[side][:, begin:]``."""
-        # (sides, layers, pairs, width)
-        vectors = np.stack(encoded, axis=2)[:, list(self.layer_indexes_)]
-        for side, side_out in enumerate(out):
-            side_out[:, begin : begin + len(encoded)] = vectors[side]
 
 
 PAIR_FEATURES: tuple[str, ...] = get_args(PairFeatures)

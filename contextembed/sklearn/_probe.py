@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from ..pooling._layers import ScalarMix
+from ._encoding import LayerRows
 from ._progress import bar
 
 
@@ -95,8 +96,10 @@ def learn_mix(
 
     Parameters
     ----------
-    hidden : np.ndarray
-        ``(layers, rows, width)`` float32: the selected layers for every row (token or text).
+    hidden : LayerRows or np.ndarray
+        The selected layers of every row (token or text), read a batch at a time
+        (:class:`~contextembed.sklearn._encoding.LayerRows`), or an array ``(layers, rows, width)``
+        float32 of them.
     labels : np.ndarray
         ``(rows,)`` int64 class indexes in ``[0, classes)``.
     groups : np.ndarray
@@ -115,7 +118,8 @@ def learn_mix(
     show_progress : bool
         A bar over the epochs (on stderr), with the held-out loss.
     """
-    n_layers, n_rows, width = hidden.shape
+    hidden = hidden if isinstance(hidden, LayerRows) else LayerRows(hidden)
+    n_layers, n_rows, width = hidden.n_layers, hidden.n_rows, hidden.width
     if window is None:
         window = np.arange(n_rows, dtype=np.int64)[:, None]
     train_rows, valid_rows = _split(groups, settings.validation_fraction, settings.random_state)
@@ -129,7 +133,7 @@ def learn_mix(
             {"params": probe.linear.parameters(), "lr": settings.lr},
         ]
     )
-    data = _Data(torch.from_numpy(np.ascontiguousarray(hidden)), extra, window, labels)
+    data = _Data(hidden, extra, window, labels)
     best = (np.inf, probe.mix.weights.detach().clone(), probe.mix.gamma.detach().clone(), 0)
     stale = 0
     epoch = 0
@@ -153,7 +157,7 @@ def learn_mix(
 
 @dataclass
 class _Data:
-    hidden: torch.Tensor
+    hidden: "LayerRows"
     extra: Optional[np.ndarray]
     window: np.ndarray
     labels: np.ndarray
@@ -164,7 +168,7 @@ class _Data:
         present = torch.from_numpy((neighbours >= 0).astype(np.float32))
         index = torch.from_numpy(np.maximum(neighbours, 0))
         # (layers, batch * n_window, width)
-        hidden = self.hidden.index_select(1, index)
+        hidden = self.hidden.take(index.numpy())
         extra = None if self.extra is None else torch.from_numpy(self.extra[np.maximum(neighbours, 0)])
         return hidden, extra, present, torch.from_numpy(self.labels[rows])
 

@@ -11,7 +11,8 @@ from ..pooling import LayerSpec
 from ..pooling._layers import OutputDtype
 from ._base import LayerFeaturesBase
 from ._checks import DocIds, TokenLists, check_codes, check_doc_ids, check_token_lists, token_labels
-from ._encoding import CacheOption, stack_words
+from ._base import POOL_ROWS
+from ._encoding import CacheOption, LayerRows
 from ._parameters import shared_docs, store_parameters
 
 
@@ -49,7 +50,7 @@ class TokenEmbedder(LayerFeaturesBase):
         cache: CacheOption = "memory",
         n_jobs: Optional[int] = None, embed_weights: bool = False,
         max_epochs: int = 20, validation_fraction: float = 0.1, random_state=0, show_progress: bool = False,
-        dtype: OutputDtype = "float32",
+        dtype: OutputDtype = "float32", cache_dtype: OutputDtype = "float32",
     ) -> None:
         store_parameters(self, locals())
 
@@ -110,7 +111,7 @@ class TokenEmbedder(LayerFeaturesBase):
         if n_tokens == 0:
             raise ValueError(f"the scalar mix is learned from labelled tokens, but all {len(sentences)} sentences of X "
                              "are empty; pass sentences with tokens, or fit without y")
-        hidden = self._selected_words(sentences, documents)
+        hidden = self._word_rows(sentences, documents)
         groups = np.repeat(np.arange(len(sentences)), [len(s) for s in sentences])
         self._learn_mix(hidden, codes, groups, window=window, extra=extra)
         return self
@@ -171,18 +172,31 @@ class TokenEmbedder(LayerFeaturesBase):
         """``(total_tokens, n_features)`` in ``dtype`` of checked sentences."""
         if sum(len(s) for s in sentences) == 0:
             return self._empty()
-        return self._output(self._combine(self._selected_words(sentences, documents)))
+        return self._output(self._combine_rows(self._word_rows(sentences, documents)))
 
     def _selected_words(self, sentences: TokenLists, documents: Optional[DocIds] = None) -> np.ndarray:
-        """``(selected_layers, words, width)`` for all sentences (float32)."""
-        if sum(len(s) for s in sentences) == 0:
-            return np.zeros((len(self.layer_indexes_), 0, self.width_), dtype=np.float32)
-        encodings = [e for e in self._word_encodings(sentences, documents) if e.n_words]
-        return stack_words(encodings, self.subword_pooling_, self.layer_indexes_)
+        """``(selected_layers, words, width)`` float32 for all sentences (its memory reserved first)."""
+        rows = self._word_rows(sentences, documents)
+        out = self._reserved((len(self.layer_indexes_), rows.n_rows, self.width_), "the selected layers")
+        for begin in range(0, rows.n_rows, POOL_ROWS):
+            end = min(begin + POOL_ROWS, rows.n_rows)
+            out[:, begin:end] = rows.take(np.arange(begin, end)).numpy()
+        return out
 
-    def _word_encodings(self, sentences: TokenLists, documents: Optional[DocIds]) -> list:
-        """Each sentence's pieces: alone, or (``context``) inside its document's text."""
+    def layer_rows(self, X, doc_ids=None) -> LayerRows:
+        """The selected layers of every token, read from the feature store a batch at a time (what a
+        tagger trains on: :class:`BiLSTMCRFTagger`), without building them all in memory."""
+        self._check_fitted()
+        return self._word_rows(*self._checked(X, doc_ids))
+
+    def _word_rows(self, sentences: TokenLists, documents: Optional[DocIds] = None) -> LayerRows:
+        """Every token's selected layers, kept in the store: each sentence alone, or (``context``)
+        inside its document's text."""
         context = getattr(self, "context_", 0)  # absent from embedders pickled before context existed
+        if sum(len(s) for s in sentences) == 0:
+            return LayerRows(np.zeros((len(self.layer_indexes_), 0, self.width_), dtype=np.float32))
+        options = (self.subword_pooling_,)
         if not context:
-            return self._encodings(sentences)
-        return self._encodings(list(in_context(sentences, documents, context)), "in_context")
+            return LayerRows(self._stored(sentences, "sentence", options=options), self.layer_indexes_)
+        items = list(in_context(sentences, documents, context))
+        return LayerRows(self._stored(items, "in_context", options=options), self.layer_indexes_)

@@ -1,4 +1,4 @@
-"""Encode once: the byte-bounded cache, the disk cache, the encoder registry, n_jobs."""
+"""Encode once: the feature store behind every estimator, the disk cache, the encoder registry, n_jobs."""
 
 from __future__ import annotations
 
@@ -9,27 +9,10 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import GridSearchCV, KFold
 from sklearn.pipeline import make_pipeline
 
-from contextembed.encoders._base import PieceEncoding
+from contextembed import _store
 from contextembed.sklearn import TextEmbedder, TokenEmbedder, clear_cache
 from contextembed.sklearn import _encoding
-from contextembed.sklearn._encoding import EncoderRef, EncodingCache, encode_all, get_encoder, sentence_key
-
-
-def _encoding_of(n_bytes: int) -> PieceEncoding:
-    return PieceEncoding(np.zeros((1, 1, n_bytes // 4), np.float32), np.array([0, 1]))
-
-
-def test_memory_cache_evicts_least_recently_used_by_bytes():
-    offsets = 16  # two int64
-    cache = EncodingCache(max_bytes=3 * (400 + offsets))
-    for key in "abc":
-        cache.put(key, _encoding_of(400))
-    assert cache.get("a") is not None  # a is now the most recent
-    cache.put("d", _encoding_of(400))
-    assert cache.get("b") is None and cache.get("a") is not None and cache.get("d") is not None
-    assert cache.nbytes <= cache.max_bytes
-    cache.put("huge", _encoding_of(4000))  # larger than the whole cache: not stored
-    assert cache.get("huge") is None and len(cache) == 3
+from contextembed.sklearn._encoding import EncoderRef, encode_stored, get_encoder, sentence_key
 
 
 def test_sentence_keys_tell_tokenizations_and_encoders_apart():
@@ -70,22 +53,22 @@ def _fitted_ref(spec) -> EncoderRef:
 
 
 class CountingEncoder:
-    """Wraps the registry's encoder's ``iter_encode_pieces``, ``iter_encode_piece_means`` and
-    ``encode_piece_means`` (the tiny BERT's do not call one another) and counts sentences and calls."""
+    """Wraps the registry's encoder's methods the estimators encode with (words pooled where the
+    model ran, text vectors, piece means; the tiny BERT's do not call one another) and counts
+    sentences and calls."""
 
     def __init__(self, monkeypatch, ref: EncoderRef) -> None:
         self.calls = 0
         self.sentences = 0
         encoder = get_encoder(ref)
-        # pieces, text-level piece means, or (uncached) their layers combined by the encoder
-        for name in ("iter_encode_pieces", "iter_encode_piece_means", "encode_piece_means"):
+        for name in ("iter_encode_pooled", "iter_encode_text_layers", "iter_encode_piece_means", "encode_piece_means"):
             monkeypatch.setattr(encoder, name, self._counted(getattr(encoder, name)))
 
     def _counted(self, original):
-        def counted(sentences, layers="all", **options):
+        def counted(sentences, *args, **options):
             self.calls += 1
             self.sentences += len(sentences)
-            return original(sentences, layers, **options)
+            return original(sentences, *args, **options)
 
         return counted
 
@@ -108,12 +91,18 @@ def test_grid_search_encodes_each_sentence_once(bert, sentences, monkeypatch):
     assert counter.calls <= 3  # the first fold's training part, its test part, nothing after
 
 
-def test_pooling_candidates_reuse_the_cache(bert, sentences, monkeypatch):
+def test_each_subword_pooling_is_encoded_once(bert, sentences, monkeypatch):
+    """The store keeps a word's rows once its subword pooling is fixed (not every piece): each
+    pooling encodes the sentences once, and a second round of the same candidates encodes nothing."""
     clear_cache()
     counter = CountingEncoder(monkeypatch, _fitted_ref(bert))
-    for pooling in ["first", "mean", "last", "first_last", "max"]:
-        TokenEmbedder(bert, subword_pooling=pooling, combine="sum").fit(sentences).transform(sentences)
-    assert counter.sentences == len(sentences)
+    poolings = ["first", "mean", "last", "first_last", "max"]
+    first = [TokenEmbedder(bert, subword_pooling=p, combine="sum").fit(sentences).transform(sentences) for p in poolings]
+    assert counter.sentences == len(poolings) * len(sentences)
+    again = [TokenEmbedder(bert, subword_pooling=p, combine="sum").fit(sentences).transform(sentences) for p in poolings]
+    assert counter.sentences == len(poolings) * len(sentences)
+    for a, b in zip(first, again):
+        np.testing.assert_array_equal(a, b)
 
 
 @pytest.mark.parametrize("as_memory", [False, True])
@@ -162,15 +151,21 @@ def test_no_cache_encodes_every_time(bert, sentences, monkeypatch):
         TokenEmbedder(bert, cache=42).fit(sentences)
 
 
-def test_encode_all_deduplicates_and_keeps_order(bert, sentences):
-    ref = EncoderRef(bert)
-    X = [sentences[0], sentences[1], sentences[0]]
-    out = encode_all(ref, X, cache=None)
-    direct = get_encoder(ref).encode_pieces(X)
-    for got, expected in zip(out, direct):
-        np.testing.assert_array_equal(got.hidden, expected.hidden)
-        np.testing.assert_array_equal(got.word_offsets, expected.word_offsets)
-    assert out[0] is out[2]
+@pytest.mark.parametrize("cache", [None, "memory"])
+def test_encode_stored_deduplicates_and_keeps_order(bert, sentences, monkeypatch, cache):
+    ref = EncoderRef(bert, precision="fp32")
+    X = [sentences[0], sentences[1], sentences[0], [], sentences[2]]
+    counter = CountingEncoder(monkeypatch, ref)
+    clear_cache()
+    encoder = get_encoder(ref)
+    stored = encode_stored(ref, X, layers=encoder.n_layers, cache=cache, options=("first",))
+    assert counter.sentences == 4  # the repeated sentence once
+    assert stored.n_items == len(X) and list(stored.counts) == [len(s) for s in X]
+    direct = np.concatenate([words.transpose(1, 0, 2) for words in encoder.encode(X, subword_pooling="first")])
+    every_layer = list(range(encoder.n_layers))
+    np.testing.assert_array_equal(stored.items(0, len(X), every_layer), direct)
+    rows = np.array([5, 0, 3, 3, len(direct) - 1])  # any order, repeats too
+    np.testing.assert_array_equal(stored.take(rows, [1, 0]), direct[rows][:, [1, 0]])
 
 
 @pytest.mark.parametrize("backend", ["loky", "threading"])
@@ -217,66 +212,56 @@ def test_text_blocks_are_the_same_whatever_n_jobs(bert, sentences, monkeypatch, 
     np.testing.assert_array_equal(serial, parallel)
 
 
-def test_text_piece_means_reuse_cached_pieces(bert, sentences, monkeypatch):
+def test_layers_a_feature_does_not_use_are_never_run(bert, sentences, monkeypatch):
+    """The store keeps the leading layers up to the last one the features use; the encoder runs
+    no layer above it, and a later fit that needs fewer layers reads the deeper table's rows."""
     clear_cache()
-    TokenEmbedder(bert).fit(sentences).transform(sentences)  # caches every sentence's pieces
-    counter = CountingEncoder(monkeypatch, _fitted_ref(bert))
-    from_pieces = TextEmbedder(bert, text_pooling="piece_mean").fit(sentences).transform(sentences)
-    assert counter.sentences == 0
-    fresh = TextEmbedder(bert, text_pooling="piece_mean", cache=None).fit(sentences).transform(sentences)
-    np.testing.assert_array_equal(from_pieces, fresh)  # the same float64 sums either way
-    assert counter.sentences == len(sentences)  # no cache: the device sums, once per text
+    ref = _fitted_ref(bert)
+    encoder = get_encoder(ref)
+    depths = []
+    original = encoder._forward
+    monkeypatch.setattr(encoder, "_forward", lambda inputs, layer_index: depths.append(max(layer_index)) or
+                        original(inputs, layer_index))
+    embeddings = TokenEmbedder(bert, layers=0, combine="concat").fit(sentences).transform(sentences)
+    assert depths and set(depths) == {0}
+    depths.clear()
+    last = TokenEmbedder(bert, layers=-1, combine="concat").fit(sentences).transform(sentences)
+    assert set(depths) == {encoder.n_layers - 1}
+    reference = np.concatenate(encoder.encode(sentences, layers=[0, -1]), axis=1)
+    np.testing.assert_array_equal(embeddings, reference[0])
+    np.testing.assert_array_equal(last, reference[1])
 
 
-def _held(array: np.ndarray) -> int:
-    return _encoding._held_bytes(array)
-
-
-@pytest.mark.filterwarnings("ignore::contextembed.encoders._base.LongPairWarning")
-@pytest.mark.parametrize("kind, options", [("sentence", ()), ("piece_mean", ()), ("text_layers", ("first", "mean")),
-                                           ("pair_layers", ("first", "mean"))])
-def test_the_memory_cache_keeps_only_the_bytes_it_counts(bert, sentences, kind, options):
-    # the encoder hands out views of a chunk's rows or a batch's pieces; cached as they are, one
-    # entry left after evictions would keep all of them alive while the cache counts its own bytes
-    items = [(a, b) for a, b in zip(sentences, sentences[1:])] if kind == "pair_layers" else sentences
-    encodings = get_encoder(EncoderRef(bert)).encode_piece_means(sentences) if kind == "piece_mean" else None
+def test_rows_beyond_the_budget_are_read_back_from_disk(bert, sentences, monkeypatch):
+    """With a budget too small to keep them, the rows live in their segment files and are read
+    back a batch at a time: the same features, and the resident rows stay within the budget."""
     clear_cache()
-    out = encode_all(EncoderRef(bert), items, cache="memory", kind=kind, options=options)
-    cached = list(_encoding.MEMORY_CACHE._items.values())
-    assert len(cached) == len(set(map(str, items)))
-    for encoding in [*out, *cached]:
-        for array in _encoding._arrays(encoding):
-            assert _held(array) == array.nbytes
-    assert _encoding.MEMORY_CACHE.nbytes == sum(map(_encoding._nbytes, cached))
-    if encodings is not None:  # the copies are the encoder's values
-        np.testing.assert_array_equal(np.stack(out), encodings)
+    expected = TokenEmbedder(bert, combine="mean").fit(sentences).transform(sentences)
+    clear_cache()
+    monkeypatch.setattr(_store, "_budget", _store.MIN_BUDGET)
+    monkeypatch.setattr(_encoding, "BLOCK_SIZE", 2)
+    # every block is larger than the budget allows to keep, once it is: pretend rows are huge
+    monkeypatch.setattr(_store, "_keep_resident", lambda segment: False)
+    embedder = TokenEmbedder(bert, combine="mean").fit(sentences)
+    got = embedder.transform(sentences)
+    np.testing.assert_array_equal(got, expected)
+    stored = embedder._word_rows(sentences).__dict__["_rows"]
+    assert all(segment.data is None and segment.path is not None for segment in stored._segments)
+    assert _store.resident_bytes() <= _store.memory_budget()
     clear_cache()
 
 
-def test_own_memory_copies_only_views_of_larger_arrays():
-    import torch
+def test_an_output_beyond_the_budget_is_an_error_before_it_is_built(bert, sentences, monkeypatch):
+    from contextembed.errors import MemoryBudgetError
 
-    rows = np.arange(24, dtype=np.float32).reshape(4, 2, 3)
-    view = rows[1]
-    owned = _encoding.own_memory(view)
-    assert owned is not view and owned.base is None and np.array_equal(owned, view)
-    assert _encoding.own_memory(owned) is owned  # owns its memory: not copied
-    whole = rows.reshape(8, 3)  # a view of all of an array holds no more
-    assert _encoding.own_memory(whole) is whole
-    tensor = torch.arange(12, dtype=torch.float32).reshape(4, 3)
-    from_torch = tensor[1:2].numpy()  # a view of the tensor's storage
-    assert _held(from_torch) == 48 and _encoding.own_memory(from_torch).base is None
-    assert _held(np.frombuffer(b"\0" * 16, dtype=np.float32)[:2]) == 16
-    hidden = np.zeros((2, 6, 3), np.float32)
-    encoding = PieceEncoding(hidden[:, 1:3], np.array([0, 2]), cls=hidden[:, 0], ids=np.arange(5)[1:3])
-    compact = _encoding.own_memory(encoding)
-    assert compact.word_offsets is encoding.word_offsets
-    for array in _encoding._arrays(compact):
-        assert _held(array) == array.nbytes
-    np.testing.assert_array_equal(compact.hidden, encoding.hidden)
-    np.testing.assert_array_equal(compact.cls, encoding.cls)
-    np.testing.assert_array_equal(compact.ids, encoding.ids)
-    assert _encoding._nbytes(compact) == 2 * 2 * 3 * 4 + 16 + 2 * 3 * 4 + 16  # ids counted too
+    embedder = TokenEmbedder(bert, combine="concat").fit(sentences)
+    monkeypatch.setattr(_store, "_budget", _store.MIN_BUDGET)
+    monkeypatch.setattr(embedder, "_word_rows", lambda *args: _encoding.LayerRows(
+        np.zeros((3, 800_000, 32), np.float32)))
+    with pytest.raises(MemoryBudgetError, match=r"TokenEmbedder: the features \(800,000 x 96 float32\) needs "
+                       r"293\.0 MiB .* over the memory budget of 16\.0 MiB \(CONTEXTEMBED_MEMORY_BUDGET") as caught:
+        embedder.transform(sentences)
+    assert caught.value.needed == 800_000 * 96 * 4 and caught.value.budget == _store.MIN_BUDGET
 
 
 @pytest.mark.parametrize("chunk_size", [2, 3], ids=["chunks within the blocks", "chunks across them"])

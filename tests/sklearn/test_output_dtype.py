@@ -59,14 +59,14 @@ def test_a_bad_dtype_is_refused_naming_it(bert, sentences, cls, bad):
 
 def test_a_feature_beyond_the_float16_range_is_an_error_not_an_infinity(bert, sentences, monkeypatch):
     embedder = TokenEmbedder(bert, cache=None, dtype="float16").fit(sentences)
-    combine = type(embedder)._combine
+    combine = type(embedder)._combine_rows
 
     def huge_second_row(self, hidden):
         features = combine(self, hidden)
         features[1, 3] = 1e6  # finite in float32, beyond float16's 65504
         return features
 
-    monkeypatch.setattr(type(embedder), "_combine", huge_second_row)
+    monkeypatch.setattr(type(embedder), "_combine_rows", huge_second_row)
     with pytest.raises(ValueError, match=r"row 1 of the features exceeds the float16 range .*1e\+06.*dtype='float32'"):
         embedder.transform(sentences)
     assert embedder.set_params(dtype="float32").transform(sentences)[1, 3] == np.float32(1e6)

@@ -164,8 +164,8 @@ def test_debug_counts_cache_hits_and_misses_per_call(bert, sentences, caplog):
     records = [r.getMessage() for r in caplog.records if r.name == "contextembed.sklearn._encoding"]
     assert len(records) == 2  # one per call, not one per sentence
     assert "encoding 8 items (sentence)" in records[0]
-    assert "7 distinct, 6 cache hits (6 in memory, 0 on disk), 1 to encode" in records[0]
-    assert "6 distinct, 6 cache hits (6 in memory, 0 on disk), 0 to encode" in records[1]
+    assert "7 distinct, 6 stored (6 in memory, 0 on disk), 1 to encode" in records[0]
+    assert "6 distinct, 6 stored (6 in memory, 0 on disk), 0 to encode" in records[1]
 
 
 def test_disk_hits_are_counted_as_such(bert, sentences, tmp_path, caplog):
@@ -175,7 +175,7 @@ def test_disk_hits_are_counted_as_such(bert, sentences, tmp_path, caplog):
     caplog.set_level(logging.DEBUG, logger="contextembed")
     TokenEmbedder(bert, layers=-1, cache=str(tmp_path), **CPU).fit_transform(sentences)
     [record] = [r.getMessage() for r in caplog.records if r.name == "contextembed.sklearn._encoding"]
-    assert "6 cache hits (0 in memory, 6 on disk), 0 to encode" in record
+    assert "6 stored (0 in memory, 6 on disk), 0 to encode" in record
 
 
 def test_the_encoding_bar_prints_its_last_line_once_and_moves_before_the_block_ends(bert, monkeypatch, capsys):
@@ -185,9 +185,9 @@ def test_the_encoding_bar_prints_its_last_line_once_and_moves_before_the_block_e
 
     from contextembed.encoders import transformer
 
-    run_batch, batches = transformer.TransformerEncoder._run_batch, transformer._batches
-    monkeypatch.setattr(transformer.TransformerEncoder, "_run_batch",
-                        lambda self, *a, **k: (time.sleep(0.12), run_batch(self, *a, **k))[1])
+    pick_batch, batches = transformer.TransformerEncoder._pick_batch, transformer._batches
+    monkeypatch.setattr(transformer.TransformerEncoder, "_pick_batch",
+                        lambda self, *a, **k: (time.sleep(0.12), pick_batch(self, *a, **k))[1])
     monkeypatch.setattr(transformer, "_batches", lambda rows, length, tokens, size: batches(rows, length, tokens, 2))
     clear_cache()
     sentences = [["the", "quick", "fox", str(i)] for i in range(8)]

@@ -242,11 +242,11 @@ def test_dataframes_of_texts(static_path):
 
 
 @pytest.mark.parametrize("text_pooling, subword_pooling", [("mean", "first"), ("max", "mean"), ("mean", "first_last"), ("cls", "first")])
-def test_texts_pooled_where_the_encoder_ran_are_their_cached_pieces_pooled(bert, monkeypatch, text_pooling, subword_pooling):
-    """The same features bit for bit (fp32, CPU) whether a text is pooled where the encoder ran
-    (nothing cached) or from every layer's pieces that a TokenEmbedder cached, which is then
-    what happens: the encoder pools nothing again."""
-    from contextembed.sklearn import TokenEmbedder, clear_cache
+def test_texts_pooled_where_the_encoder_ran_are_their_stored_vectors(bert, monkeypatch, text_pooling, subword_pooling):
+    """The same features bit for bit (fp32, CPU) whether a text is pooled for one call (nothing
+    kept) or read from the feature store, which a second fit then does: the encoder pools nothing
+    again."""
+    from contextembed.sklearn import clear_cache
     from contextembed.sklearn._encoding import EncoderRef, get_encoder
 
     tokens = [regex_tokenize(t) for t in TEXTS] + [["unaffable"] * 30]  # longer than the tiny model: windows
@@ -254,7 +254,7 @@ def test_texts_pooled_where_the_encoder_ran_are_their_cached_pieces_pooled(bert,
                    text_pooling=text_pooling, subword_pooling=subword_pooling)
     clear_cache()
     pooled = TextEmbedder(bert, cache=None, **options).fit(tokens).transform(tokens)
-    TokenEmbedder(bert, device="cpu", precision="fp32").fit(tokens).transform(tokens)  # caches the pieces
+    TextEmbedder(bert, **options).fit(tokens).transform(tokens)  # kept in the store
     encoder = get_encoder(EncoderRef.fitted(bert, "cpu", "fp32", None))
     monkeypatch.setattr(encoder, "iter_encode_text_layers", lambda *args, **kwargs: pytest.fail("encoded again"))
     from_pieces = TextEmbedder(bert, **options).fit(tokens).transform(tokens)
