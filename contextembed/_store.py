@@ -74,8 +74,8 @@ from typing import Optional, Union
 
 import numpy as np
 
-from .errors import MemoryBudgetError
-from .settings import MAX_BYTES, byte_size, cache_directory, parse_byte_size
+from .errors import MemoryBudgetError, SettingError
+from .settings import MAX_BYTES, byte_size, cache_directory, parse_byte_size, raw
 
 logger = logging.getLogger(__name__)
 
@@ -117,6 +117,9 @@ def memory_budget() -> int:
     ``CONTEXTEMBED_MEMORY_BUDGET`` the first time; see :func:`set_memory_budget`)."""
     global _budget
     if _budget is None:
+        if raw("CONTEXTEMBED_CACHE_BYTES") is not None:
+            _warn("CONTEXTEMBED_CACHE_BYTES is no longer read: the feature store and every feature array contextembed "
+                  f"builds are bounded by one memory budget, {BUDGET_ENV}", FutureWarning)
         value = byte_size(BUDGET_ENV, -1)
         _budget = default_budget() if value == -1 else _in_range(BUDGET_ENV, value)
     return _budget
@@ -152,7 +155,7 @@ def set_memory_budget(value: Union[int, str, None]) -> None:
 
 def _in_range(name: str, value: int) -> int:
     if not MIN_BUDGET <= value <= MAX_BYTES:
-        raise ValueError(f"{name}={value:,} bytes: expected a memory budget from {MIN_BUDGET:,} (16 MiB) to "
+        raise (SettingError if name == BUDGET_ENV else ValueError)(f"{name}={value:,} bytes: expected a memory budget from {MIN_BUDGET:,} (16 MiB) to "
                          f"{MAX_BYTES:,} bytes, e.g. '3GB'")
     return value
 
@@ -206,6 +209,28 @@ def _size(nbytes: int) -> str:
         if nbytes >= scale:
             return f"{nbytes / scale:.1f} {unit}"
     return f"{nbytes} bytes"
+
+
+def encoder_key(model: str, device_type: str, precision: str, backend: str) -> str:
+    """A hash naming what an encoder computes: its model's files (a fingerprint, not a path: the same
+    model anywhere shares its rows), the device type, precision and backend it runs (their rows are
+    never mixed with another's)."""
+    return hashlib.blake2b("\x1f".join([model, device_type, precision, backend]).encode(), digest_size=16).hexdigest()
+
+
+def sentence_key(encoder_key: str, tokens: Sequence[str]) -> str:
+    """Hash of the encoder identity and the exact token list (lengths included, so no collisions by
+    joining)."""
+    digest = hashlib.blake2b(encoder_key.encode(), digest_size=20)
+    _hash_tokens(digest, tokens)
+    return digest.hexdigest()
+
+
+def _hash_tokens(digest, tokens: Sequence[str]) -> None:
+    for token in tokens:
+        data = token.encode("utf-8", "surrogatepass")
+        digest.update(len(data).to_bytes(4, "little"))
+        digest.update(data)
 
 
 # -- resident rows -------------------------------------------------------------------------------
@@ -645,7 +670,7 @@ def _name_session() -> tuple[str, bool]:
     this process names now, in its environment, so that every process it starts from now on
     (joblib and loky workers, ``multiprocessing``, a Ray or Dask cluster on this machine) shares it.
     Nothing is made on disk here (at import): :func:`_session_directory` makes it when first used."""
-    inherited = os.environ.get(SESSION_ENV)
+    inherited = raw(SESSION_ENV)
     if inherited and os.path.isabs(inherited) and _SESSION_NAME.fullmatch(os.path.basename(inherited)):
         return inherited, False
     root = cache_directory(STORE_DIR_ENV, "store")
@@ -824,10 +849,10 @@ def _check_index(record: dict, spec: TableSpec, path: str) -> tuple[list[str], n
 _WARNED: set[str] = set()
 
 
-def _warn(message: str) -> None:
+def _warn(message: str, category: type = StoreWarning) -> None:
     if message not in _WARNED:
         _WARNED.add(message)
-        warnings.warn(message, StoreWarning, stacklevel=3)
+        warnings.warn(message, category, stacklevel=3)
 
 
 # -- rows of a list of items ---------------------------------------------------------------------

@@ -13,9 +13,15 @@ variable                               accepted                                 
                                        :data:`STREAMS_PER_CORE` x the cores this
                                        process may use it is capped there, with a
                                        warning
-``CONTEXTEMBED_CACHE_BYTES``           byte size from 0 (no cache) to 1 PiB: the    1 GiB
-                                       in-memory encoding cache of
-                                       :mod:`contextembed.sklearn`
+``CONTEXTEMBED_MEMORY_BUDGET``         byte size from 16 MiB to 1 PiB: the          a quarter of the
+                                       features contextembed keeps in memory at     memory this
+                                       once (the feature store's resident rows      process may use,
+                                       and every feature array a call builds:       at least 1 GiB
+                                       :mod:`contextembed._store`)
+``CONTEXTEMBED_STORE_DIR``             a directory: where the feature store makes   the user's cache:
+                                       its session directories                      ``~/.cache/...``
+``CONTEXTEMBED_STORE_SESSION``         set by contextembed, not by hand: the        named by the job's
+                                       session directory a job's processes share    first process
 ``CONTEXTEMBED_AUTO_CPU_PRECISION``    ``bf16``, ``fp32`` or ``int8``: what         measured on this CPU
                                        ``precision="auto"`` runs on a CPU
                                        (:mod:`contextembed._devices`)

@@ -39,6 +39,7 @@ import torch
 
 from .. import _store
 from .._documents import InContext
+from .._store import _hash_tokens, sentence_key
 from ..encoders._base import Encoder, ShowProgress
 from ..encoders._identity import ModelIdentity, fingerprint, identify, locate
 from ..encoders._loading import load_encoder
@@ -108,8 +109,8 @@ class EncoderRef:
             model = self.identity.fingerprint
         else:
             model = self.spec + ":" + (fingerprint(self.spec) if os.path.exists(self.spec) else "")
-        parts = [model, device.type, precision, get_encoder(self).backend if self.backend == "auto" else self.backend]
-        return hashlib.blake2b("\x1f".join(parts).encode(), digest_size=16).hexdigest()
+        backend = get_encoder(self).backend if self.backend == "auto" else self.backend
+        return _store.encoder_key(model, device.type, precision, backend)
 
 
 # -- the encoder registry ---------------------------------------------------------------------
@@ -250,14 +251,6 @@ def uses_memory(cache: CacheOption) -> bool:
 # -- encoding into the store ------------------------------------------------------------------
 
 
-def sentence_key(encoder_key: str, tokens: Sequence[str]) -> str:
-    """Hash of the encoder identity and the exact token list (lengths included, so no collisions by
-    joining)."""
-    digest = hashlib.blake2b(encoder_key.encode(), digest_size=20)
-    _hash_tokens(digest, tokens)
-    return digest.hexdigest()
-
-
 def pair_key(encoder_key: str, pair: tuple[Sequence[str], Sequence[str]]) -> str:
     """Hash of the encoder identity and a sentence pair (never equal to a sentence's key)."""
     return _token_lists_key(encoder_key, b"pair", pair)
@@ -277,13 +270,6 @@ def _token_lists_key(encoder_key: str, kind: bytes, token_lists: Sequence[Sequen
         digest.update(len(side).to_bytes(4, "little"))
         _hash_tokens(digest, side)
     return digest.hexdigest()
-
-
-def _hash_tokens(digest, tokens: Sequence[str]) -> None:
-    for token in tokens:
-        data = token.encode("utf-8", "surrogatepass")
-        digest.update(len(data).to_bytes(4, "little"))
-        digest.update(data)
 
 
 def piece_mean_key(encoder_key: str, tokens: Sequence[str]) -> str:

@@ -78,58 +78,79 @@ class FeatureCache:
         self._batches.clear()
 
 
-class TextFeatureCache:
-    """Features of docs seen before, looked up by their token texts, within a memory budget.
+class StoredDocFeatures:
+    """Features of docs seen before, kept in the feature store (:mod:`contextembed._store`, the one
+    cache of the library: its memory budget, its reset), looked up by their token texts.
 
     The encoder is frozen, so a doc with the same tokens always gets the same features; when
     ``spacy train`` walks the same corpus every epoch, the encoder runs once per doc instead of once
-    per epoch. Least recently used entries are dropped beyond ``max_mb`` megabytes.
+    per epoch. Entries are keyed by the encoder's identity (its model's files, device, precision and
+    backend): after the component loads another model (``from_disk``, ``from_bytes``), none of the
+    old model's features is served. Only a pickled copy's switch goes with it, not the features.
 
-    The entries belong to one encoder (:meth:`bind`): when the component loads another model
-    (``from_disk``, ``from_bytes``), none of the old model's features is served. A pickled cache
-    keeps its budget and none of its entries.
+    Parameters
+    ----------
+    enabled : bool
+        Whether features are kept at all (the component's ``cache_mb`` above 0).
     """
 
-    def __init__(self, max_mb: float = 0.0) -> None:
-        self.max_bytes = int(max_mb * 2**20)
-        self.n_bytes = 0
-        self._entries: OrderedDict[tuple[str, ...], DocFeatures] = OrderedDict()
-        self._encoder: Optional[object] = None
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = bool(enabled)
 
-    def bind(self, encoder: object) -> None:
-        """Serve only features of ``encoder`` from now on: empty the cache if its entries came
-        from another one."""
-        if encoder is not self._encoder:
-            self.clear()
-            self._encoder = encoder
+    def get(self, encoder_key: str, words: Sequence[tuple[str, ...]], layers: tuple[int, ...], width: int,
+            subword_pooling: str, text_width: Optional[int] = None) -> list[Optional[DocFeatures]]:
+        """The stored features of each doc holding ``layers`` (and with ``text_width``, its text vector),
+        ``None`` for a doc the store lacks."""
+        from .. import _store
 
-    def clear(self) -> None:
-        self._entries.clear()
-        self.n_bytes = 0
-
-    def __getstate__(self) -> dict:
-        return {**self.__dict__, "n_bytes": 0, "_entries": OrderedDict(), "_encoder": None}
-
-    def get(self, words: tuple[str, ...], layers: Sequence[int], *, text: bool = False) -> Optional[DocFeatures]:
-        """Cached features of these tokens holding all of ``layers`` (and with ``text``, the text
-        vector), or ``None``."""
-        found = self._entries.get(words)
-        if found is None or found.select(layers) is None or (text and found.text is None):
-            return None
-        self._entries.move_to_end(words)
+        rows_table, text_table = self._tables(encoder_key, layers, width, subword_pooling, text_width)
+        keys = [_doc_key(encoder_key, w) for w in words]
+        places = rows_table.find(keys)
+        texts = text_table.find(keys) if text_table is not None else [None] * len(keys)
+        found: list[Optional[DocFeatures]] = [None] * len(keys)
+        whole = [i for i, (rows, text) in enumerate(zip(places, texts)) if rows is not None
+                 and (text_table is None or text is not None)]
+        if not whole:
+            return found
+        stored = _store.StoredRows(rows_table.spec, [places[i] for i in whole])
+        vectors = None
+        if text_table is not None:
+            vectors = _store.StoredRows(text_table.spec, [texts[i] for i in whole]).items(0, len(whole), [0])[:, 0]
+        every = list(range(len(layers)))
+        for k, i in enumerate(whole):
+            # (tokens, layers, width) -> (layers, tokens, width)
+            data = stored.items(k, k + 1, every).transpose(1, 0, 2)
+            found[i] = DocFeatures(np.ascontiguousarray(data), layers, None if vectors is None else vectors[k])
         return found
 
-    def put(self, words: tuple[str, ...], features: DocFeatures) -> None:
-        if features.data.nbytes > self.max_bytes:
+    def put(self, encoder_key: str, words: Sequence[tuple[str, ...]], features: Sequence[DocFeatures], width: int,
+            subword_pooling: str, text_width: Optional[int] = None) -> None:
+        """Keep the features of these docs (their text vectors too, with ``text_width``)."""
+        if not features:
             return
-        old = self._entries.pop(words, None)
-        if old is not None:
-            self.n_bytes -= old.data.nbytes
-        self._entries[words] = features
-        self.n_bytes += features.data.nbytes
-        while self.n_bytes > self.max_bytes:
-            _, dropped = self._entries.popitem(last=False)
-            self.n_bytes -= dropped.data.nbytes
+        layers = features[0].layer_index
+        rows_table, text_table = self._tables(encoder_key, layers, width, subword_pooling, text_width)
+        keys = [_doc_key(encoder_key, w) for w in words]
+        rows = np.concatenate([f.data.transpose(1, 0, 2) for f in features]).astype(np.float32, copy=False)
+        rows_table.add(keys, rows, np.array([f.data.shape[1] for f in features], dtype=np.int64))
+        if text_table is not None:
+            vectors = np.stack([f.text for f in features]).astype(np.float32, copy=False)[:, None, :]
+            text_table.add(keys, vectors, np.ones(len(features), dtype=np.int64))
 
-    def __len__(self) -> int:
-        return len(self._entries)
+    @staticmethod
+    def _tables(encoder_key: str, layers: tuple[int, ...], width: int, subword_pooling: str, text_width: Optional[int]):
+        from .. import _store
+
+        store = _store.session_store()
+        index = ",".join(map(str, layers))
+        rows = store.table(_store.TableSpec(encoder_key, "spacy_words", (subword_pooling, index), "float32",
+                                            len(layers), width))
+        text = None if text_width is None else store.table(
+            _store.TableSpec(encoder_key, "spacy_text", (), "float32", 1, text_width))
+        return rows, text
+
+
+def _doc_key(encoder_key: str, words: tuple[str, ...]) -> str:
+    from .._store import sentence_key
+
+    return sentence_key(encoder_key, words)

@@ -22,7 +22,8 @@ from .. import _forking as forking
 from .._bounds import check_setting
 from ..encoders._base import Encoder, PieceEncoding
 from ..pooling._subword import SubwordPooling, check_subword_pooling, pool_subwords_numpy, subword_output_width
-from ._doc_features import DocFeatures, TextFeatureCache
+from .. import _store
+from ._doc_features import DocFeatures, StoredDocFeatures
 from ._loader import EncoderLoader
 from ._settings import CACHE_MB
 
@@ -37,8 +38,9 @@ class ContextEncoder(Model):
     subword_pooling : {"first", "last", "mean", "first_last", "max"}
         How a token's subword pieces become one vector.
     cache_mb : float
-        Memory budget for features of docs seen before (0: no cache); see
-        :class:`~contextembed.spacy._doc_features.TextFeatureCache`.
+        Above 0, the features of docs seen before are kept in the feature store (within the
+        library's one memory budget, :func:`contextembed.set_memory_budget`, and beyond it on disk;
+        :class:`~contextembed.spacy._doc_features.StoredDocFeatures`); 0: none are kept.
     """
 
     name = "contextembed_encoder"
@@ -51,7 +53,7 @@ class ContextEncoder(Model):
         # pool to nlp.pipe(n_process=...) workers either (see contextembed._forking)
         forking.install()
         self.loader = loader
-        self.cache = TextFeatureCache(cache_mb)
+        self.cache = StoredDocFeatures(cache_mb > 0)
         #: absolute encoder layers to compute; ``None`` means all of them
         self.layer_index: tuple[int, ...] | None = None
         self._text_features = None
@@ -65,7 +67,7 @@ class ContextEncoder(Model):
         it; the copy loads the same model on first use. The state is pickle's ``(__dict__, slots)``
         pair: thinc's ``Model`` keeps its own fields in slots."""
         slots = {name: getattr(self, name) for name in Model.__slots__ if hasattr(self, name)}
-        return {**self.__dict__, "_text_features": None}, slots
+        return {**self.__dict__, "_text_features": None, "_key_of": (None,)}, slots
 
     @property
     def text_features(self):
@@ -87,10 +89,10 @@ class ContextEncoder(Model):
         """Encode docs, one :class:`DocFeatures` each (``layer_index=None``: :attr:`layer_index`);
         with ``text``, each with its default text vector too."""
         encoder = self.encoder
-        self.cache.bind(encoder)  # another model loaded since (from_disk, from_bytes): none of its features
         index = layer_index or self.layer_index or tuple(range(encoder.n_layers))
         words = [tuple(token.text for token in doc) for doc in docs]
-        found = [self.cache.get(w, index, text=text) if self.cache.max_bytes else None for w in words]
+        stored = self._stored_options(text)
+        found = self.cache.get(*stored[:1], words, index, *stored[1:]) if self.cache.enabled else [None] * len(docs)
         missing = [i for i, features in enumerate(found) if features is None]
         batch = [words[i] for i in missing]
         computed = self._encode_with_text(batch, index) if text else self._encode_layers(batch, index)
@@ -101,9 +103,21 @@ class ContextEncoder(Model):
                     "this is a bug in contextembed, please report it"
                 )
             found[i] = features
-            if self.cache.max_bytes:
-                self.cache.put(words[i], found[i])
+        if self.cache.enabled and missing:
+            self.cache.put(stored[0], batch, [found[i] for i in missing], *stored[1:])
         return found  # type: ignore[return-value]
+
+    def _stored_options(self, text: bool) -> tuple:
+        """``(encoder key, width, subword pooling, text width or None)``: what names the features of
+        this encoder in the feature store (:class:`StoredDocFeatures`)."""
+        encoder = self.encoder
+        if getattr(self, "_key_of", (None,))[0] is not encoder:
+            device = getattr(encoder, "device", "cpu")  # static vectors are looked up on the CPU
+            key = _store.encoder_key(self.loader.identify().fingerprint, getattr(device, "type", str(device)),
+                                     getattr(encoder, "precision", "fp32"), encoder.backend)
+            self._key_of = (encoder, key)
+        return (self._key_of[1], self.feature_width, self.attrs["subword_pooling"],
+                self.text_features.dim if text else None)
 
     def _encode_layers(self, batch: list[tuple[str, ...]], index: tuple[int, ...]) -> Iterator[DocFeatures]:
         arrays = self.encoder.encode(batch, layers=list(index), subword_pooling=self.attrs["subword_pooling"])

@@ -19,8 +19,8 @@ import pytest
 from contextembed import settings
 from contextembed.errors import SettingError
 from contextembed.pretraining._distributed import world_from_env
-from contextembed.sklearn import _encoding
-from contextembed.sklearn._encoding import CACHE_BYTES_ENV, DEFAULT_CACHE_BYTES, EncodingCache, set_cache_size
+from contextembed import _store
+from contextembed._store import BUDGET_ENV
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 #: spellings that are not a whole number in ASCII digits
@@ -77,23 +77,40 @@ def test_unset_or_blank_variables_take_the_default(monkeypatch):
         settings.whole_number("CONTEXTEMBED_TEST_SETTING", 5)
 
 
-# -- CONTEXTEMBED_CACHE_BYTES ------------------------------------------------------------------
+# -- CONTEXTEMBED_MEMORY_BUDGET ---------------------------------------------------------------
+
+
+@pytest.fixture
+def budget(monkeypatch):
+    """The budget read afresh from the environment, and given back after the test."""
+    monkeypatch.setattr(_store, "_budget", None)
 
 
 @pytest.mark.parametrize("value", ["abc", "1e9", "-5", "1.5GB", "²"])
-def test_a_bad_cache_size_fails_at_first_use_naming_the_variable(monkeypatch, value):
-    """``-5`` used to turn the cache off silently, ``abc`` and ``1e9`` to fail the import with a bare
-    ``int()`` error."""
-    monkeypatch.setenv(CACHE_BYTES_ENV, value)
-    cache = EncodingCache()
-    with pytest.raises(SettingError, match=re.escape(f"{CACHE_BYTES_ENV}={value!r}: expected a byte size")):
-        cache.max_bytes
+def test_a_bad_budget_fails_at_first_use_naming_the_variable(monkeypatch, budget, value):
+    monkeypatch.setenv(BUDGET_ENV, value)
+    with pytest.raises(SettingError, match=re.escape(f"{BUDGET_ENV}={value!r}: expected a byte size")):
+        _store.memory_budget()
 
 
-@pytest.mark.parametrize("value, expected", [("512MB", 512 * 10**6), ("0", 0), ("", DEFAULT_CACHE_BYTES)])
-def test_the_cache_size_is_read_at_first_use(monkeypatch, value, expected):
-    monkeypatch.setenv(CACHE_BYTES_ENV, value)
-    assert EncodingCache().max_bytes == expected
+@pytest.mark.parametrize("value", ["0", "1MB", "2000PB"])
+def test_a_budget_out_of_range_fails_naming_the_variable(monkeypatch, budget, value):
+    monkeypatch.setenv(BUDGET_ENV, value)
+    with pytest.raises(ValueError, match=re.escape(BUDGET_ENV)):
+        _store.memory_budget()
+
+
+@pytest.mark.parametrize("value, expected", [("512MB", 512 * 10**6), ("3 GiB", 3 << 30), ("", None)])
+def test_the_budget_is_read_at_first_use(monkeypatch, budget, value, expected):
+    monkeypatch.setenv(BUDGET_ENV, value)
+    assert _store.memory_budget() == (expected or _store.default_budget())
+
+
+def test_the_old_cache_variable_is_not_read_silently(monkeypatch, budget):
+    monkeypatch.setenv("CONTEXTEMBED_CACHE_BYTES", "1GiB")
+    monkeypatch.setattr(_store, "_WARNED", set())
+    with pytest.warns(FutureWarning, match="CONTEXTEMBED_CACHE_BYTES is no longer read.*CONTEXTEMBED_MEMORY_BUDGET"):
+        _store.memory_budget()
 
 
 def test_a_bad_setting_does_not_break_the_import():
@@ -101,43 +118,43 @@ def test_a_bad_setting_does_not_break_the_import():
     first use then names the variable."""
     code = (
         "import contextembed, contextembed.sklearn\n"
-        "from contextembed.sklearn._encoding import MEMORY_CACHE\n"
+        "from contextembed._store import memory_budget\n"
         "from contextembed._streams import cpu_streams\n"
-        "for use in (lambda: MEMORY_CACHE.max_bytes, cpu_streams):\n"
+        "for use in (memory_budget, cpu_streams):\n"
         "    try:\n"
         "        use()\n"
         "    except ValueError as error:\n"
         "        print(type(error).__name__, error)\n"
     )
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "CONTEXTEMBED_CACHE_BYTES": "abc",
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), BUDGET_ENV: "abc",
            "CONTEXTEMBED_CPU_STREAMS": "²", "CONTEXTEMBED_AUTO_CPU_PRECISION": "fp8", "WORLD_SIZE": "x"}
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "SettingError CONTEXTEMBED_CACHE_BYTES='abc'" in result.stdout
+    assert f"SettingError {BUDGET_ENV}='abc'" in result.stdout
     assert "SettingError CONTEXTEMBED_CPU_STREAMS='²'" in result.stdout
-
-
-@pytest.fixture
-def cache_size():
-    """Give the process-wide cache its bound back after the test."""
-    previous = _encoding.MEMORY_CACHE.max_bytes
-    yield
-    set_cache_size(previous)
 
 
 @pytest.mark.parametrize("value, error", [
     (-1, ValueError), (2**51, ValueError), (math.nan, TypeError), (math.inf, TypeError), (1.5, TypeError),
-    (1e9, TypeError), (True, TypeError), (None, TypeError), ("1e9", SettingError), ("-5", SettingError),
+    (1e9, TypeError), (True, TypeError), ("1e9", SettingError), ("-5", SettingError),
 ])
-def test_set_cache_size_refuses_what_is_not_a_byte_count(cache_size, value, error):
-    with pytest.raises(error, match=re.escape(f"max_bytes={value!r}")):
-        set_cache_size(value)
+def test_set_memory_budget_refuses_what_is_not_a_byte_count(budget, value, error):
+    with pytest.raises(error, match=re.escape("budget=") + re.escape(repr(value)) if error is not ValueError else "budget"):
+        _store.set_memory_budget(value)
 
 
-@pytest.mark.parametrize("value, expected", [(0, 0), (12345, 12345), ("64MiB", 64 << 20)])
-def test_set_cache_size_takes_bytes_or_a_byte_size(cache_size, value, expected):
-    set_cache_size(value)
-    assert _encoding.MEMORY_CACHE.max_bytes == expected
+@pytest.mark.parametrize("value, expected", [(16 << 20, 16 << 20), ("64MiB", 64 << 20)])
+def test_set_memory_budget_takes_bytes_or_a_byte_size(budget, value, expected):
+    _store.set_memory_budget(value)
+    assert _store.memory_budget() == expected
+
+
+def test_set_cache_size_is_deprecated_for_the_budget(budget):
+    from contextembed.sklearn import set_cache_size
+
+    with pytest.warns(FutureWarning, match="set_memory_budget"):
+        set_cache_size("64MiB")
+    assert _store.memory_budget() == 64 << 20
 
 
 # -- torchrun's variables ----------------------------------------------------------------------

@@ -246,16 +246,24 @@ def test_feature_cache_serves_no_features_of_a_model_loaded_before(make_nlp, tin
     np.testing.assert_array_equal(nlp(TEXT).tensor, other(TEXT).tensor)
 
 
-def test_feature_cache_stays_within_budget():
-    from contextembed.spacy._doc_features import DocFeatures, TextFeatureCache
+def test_feature_cache_stays_within_the_memory_budget(monkeypatch):
+    """The component's features are the feature store's: resident within the one memory budget,
+    read back from disk beyond it, served only for the layers they hold."""
+    from contextembed import _store
+    from contextembed.spacy._doc_features import DocFeatures, StoredDocFeatures
 
-    cache = TextFeatureCache(max_mb=1)
-    block = np.zeros((2, 1000, 64), dtype=np.float32)  # 512 kB
-    for i in range(5):
-        cache.put((str(i),), DocFeatures(block.copy(), (0, 1)))
-    assert len(cache) == 2 and cache.n_bytes <= 2**20
-    assert cache.get(("4",), (0,)) is not None and cache.get(("0",), (0,)) is None
-    assert cache.get(("4",), (2,)) is None  # a layer it does not hold
+    monkeypatch.setattr(_store, "_budget", _store.MIN_BUDGET)
+    cache = StoredDocFeatures(True)
+    blocks = [np.random.default_rng(i).normal(size=(2, 20000, 64)).astype(np.float32) for i in range(5)]  # 10 MB each
+    for i, block in enumerate(blocks):
+        cache.put("k" * 32, [(str(i),)], [DocFeatures(block, (0, 1))], 64, "first")
+    assert _store.resident_bytes() <= _store.MIN_BUDGET
+    for i in (0, 4):
+        [found] = cache.get("k" * 32, [(str(i),)], (0, 1), 64, "first")
+        np.testing.assert_array_equal(found.data, blocks[i])
+    assert cache.get("k" * 32, [("4",)], (2,), 64, "first") == [None]  # a layer it does not hold
+    assert cache.get("k" * 32, [("4",)], (0, 1), 64, "first", text_width=32) == [None]  # no text vector stored
+    _store.clear()
 
 
 def test_similarity_with_other_features_is_a_clear_error(make_nlp):
