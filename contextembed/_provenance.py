@@ -25,10 +25,12 @@ import hashlib
 import json
 import math
 import os
+import re
 import threading
 from collections.abc import Iterator, Mapping
 from typing import Optional
 
+from ._file_facts import recall, remember
 from ._files import PathLike, atomic_file
 from .errors import ProvenanceError
 
@@ -40,6 +42,9 @@ _HEADER = ("artifact", "format", "contextembed")
 PROVENANCE_FILE = "contextembed_provenance.json"
 
 _HASHES: dict[tuple, str] = {}
+#: files at least this large have their hash remembered across processes (a model's weights)
+_REMEMBERED = 16 << 20
+_HEX32 = re.compile(r"[0-9a-f]{32}")
 _HASHES_LOCK = threading.Lock()
 _CHUNK = 1 << 20
 
@@ -178,7 +183,8 @@ def read(path: PathLike, *, artifact: Optional[str] = None) -> Optional[dict]:
 
 
 def file_hash(path: PathLike) -> str:
-    """``blake2b`` (128-bit, hex) of a file's bytes; remembered per (real path, size, mtime, inode)."""
+    """``blake2b`` (128-bit, hex) of a file's bytes; remembered per (real path, size, mtime, inode) in
+    the process, and for a file of 16 MiB or more across processes (:mod:`contextembed._file_facts`)."""
     real = os.path.realpath(path)
     stat = os.stat(real)
     key = (real, stat.st_size, stat.st_mtime_ns, stat.st_ino, stat.st_ctime_ns)
@@ -186,11 +192,15 @@ def file_hash(path: PathLike) -> str:
         known = _HASHES.get(key)
     if known is not None:
         return known
-    digest = hashlib.blake2b(digest_size=16)
-    with open(real, "rb") as handle:
-        while chunk := handle.read(_CHUNK):
-            digest.update(chunk)
-    value = digest.hexdigest()
+    value = recall(real, "blake2b")  # another process hashed this very file
+    if not (isinstance(value, str) and _HEX32.fullmatch(value)):
+        digest = hashlib.blake2b(digest_size=16)
+        with open(real, "rb") as handle:
+            while chunk := handle.read(_CHUNK):
+                digest.update(chunk)
+        value = digest.hexdigest()
+        if stat.st_size >= _REMEMBERED:
+            remember(real, "blake2b", value)
     with _HASHES_LOCK:
         _HASHES[key] = value
     return value

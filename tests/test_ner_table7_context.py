@@ -35,9 +35,9 @@ def table7(tmp_path, monkeypatch):
     for name in ("train.txt", "dev.txt"):
         (tmp_path / name).write_text(TRAIN, encoding="utf-8")
     monkeypatch.setattr(module, "DATA", tmp_path)
-    # the process-wide encoding cache is the other tests' too: its bound is recorded, not set
+    # the process-wide memory budget is the other tests' too: what it is set to is recorded, not set
     module.cache_bounds = []
-    monkeypatch.setattr(module, "set_cache_size", module.cache_bounds.append)
+    monkeypatch.setattr(module.contextembed, "set_memory_budget", module.cache_bounds.append)
     return module
 
 

@@ -24,6 +24,8 @@ import json
 import os
 from collections.abc import Iterable
 
+import torch
+
 from ..errors import ModelFormatError, ModelNotFoundError
 
 #: files any of which lets a tokenizer be built (fast tokenizer, WordPiece, BPE, sentencepiece)
@@ -147,6 +149,7 @@ def load_model(path: str):
     except Exception as error:
         raise ModelFormatError(f"the model cannot be loaded: {type(error).__name__}: {error}", path=path) from error
     check_loading_report(model, info, path)
+    check_finite_weights(model, path)
     return model
 
 
@@ -169,9 +172,31 @@ def check_loading_report(model, info: dict, path: str) -> None:
             + ". Check that config.json and the weights come from the same model",
             path=path,
         )
-    broken = [name for name, value in model.state_dict().items() if value.is_floating_point() and not bool(value.isfinite().all())]
+
+
+#: the files a directory's weights may come from
+_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
+
+
+def check_finite_weights(model, path: str) -> None:
+    """Refuse weights holding NaN or infinity: each float tensor summed in float64 (one pass, no
+    bool copy; a sum of finite float32 values cannot overflow there). Paid once per weights file:
+    the verdict is remembered with the files' identity and ``config.json``'s content
+    (:mod:`contextembed._file_facts`), so a later process loading the same files skips it."""
+    from .._file_facts import recall, remember
+    from .._provenance import file_hash
+
+    weights = sorted(os.path.join(path, name) for name in os.listdir(path) if name.endswith(_WEIGHT_SUFFIXES))
+    config = os.path.join(path, "config.json")
+    fact = "finite weights with config " + (file_hash(config) if os.path.isfile(config) else "-")
+    if weights and all(recall(file, fact) is True for file in weights):
+        return
+    broken = [name for name, value in model.state_dict().items()
+              if value.is_floating_point() and not bool(torch.isfinite(value.sum(dtype=torch.float64)))]
     if broken:
         raise ModelFormatError(f"the weights hold NaN or infinite values in {_preview(broken)}; they are corrupt", path=path)
+    for file in weights:
+        remember(file, fact, True)
 
 
 def check_tokenizer_fits(tokenizer, model, path: str) -> None:

@@ -1334,8 +1334,8 @@ class TransformerEncoder(Encoder):
             return unpadded.forward(self.model, inputs, layer_index)
         wanted = [i % self._n_layers for i in layer_index]
         # the layers above the last one wanted are not run (contextembed.encoders._pruning)
-        out = self._pruner.model_for(max(wanted))(**inputs, output_hidden_states=True)
-        return [out.hidden_states[i].reshape(batch * length, -1) for i in wanted]
+        states = self._pruner.hidden_states(inputs, max(wanted))
+        return [states[i].reshape(batch * length, -1) for i in wanted]
 
     def _gather_selector(self, batch: list[_Row], flat: list[torch.Tensor], length: int, k: int,
                          pooled: Union[_Pooled, _TextPooled, None] = None) -> None:

@@ -180,3 +180,55 @@ def test_uncached_hub_id_never_opens_a_socket(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     assert "hf download bert-base-cased" in result.stdout
     assert socket_guard.read_log(log) == ""
+
+
+def test_a_finite_verdict_is_remembered_for_the_same_files_and_no_others(bert_copy, monkeypatch):
+    """The check that reads every weight runs once per weights file (remembered with the file's
+    identity and config.json's content); a rewritten file or an edited config is checked again."""
+    from safetensors.torch import load_file, save_file
+
+    sums = []
+    original = torch.Tensor.sum
+
+    def counted(self, *args, **kwargs):
+        if kwargs.get("dtype") is torch.float64:
+            sums.append(1)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.Tensor, "sum", counted)
+    load_encoder(str(bert_copy))
+    assert sums  # checked once
+    sums.clear()
+    load_encoder(str(bert_copy))
+    assert not sums  # the same files: not read again
+    _edit_config(bert_copy, hidden_dropout_prob=0.2)
+    load_encoder(str(bert_copy))
+    assert sums  # another config: checked again
+    state = load_file(bert_copy / "model.safetensors")
+    name = next(k for k in state if k.endswith("layer.0.attention.self.query.weight"))
+    state[name][0, 0] = float("inf")
+    save_file(state, bert_copy / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(ModelFormatError, match=f"NaN or infinite values in .*{name}"):
+        load_encoder(str(bert_copy))  # a rewritten file is another file
+
+
+def test_file_facts_are_trusted_only_for_the_very_file_and_from_this_user(tmp_path):
+    import os
+
+    from contextembed import _file_facts
+
+    target = tmp_path / "weights.bin"
+    target.write_bytes(b"x" * 10)
+    _file_facts.remember(str(target), "fact", 42)
+    assert _file_facts.recall(str(target), "fact") == 42
+    record_path = _file_facts._record_path(_file_facts._identity(str(target)))
+    os.chmod(record_path, 0o666)  # others could have written it
+    assert _file_facts.recall(str(target), "fact") is None
+    os.chmod(record_path, 0o600)
+    assert _file_facts.recall(str(target), "fact") == 42
+    with open(record_path, "w") as handle:
+        handle.write("[" * 2000)  # damaged
+    assert _file_facts.recall(str(target), "fact") is None
+    _file_facts.remember(str(target), "fact", 7)
+    target.write_bytes(b"y" * 10)  # the same size, another content: the change time moves
+    assert _file_facts.recall(str(target), "fact") is None
