@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Optional, Union
 
@@ -130,7 +131,8 @@ class TextEmbedder(LayerFeaturesBase):
         check_flag("normalize", self.normalize)
         encoder = self._setup()
         if self.text_pooling in MODEL_POOLINGS:
-            self.sentence_pooling_ = model_pooling(encoder, self.text_pooling, self.encoder)
+            # plain data (what skops loads without trusting a class): mode, normalize, max_seq_length, lowercase
+            self.sentence_pooling_ = dataclasses.asdict(model_pooling(encoder, self.text_pooling, self.encoder))
             texts = self._as_model_reads(texts)
         else:
             check_text_options(self.text_pooling, self.subword_pooling, encoder.has_cls, f"the encoder {self.encoder!r}")
@@ -143,7 +145,7 @@ class TextEmbedder(LayerFeaturesBase):
     def _as_model_reads(self, texts: list[list[str]]) -> list[list[str]]:
         """``texts`` as the model's own pooling reads them: lowercased where its directory says so."""
         pooling = getattr(self, "sentence_pooling_", None)
-        if pooling is None or not pooling.lowercase:
+        if pooling is None or not pooling["lowercase"]:
             return texts
         return [[word.lower() for word in text] for text in texts]
 
@@ -170,7 +172,7 @@ class TextEmbedder(LayerFeaturesBase):
         """The pieces of a text ``"model_truncated"`` keeps: ``max_seq_length`` less the special tokens
         (the model's window where the directory gives none)."""
         encoder = self.encoder_
-        limit = self.sentence_pooling_.max_seq_length
+        limit = self.sentence_pooling_["max_seq_length"]
         return encoder.window if limit is None else max(1, limit - len(encoder.pieces.prefix) - len(encoder.pieces.suffix))
 
     def _pools_on_encoder(self) -> bool:
