@@ -395,6 +395,20 @@ def check_settings(device: Union[str, torch.device], precision: str, family: Opt
     check_precision(precision, family)
 
 
+class PrecisionChangedWarning(UserWarning):
+    """What a fitted estimator or saved pipeline ran at fit cannot run here: it runs another precision,
+    whose features are not bit for bit the ones it was fitted on."""
+
+
+def unrunnable(precision: str, device: torch.device) -> Optional[str]:
+    """Why ``precision`` (a concrete one) cannot run on ``device`` here; ``None`` where it can."""
+    if precision == "int8" and device.type != "cpu":
+        return "int8 runs on the CPU only"
+    if precision == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
+        return "this GPU has no bf16"
+    return None
+
+
 def resolve_precision(precision: str, device: torch.device, int8_allowed: bool = False) -> str:
     """Resolve ``"auto"`` to a concrete precision name for ``device`` and validate the others.
 

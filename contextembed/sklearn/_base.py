@@ -80,6 +80,7 @@ class LayerFeaturesBase(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         with tuning.announcing(self._shows_progress()):  # an untuned machine's measurements are said
             self.encoder_ref_ = resolved(ref)  # backend="auto" chosen once, here
         self.backend_ = self.encoder_ref_.backend
+        self.precision_ = self.encoder_ref_.precision
         encoder = get_encoder(self.encoder_ref_)
         self.n_layers_ = encoder.n_layers
         self.layer_indexes_ = encoder.layer_indexes(self.layers)
@@ -250,6 +251,7 @@ class LayerFeaturesBase(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         state.setdefault("cache_dtype", "float32")  # pickled before the feature store: float32 rows
         if "encoder_ref_" in state:
             state.setdefault("backend_", "torch")
+            state.setdefault("precision_", state["encoder_ref_"].precision)  # fitted before it was recorded
             for name in self.FITTED_OPTIONS:  # fitted before they were recorded: the parameters then
                 state.setdefault(name + "_", state[name])
         embedded = state.pop("_embedded_encoder", None)

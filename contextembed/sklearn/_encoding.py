@@ -120,15 +120,37 @@ _ENCODERS_LOCK = threading.Lock()
 
 
 def get_encoder(ref: EncoderRef) -> Encoder:
-    """Load the encoder ``ref`` names, or return the one already loaded in this process."""
+    """Load the encoder ``ref`` names, or return the one already loaded in this process.
+
+    A precision ``fit`` pinned (:func:`resolved`) that cannot run on this machine's device runs as
+    ``"auto"`` chooses here, with one :class:`~contextembed._devices.PrecisionChangedWarning`
+    naming both."""
     with _ENCODERS_LOCK:
         encoder = _ENCODERS.get(ref)
         if encoder is None:
             spec = ref.spec if ref.identity is None else locate(ref.identity)
-            encoder = load_encoder(spec, device=ref.device, precision=ref.precision, backend=ref.backend, **ref.options())
+            precision = _runnable_precision(ref)
+            encoder = load_encoder(spec, device=ref.device, precision=precision, backend=ref.backend, **ref.options())
             _ENCODERS[ref] = encoder
             logger.info("loaded the encoder %r: %s", ref.spec, describe_choices(encoder, ref))
         return encoder
+
+
+def _runnable_precision(ref: EncoderRef) -> str:
+    """``ref.precision``, or ``"auto"`` (with a warning) where it cannot run on the device here."""
+    from .._devices import PrecisionChangedWarning, resolve_device, unrunnable
+
+    if ref.precision == "auto":
+        return ref.precision
+    reason = unrunnable(ref.precision, resolve_device(ref.device))
+    if reason is None:
+        return ref.precision
+    import warnings
+
+    warnings.warn(f"the encoder {ref.spec!r} was fitted at precision={ref.precision!r}, which cannot run here "
+                  f"({reason}): it runs at the precision 'auto' chooses here, so its features are not the ones it "
+                  "was fitted on; fit again here for those", PrecisionChangedWarning, stacklevel=4)
+    return "auto"
 
 
 def describe_choices(encoder: Encoder, ref: EncoderRef) -> str:
@@ -152,15 +174,17 @@ def describe_choices(encoder: Encoder, ref: EncoderRef) -> str:
 
 def resolved(ref: EncoderRef) -> EncoderRef:
     """``ref`` pinned to what its loaded encoder runs: ``backend="auto"`` replaced by the backend it
-    chose (:func:`contextembed._backends.concrete_backend`) and, on the engine, ``precision="auto"``
-    by the precision it measured (the engine's choice is not one :func:`_encode_block`'s
-    ``speedups`` carry). Every process loading the pinned reference (joblib, Ray and Dask workers)
-    runs the same numeric path; the loaded encoder is registered under it too, so nothing reloads."""
+    chose (:func:`contextembed._backends.concrete_backend`) and ``precision="auto"`` by the precision
+    it chose (int8, bf16, fp32 on a CPU; bf16 or fp16 on a GPU; what the engine measured). Every
+    process loading the pinned reference (joblib, Ray and Dask workers, the estimator unpickled on
+    another machine or after ``CONTEXTEMBED_TUNING=refresh``) runs the same numeric path; the loaded
+    encoder is registered under it too, so nothing reloads."""
     from .._backends import concrete_backend
 
     encoder = get_encoder(ref)
     backend = concrete_backend(encoder)
-    precision = encoder.precision if backend == "openvino" else ref.precision
+    # static vectors have no precision: a float32 table
+    precision = getattr(encoder, "precision", ref.precision) if ref.precision == "auto" else ref.precision
     pinned = dataclasses.replace(ref, backend=backend, precision=precision)
     if pinned != ref:
         register_encoder(pinned, encoder)

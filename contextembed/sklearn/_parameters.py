@@ -98,6 +98,13 @@ Attributes
 ----------
 backend_ : {"torch", "openvino"}
     The backend the encoder runs (what ``backend="auto"`` chose).
+precision_ : str
+    The precision the encoder ran in ``fit`` (what ``precision="auto"`` chose: ``"fp32"``,
+    ``"bf16"``, ``"int8"``, ``"fp16"``), which every later ``transform`` runs too, in this process
+    and in any other (a joblib worker, the estimator unpickled on another machine or after
+    ``CONTEXTEMBED_TUNING=refresh``): the features downstream estimators were trained on keep their
+    numeric path. Where it cannot run (int8 on a GPU, bf16 on a GPU without it), ``"auto"``'s choice
+    runs instead, with a ``PrecisionChangedWarning`` naming both.
 mix_weights_ : np.ndarray
     ``(selected_layers,)`` normalised mix weights (``combine="scalar_mix"`` only).
 gamma_ : float
