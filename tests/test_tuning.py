@@ -90,7 +90,7 @@ def _edited(path: str, edit) -> None:
 
 @pytest.mark.parametrize("damage, reason", [
     (lambda p: _edited(p, lambda r: r["result"].update(choice="fastest")), "not one of"),  # edited to a value never chosen
-    (lambda p: _edited(p, lambda r: r["result"].update(speedup=float("1e308") * 10)), "speedup"),
+    (lambda p: _edited(p, lambda r: r["result"].update(speedup=float("1e308") * 10)), "holds Infinity"),  # not JSON
     (lambda p: _edited(p, lambda r: r["result"].update(speedup=-1)), "speedup"),
     (lambda p: _edited(p, lambda r: r.pop("result")), "no result"),
     (lambda p: _edited(p, lambda r: r["machine"].update(cpu="Another CPU")), "machine"),  # copied from another machine

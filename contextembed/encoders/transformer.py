@@ -12,7 +12,6 @@ import copy
 import functools
 import inspect
 import itertools
-import json
 import logging
 import os
 import threading
@@ -66,7 +65,7 @@ from ._base import (
     progress_bar,
     warn_long_pairs,
 )
-from ._hf_files import check_directory, check_tokenizer_fits, load_model, load_tokenizer
+from ._hf_files import check_directory, check_tokenizer_fits, load_model, load_tokenizer, read_config
 
 logger = logging.getLogger(__name__)
 
@@ -1730,6 +1729,5 @@ _BYTE_LEVEL_TYPES = {"roberta", "gpt2", "longformer", "bart", "deberta", "camemb
 
 def _tokenizer_options(source: str) -> dict:
     """Byte-level BPE tokenizers need ``add_prefix_space`` to take pre-split words."""
-    with open(os.path.join(source, "config.json"), encoding="utf-8") as handle:
-        model_type = json.load(handle).get("model_type")
-    return {"add_prefix_space": True} if model_type in _BYTE_LEVEL_TYPES else {}
+    model_type = read_config(source).get("model_type")
+    return {"add_prefix_space": True} if isinstance(model_type, str) and model_type in _BYTE_LEVEL_TYPES else {}

@@ -19,6 +19,7 @@ import os
 from collections.abc import Mapping
 from typing import Any, Literal, Optional
 
+from ... import _json
 from ...errors import ModelFormatError
 from .characters import MAX_CHARACTERS, N_CHARACTERS
 
@@ -52,6 +53,8 @@ REQUIRED_KEYS: dict[str, tuple[type, ...]] = {
 }
 
 ACTIVATIONS = ("relu", "tanh")
+#: the largest ``options.json`` read (a real one is under 1 KiB)
+_MAX_OPTIONS_BYTES = 1 << 20
 
 
 class ElmoFormatError(ModelFormatError):
@@ -117,10 +120,9 @@ def read_options(path: str | os.PathLike) -> dict:
     """Read and validate an ``options.json`` (errors name the file)."""
     path = os.fspath(path)
     try:
-        with open(path, encoding="utf-8") as handle:
-            options = json.load(handle)
-    except json.JSONDecodeError as error:
-        raise ElmoFormatError(f"{path} is not valid JSON: {error}") from None
+        options = _json.read(path, max_bytes=_MAX_OPTIONS_BYTES)
+    except _json.JSONError as error:
+        raise ElmoFormatError(f"{path}: {error}") from None
     return check_options(options, source=path)
 
 
