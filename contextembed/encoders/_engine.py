@@ -432,14 +432,9 @@ def auto_precision(make, probe: dict[str, np.ndarray], n_layers: int, key: dict)
             built[name] = make(name)
         return built[name]
 
-    def check(result: dict) -> None:
-        tuning.recorded_choice(result.get("precision"), _auto_candidates(), "precision")
-        for name, value in result.get("speedups", {}).items():
-            tuning.recorded_speedup(value, name)
-
     result = tuning.remembered(
         "engine precision", {**key, "method": PRECISION_METHOD, "candidates": list(_auto_candidates())},
-        lambda: _measure_precisions(build, probe, n_layers), check,
+        lambda: _measure_precisions(build, probe, n_layers), check_precision_record,
         what=f"backend='openvino' precision='auto' is exporting and timing {', '.join(_auto_candidates())}")
     return build(result["precision"])
 
@@ -467,11 +462,48 @@ def check_forced_precision(forced: str) -> str:
     return forced
 
 
+def chosen_precision(speedups: dict[str, float]) -> str:
+    """What ``precision="auto"`` runs on the engine given the measured ``speedups`` (fp32 time over
+    each candidate's; a candidate left out was not measured or kept): bf16 where it beats fp32 by
+    :data:`~contextembed._devices.BF16_MIN_SPEEDUP`, int8 where it beats the better of those by
+    :data:`~contextembed._devices.INT8_MIN_SPEEDUP`, else fp32."""
+    from .._devices import BF16_MIN_SPEEDUP, INT8_MIN_SPEEDUP
+
+    chosen, best = "fp32", 1.0
+    if speedups.get("bf16", 0.0) >= BF16_MIN_SPEEDUP:
+        chosen, best = "bf16", speedups["bf16"]
+    if speedups.get("int8", 0.0) >= INT8_MIN_SPEEDUP * best:
+        chosen = "int8"
+    return chosen
+
+
+def check_precision_record(result: dict) -> None:
+    """Refuse (``ValueError``) an engine-precision record :func:`_measure_precisions` could not have
+    written on this CPU: other keys, a precision or speedup of the wrong type or out of range, a
+    speedup of a precision not timed here, int8 timed without the cosine that admits it, or a choice
+    its own speedups do not imply."""
+    from .. import tuning
+
+    tuning.recorded_keys(result, ("precision", "speedups", "int8_cosine"))
+    candidates = _auto_candidates()
+    precision = tuning.recorded_choice(result["precision"], candidates, "precision")
+    speedups = tuning.recorded_mapping(result["speedups"], "speedups")
+    timed = set(candidates) - {"fp32", "int8"}
+    cosine = result["int8_cosine"]
+    if "int8" in candidates:
+        cosine = tuning.recorded_cosine(cosine, "int8_cosine")
+        timed |= {"int8"} if cosine >= ENGINE_INT8_MIN_COSINE else set()
+    elif cosine is not None:
+        raise ValueError(f"recorded int8_cosine={cosine!r}, but int8 is no candidate on this CPU")
+    if set(speedups) != timed:
+        raise ValueError(f"recorded speedups of {sorted(speedups)}, but {sorted(timed)} were timed against fp32")
+    values = {name: tuning.recorded_speedup(value, name) for name, value in speedups.items()}
+    tuning.recorded_implied(precision, chosen_precision(values), "precision", f"speedups {speedups}")
+
+
 def _measure_precisions(build, probe: dict[str, np.ndarray], n_layers: int) -> dict:
     """Time the engine's precisions on ``probe``: ``{"precision": chosen, "speedups": {name: fp32
     time over its time}, "int8_cosine": lowest mean cosine of int8 to fp32 over the hidden states}``."""
-    from .._devices import BF16_MIN_SPEEDUP, INT8_MIN_SPEEDUP
-
     wanted = tuple(range(n_layers))
     candidates = {name: build(name) for name in _auto_candidates() if name != "int8"}
     cosine = None
@@ -486,11 +518,7 @@ def _measure_precisions(build, probe: dict[str, np.ndarray], n_layers: int) -> d
                     "(at least %.3f needed)", cosine, ENGINE_INT8_MIN_COSINE)
     times = best_times({name: (lambda forward=forward: forward(probe, wanted)) for name, forward in candidates.items()})
     speedups = {name: times["fp32"] / t for name, t in times.items() if name != "fp32"}
-    chosen, best = "fp32", 1.0
-    if speedups.get("bf16", 0.0) >= BF16_MIN_SPEEDUP:
-        chosen, best = "bf16", speedups["bf16"]
-    if speedups.get("int8", 0.0) >= INT8_MIN_SPEEDUP * best:
-        chosen = "int8"
+    chosen = chosen_precision(speedups)
     logger.info("openvino precision='auto' chose %s (%s)", chosen,
                 ", ".join(f"{name} {value:.2f}x fp32" for name, value in speedups.items()))
     return {"precision": chosen, "speedups": speedups, "int8_cosine": cosine}
