@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from typing import Any, Literal, Optional
 
 from ... import _json
+from ..._bounds import Bound, check_setting
 from ...errors import ModelFormatError
 from .characters import MAX_CHARACTERS, N_CHARACTERS
 
@@ -50,6 +51,20 @@ REQUIRED_KEYS: dict[str, tuple[type, ...]] = {
     "char_cnn.activation": (str,),
     "char_cnn.n_characters": (int,),
     "char_cnn.max_characters_per_token": (int,),
+}
+
+#: the largest float32: a clip beyond it is infinity in the LSTM's arithmetic
+_FLOAT32_MAX = 3.4028234663852886e38
+_WIDTH = 2**31 - 1
+#: the range of every numeric key (:mod:`contextembed._bounds`: NaN and infinities are never in one)
+OPTION_BOUNDS: dict[str, Bound] = {
+    "lstm.dim": Bound(int, 1, _WIDTH),
+    "lstm.projection_dim": Bound(int, 1, _WIDTH),
+    "lstm.n_layers": Bound(int, 1, _WIDTH),
+    "lstm.cell_clip": Bound(float, 0, _FLOAT32_MAX, optional=True, note="0 or null: no clipping"),
+    "lstm.proj_clip": Bound(float, 0, _FLOAT32_MAX, optional=True, note="0 or null: no clipping"),
+    "char_cnn.embedding.dim": Bound(int, 1, _WIDTH),
+    "char_cnn.n_highway": Bound(int, 0, _WIDTH),
 }
 
 ACTIVATIONS = ("relu", "tanh")
@@ -176,17 +191,14 @@ def _check_skip(options: Mapping, source: str) -> None:
         )
 
 
-def _check_sizes(options: Mapping, source: str) -> None:
-    lstm, cnn = options["lstm"], options["char_cnn"]
-    for key, value in [("lstm.dim", lstm["dim"]), ("lstm.projection_dim", lstm["projection_dim"]),
-                       ("lstm.n_layers", lstm["n_layers"]), ("char_cnn.embedding.dim", cnn["embedding"]["dim"])]:
-        if value < 1:
-            raise ElmoFormatError(f"{source}: {key} must be >= 1, got {value}")
-    if cnn["n_highway"] < 0:
-        raise ElmoFormatError(f"{source}: char_cnn.n_highway must be >= 0, got {cnn['n_highway']}")
-    for key in ("cell_clip", "proj_clip"):
-        if lstm[key] is not None and lstm[key] < 0:
-            raise ElmoFormatError(f"{source}: lstm.{key} must be >= 0 (0 or null: no clipping), got {lstm[key]}")
+def _check_numbers(options: Mapping, source: str) -> None:
+    """Every numeric key in its range (:data:`OPTION_BOUNDS`): ``cell_clip=NaN`` made every LSTM
+    layer's features NaN."""
+    for key, bound in OPTION_BOUNDS.items():
+        try:
+            check_setting(key, _lookup(options, key, source), bound)
+        except (TypeError, ValueError) as error:
+            raise ElmoFormatError(f"{source}: {error}") from None
 
 
 def _check_filters(options: Mapping, source: str) -> None:
@@ -233,7 +245,7 @@ def _check_bidirectional(options: Mapping, source: str) -> None:
         )
 
 
-_SUPPORT_CHECKS = (_check_skip, _check_sizes, _check_filters, _check_characters, _check_bidirectional)
+_SUPPORT_CHECKS = (_check_skip, _check_numbers, _check_filters, _check_characters, _check_bidirectional)
 
 
 def n_filters(options: Mapping) -> int:
