@@ -212,7 +212,8 @@ def test_a_recorded_backend_is_followed(tiny_bert_dir, records, recorded):
     load_encoder(str(tiny_bert_dir), device="cpu", precision="fp32", backend="auto")
     path = next(records.glob("transformer-backend-*.json"))
     record = json.loads(path.read_text())
-    record["result"]["backend"] = recorded  # what another, equally valid measurement chose
+    # what another, equally valid measurement chose: the choice its speedup implies (issue 53, item 6)
+    record["result"].update(backend=recorded, speedup=2.0 if recorded == "openvino" else 0.8)
     path.write_text(json.dumps(record))
     tuning.forget()
     encoder = load_encoder(str(tiny_bert_dir), device="cpu", precision="fp32", backend="auto")
