@@ -12,14 +12,24 @@ Records
     (:mod:`contextembed._provenance`) holds the measurement's kind and inputs (a model's fingerprint,
     the precision asked for), the machine (:func:`machine`: CPU model, flags, the cores and threads
     in use) and the versions of contextembed, torch and the engine. A record is used only if all of
-    those match this process and its result passes the measurement's own check (a known choice, a
-    finite speed in range); a truncated, edited, forged or foreign one is measured again, with one
-    :class:`TuningWarning` naming the file, and replaced.
+    those match this process and its result passes the measurement's own check (the fields it
+    writes, a known choice, a finite speed in range, and the choice its own numbers imply:
+    :func:`recorded_implied`); a truncated, edited, forged or foreign one is measured again, with
+    one :class:`TuningWarning` naming the file, and replaced.
+
+Trust
+    A record decides what a process computes, so only one this user or root could have written is
+    used (:func:`contextembed._files.untrusted_reason`): a record that is a link, another user's or
+    writable by group or others is measured again and replaced; a tuning directory that is any of
+    those is not used at all (one warning naming it and what is wrong; the process measures for
+    itself and writes nothing there). The directory is made ``0o755`` and records ``0o644``
+    whatever the umask, so that what root prepared ahead is read, and trusted, by every user.
 
 Concurrency
-    Measuring holds a lock file beside the record, so two processes that start untuned at once
-    measure once: the second waits for the first's record (at most :data:`LOCK_WAIT` seconds, then
-    measures alone) and adopts it. Records are written under a temporary name and renamed.
+    Measuring holds a lock file beside the record (opened without following a link:
+    :func:`contextembed._files.open_lock`), so two processes that start untuned at once measure
+    once: the second waits for the first's record (at most :data:`LOCK_WAIT` seconds, then measures
+    alone) and adopts it. Records are written under a temporary name and renamed.
 
 Settings
     ``CONTEXTEMBED_TUNING``: ``on`` (default: read and write records), ``refresh`` (measure again
