@@ -263,7 +263,8 @@ _OTHERS_WRITE = stat.S_IWGRP | stat.S_IWOTH
 def trusted_uids() -> frozenset[int]:
     """The users whose files are trusted: this process's user (real and effective) and root (a
     directory prepared ahead, as for a container image). Empty where the system has no user ids
-    (then nothing is refused for its owner)."""
+    (not POSIX: then only the kind of a file is checked, not its owner or mode). Tests replace it to
+    play another user."""
     if not hasattr(os, "getuid"):
         return frozenset()
     return frozenset({os.getuid(), os.geteuid(), 0})
@@ -372,6 +373,8 @@ def restrict_writes(root: PathLike) -> None:
     """Remove group and others' write permission from ``root`` and everything below it that this
     process's user owns (links are neither followed nor changed): what a library wrote under the
     umask becomes a file of a trusted store."""
+    if not hasattr(os, "geteuid"):  # no POSIX permissions to change
+        return
     for folder, folders, files in os.walk(root):
         for path in [folder] + [os.path.join(folder, name) for name in folders + files]:
             found = os.lstat(path)
