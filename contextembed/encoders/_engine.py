@@ -46,6 +46,7 @@ import io
 import json
 import logging
 import os
+import stat
 import tempfile
 import threading
 import warnings
@@ -555,9 +556,10 @@ def compiled_cache(export_folder: str) -> Optional[str]:
     try:
         make_trusted_directory(folder, mode=0o755)
         for name in sorted(os.listdir(folder)):
-            reason = untrusted_reason(os.path.join(folder, name), directory=False)
+            path = os.path.join(folder, name)
+            reason = untrusted_reason(path, directory=stat.S_ISDIR(os.lstat(path).st_mode))
             if reason is not None:
-                raise UntrustedPathError(os.path.join(folder, name), reason)
+                raise UntrustedPathError(path, reason)
     except UntrustedPathError as error:
         warnings.warn(f"compiled blobs of engine export {export_folder}: {error}; compiling without them",
                       EngineCacheWarning, stacklevel=4)

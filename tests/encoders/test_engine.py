@@ -397,7 +397,7 @@ def test_exports_are_written_so_that_this_user_trusts_them_whatever_the_umask(ti
 
 def test_compiled_blobs_another_user_could_have_written_are_not_loaded(tmp_path):
     export = tmp_path / "export"
-    (export / engine.COMPILED_FOLDER).mkdir(parents=True)
+    (export / engine.COMPILED_FOLDER / "sub").mkdir(parents=True)  # a folder of its own is fine
     assert engine.compiled_cache(str(export)) == str(export / engine.COMPILED_FOLDER)
     blob = export / engine.COMPILED_FOLDER / "1234.blob"
     blob.write_bytes(b"compiled")
