@@ -70,6 +70,10 @@ class Bound:
         return f"{text} ({self.note})" if self.note else text
 
     def contains(self, value: Number) -> bool:
+        """Whether ``value`` lies in the range; never a number that is not finite (NaN compares false
+        to everything, so a range check alone lets it through wherever it is written ``value < low``)."""
+        if not math.isfinite(value):
+            return False
         above = value > self.low if self.low_open else value >= self.low
         below = value < self.high if self.high_open else value <= self.high
         return above and below
@@ -89,7 +93,7 @@ class Bound:
             raise argparse.ArgumentTypeError(
                 f"expected {self.describe()}, written in ASCII digits ({example}); got {text!r}")
         value = self.kind(text)
-        if not (math.isfinite(value) and self.contains(value)):
+        if not self.contains(value):
             raise argparse.ArgumentTypeError(f"expected {self.describe()}; got {text!r}")
         return value
 
@@ -120,7 +124,7 @@ def check_setting(name: str, value, bound: Bound):
         got = type(value).__name__
         raise TypeError(f"{where} is a {got}; expected {bound.describe()}"
                         + ("" if not bound.optional else ", or None for the default"))
-    if not math.isfinite(value) or not bound.contains(value):
+    if not bound.contains(value):  # NaN and infinities too
         raise ValueError(f"{where} is out of range; expected {bound.describe()}")
     return value
 

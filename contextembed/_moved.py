@@ -122,15 +122,27 @@ class _AliasLoader(importlib.abc.Loader):
 
 
 class _MovedFinder(importlib.abc.MetaPathFinder):
-    """Finds the old module paths before the path finder would load a second copy of the file."""
+    """Finds the old module paths before the path finder would load a second copy of the file.
+
+    Only an old path whose new module exists is found: any other name under a moved package is
+    left to the other finders, which fail as Python does, naming the path that was imported.
+    """
 
     def find_spec(self, fullname, path=None, target=None):
         if not fullname.startswith("contextembed."):
             return None
         new = moved_to(fullname)
-        if new is None:
+        if new is None or not _exists(new):
             return None
         return importlib.util.spec_from_loader(fullname, _AliasLoader(fullname, new))
+
+
+def _exists(name: str) -> bool:
+    """Whether the module ``name`` exists (found, not run; its parent packages are imported)."""
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):  # a parent that is no package; a module without a spec
+        return False
 
 
 def install() -> None:

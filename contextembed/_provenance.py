@@ -30,6 +30,7 @@ import threading
 from collections.abc import Iterator, Mapping
 from typing import Optional
 
+from . import _json
 from ._file_facts import recall, remember
 from ._files import PathLike, atomic_file
 from .errors import ProvenanceError
@@ -40,6 +41,10 @@ FORMAT_VERSION = 1
 _HEADER = ("artifact", "format", "contextembed")
 #: file beside or inside a directory artifact that holds its record
 PROVENANCE_FILE = "contextembed_provenance.json"
+#: the largest record read (a real one is a few KiB; one listing a model's files, tens)
+MAX_RECORD_BYTES = 4 << 20
+#: the deepest nesting of a record read (a real one nests at most 4 levels)
+MAX_RECORD_DEPTH = 16
 
 _HASHES: dict[tuple, str] = {}
 #: files at least this large have their hash remembered across processes (a model's weights)
@@ -150,10 +155,11 @@ def dumps(rec: Mapping) -> bytes:
 
 
 def loads(data: bytes, *, artifact: str) -> dict:
-    """Parse a record written by :func:`dumps`; ``ProvenanceError`` naming ``artifact`` if damaged."""
+    """Parse a record written by :func:`dumps` (bounded: :mod:`contextembed._json`);
+    ``ProvenanceError`` naming ``artifact`` if damaged, too large or nested too deep."""
     try:
-        found = json.loads(bytes(data).decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as error:
+        found = _json.loads(bytes(data), max_bytes=MAX_RECORD_BYTES, max_depth=MAX_RECORD_DEPTH)
+    except _json.JSONError as error:
         raise ProvenanceError(f"{artifact} has a damaged provenance record ({error}); write it again",
                               artifact=artifact, field=None) from None
     if not isinstance(found, dict):
@@ -176,7 +182,7 @@ def read(path: PathLike, *, artifact: Optional[str] = None) -> Optional[dict]:
     if os.path.islink(path) or not os.path.isfile(path):
         raise ProvenanceError(f"provenance record {path} is not a regular file", artifact=artifact or path, field=None)
     with open(path, "rb") as handle:
-        return loads(handle.read(), artifact=artifact or path)
+        return loads(handle.read(MAX_RECORD_BYTES + 1), artifact=artifact or path)
 
 
 # -- content hashes -----------------------------------------------------------------------------

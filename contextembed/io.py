@@ -91,7 +91,7 @@ from typing import Literal, Optional, get_args
 
 import numpy as np
 
-from . import _provenance as provenance, _terminal as terminal
+from . import _json, _provenance as provenance, _terminal as terminal
 from ._files import atomic_file, check_writable
 from .errors import FileFormatError, ProvenanceError
 from ._options import check_choice
@@ -385,10 +385,11 @@ def _jsonl_tokens(line: str, tokenizer: Tokenizer, path: str, number: int) -> tu
     def fail(message: str) -> FileFormatError:
         return FileFormatError(message, path=path, line=number)
 
-    try:
-        record = json.loads(line, object_pairs_hook=_unique_keys)
-    except json.JSONDecodeError as error:
-        raise fail(f"not valid JSON ({error.msg} at column {error.colno})") from None
+    try:  # the line is read already: bounded in depth, not in size
+        record = _json.loads(line, max_bytes=len(line), object_pairs_hook=_unique_keys)
+    except _json.JSONError as error:
+        raise fail(str(error) if error.column is None else f"not valid JSON ({error.parser_message} at column "
+                   f"{error.column})") from None
     except _DuplicateKey as error:
         raise fail(str(error)) from None
     expected = 'expected an object with "tokens" (a list of strings) or "text" (a string)'

@@ -12,14 +12,24 @@ Records
     (:mod:`contextembed._provenance`) holds the measurement's kind and inputs (a model's fingerprint,
     the precision asked for), the machine (:func:`machine`: CPU model, flags, the cores and threads
     in use) and the versions of contextembed, torch and the engine. A record is used only if all of
-    those match this process and its result passes the measurement's own check (a known choice, a
-    finite speed in range); a truncated, edited, forged or foreign one is measured again, with one
-    :class:`TuningWarning` naming the file, and replaced.
+    those match this process and its result passes the measurement's own check (the fields it
+    writes, a known choice, a finite speed in range, and the choice its own numbers imply:
+    :func:`recorded_implied`); a truncated, edited, forged or foreign one is measured again, with
+    one :class:`TuningWarning` naming the file, and replaced.
+
+Trust
+    A record decides what a process computes, so only one this user or root could have written is
+    used (:func:`contextembed._files.untrusted_reason`): a record that is a link, another user's or
+    writable by group or others is measured again and replaced; a tuning directory that is any of
+    those is not used at all (one warning naming it and what is wrong; the process measures for
+    itself and writes nothing there). The directory is made ``0o755`` and records ``0o644``
+    whatever the umask, so that what root prepared ahead is read, and trusted, by every user.
 
 Concurrency
-    Measuring holds a lock file beside the record, so two processes that start untuned at once
-    measure once: the second waits for the first's record (at most :data:`LOCK_WAIT` seconds, then
-    measures alone) and adopts it. Records are written under a temporary name and renamed.
+    Measuring holds a lock file beside the record (opened without following a link:
+    :func:`contextembed._files.open_lock`), so two processes that start untuned at once measure
+    once: the second waits for the first's record (at most :data:`LOCK_WAIT` seconds, then measures
+    alone) and adopts it. Records are written under a temporary name and renamed.
 
 Settings
     ``CONTEXTEMBED_TUNING``: ``on`` (default: read and write records), ``refresh`` (measure again
@@ -47,7 +57,8 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Optional
 
 from . import _provenance as provenance, settings
-from ._files import atomic_file, remove_stale_partials
+from ._files import (TRUST_RULE, UntrustedPathError, atomic_file, make_trusted_directory, open_lock, read_trusted,
+                     remove_stale_partials)
 from .errors import ProvenanceError
 
 logger = logging.getLogger(__name__)
@@ -210,6 +221,8 @@ def remembered(kind: str, key: Mapping, measure: Callable[[], dict], check: Call
     if known is not None:
         return known
     current = mode()
+    if current != "off" and not _trusted_root():
+        current = "off"  # measured here, nothing read or written there
     result = _read(path, expected, check) if current == "on" else None
     if result is None:
         with _measuring_lock(path, current) as writable:
@@ -239,33 +252,58 @@ def on_forget(hook: Callable[[], None]) -> None:
 
 
 def _read(path: str, expected: dict, check: Callable[[dict], None], quiet: bool = False) -> Optional[dict]:
-    """The result recorded at ``path`` if its record matches ``expected`` and passes ``check``;
-    ``None`` (with one :class:`TuningWarning`, unless ``quiet``) otherwise or if there is none."""
+    """The result recorded at ``path`` if its record may be trusted (:func:`contextembed._files.read_trusted`),
+    matches ``expected`` and passes ``check``; ``None`` (with one :class:`TuningWarning`, unless
+    ``quiet``) otherwise or if there is none."""
     try:
-        if not os.path.lexists(path):
-            return None
-        if os.path.islink(path) or not os.path.isfile(path):
-            raise ProvenanceError(f"{path} is not a regular file", artifact=path, field=None)
-        with open(path, "rb") as handle:
-            data = handle.read(_MAX_RECORD_BYTES + 1)
-        if len(data) > _MAX_RECORD_BYTES:
-            raise ProvenanceError(f"{path} is larger than {_MAX_RECORD_BYTES} bytes", artifact=path, field=None)
+        data = read_trusted(path, max_bytes=_MAX_RECORD_BYTES)
+    except FileNotFoundError:
+        return None
+    except UntrustedPathError as error:  # a link, or a file another user could have written
+        return _refused(path, ProvenanceError(str(error), artifact=path, field=None), quiet)
+    except ValueError as error:  # larger than a record
+        return _refused(path, error, quiet)
+    except OSError as error:
+        _warn_once(path, f"tuning record {path} cannot be read ({error.strerror or error}); measuring again")
+        return None
+    try:
         found = provenance.loads(data, artifact=f"tuning record {path}")
         result = found.pop("result", None)
         provenance.check(found, expected, artifact=f"tuning record {path}", fix="it is measured again")
         if not isinstance(result, dict):
             raise ValueError(f"tuning record {path} holds no result object")
         check(result)
-    except OSError as error:
-        _warn_once(path, f"tuning record {path} cannot be read ({error.strerror or error}); measuring again")
-        return None
     except (ProvenanceError, ValueError, TypeError) as error:
-        if not quiet:
-            text = str(error) if path in str(error) else f"tuning record {path}: {error}"
-            _warn_once(path, text if "measured again" in text else f"{text}; it is measured again")
-        return None
+        return _refused(path, error, quiet)
     logger.debug("tuning record %s used: %s", path, result)
     return result
+
+
+def _refused(path: str, error: Exception, quiet: bool) -> None:
+    """One :class:`TuningWarning` (unless ``quiet``) saying why the record ``path`` is not used."""
+    if not quiet:
+        text = str(error) if path in str(error) else f"tuning record {path}: {error}"
+        _warn_once(path, text if "measured again" in text else f"{text}; it is measured again")
+    return None
+
+
+def _trusted_root() -> bool:
+    """Whether the tuning directory may be used: made if missing (mode ``0o755``: a directory
+    prepared ahead by root is read by every user), and trusted (:func:`contextembed._files.untrusted_reason`).
+    A directory another user could write is refused with one warning: anyone who can write a record
+    there could choose what this process computes. One that cannot be made costs only the recording."""
+    try:
+        make_trusted_directory(tuning_root(), mode=0o755)
+    except UntrustedPathError as error:
+        _warn_once("untrusted", f"{_where()}: the tuning directory {error.path} {error.reason}, so its records are "
+                                "neither used nor written (whoever can write there could choose what this process "
+                                f"computes) and each process measures again; {TRUST_RULE} ({TUNING_DIR_ENV} names "
+                                "the directory)")
+        return False
+    except OSError as error:
+        _warn_unwritable(error)
+        return False
+    return True
 
 
 def _measure(measure: Callable[[], dict], check: Callable[[dict], None], what: str, path: str) -> dict:
@@ -276,10 +314,11 @@ def _measure(measure: Callable[[], dict], check: Callable[[dict], None], what: s
 
 
 def _write(path: str, expected: dict, result: dict) -> None:
-    """Record ``result`` at ``path`` (atomically); a failure is one warning, never the job's end."""
+    """Record ``result`` at ``path`` (atomically, a file others cannot write); a failure is one
+    warning, never the job's end."""
     remove_stale_partials(os.path.dirname(path))  # records a killed process left half-written
     try:
-        with atomic_file(path, what="tuning record") as temporary, open(temporary, "wb") as handle:
+        with atomic_file(path, what="tuning record", mode=0o644) as temporary, open(temporary, "wb") as handle:
             handle.write(provenance.dumps({**expected, "result": result}) + b"\n")
     except OSError as error:
         _warn_unwritable(error)
@@ -294,8 +333,11 @@ def _measuring_lock(path: str, current: str) -> Iterator[bool]:
         yield False
         return
     try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        handle = open(path + ".lock", "a+b")
+        handle = open_lock(path + ".lock")
+    except UntrustedPathError as error:
+        _warn_once(path + ".lock", f"the lock of tuning record {path}: {error}; measuring without recording")
+        yield False
+        return
     except OSError as error:
         _warn_unwritable(error)
         yield False
@@ -333,11 +375,14 @@ def _warn_once(key: str, message: str) -> None:
         warnings.warn(message, TuningWarning, stacklevel=4)
 
 
+def _where() -> str:
+    """How the tuning directory was chosen, for a warning."""
+    return (f"{TUNING_DIR_ENV}={settings.raw(TUNING_DIR_ENV)!r}" if settings.raw(TUNING_DIR_ENV) is not None
+            else f"the tuning directory {tuning_root()} ({TUNING_DIR_ENV} unset)")
+
+
 def _warn_unwritable(error: OSError) -> None:
-    root = tuning_root()
-    where = (f"{TUNING_DIR_ENV}={settings.raw(TUNING_DIR_ENV)!r}" if settings.raw(TUNING_DIR_ENV) is not None
-             else f"the tuning directory {root} ({TUNING_DIR_ENV} unset)")
-    _warn_once("unwritable", f"{where}: cannot record measurements there ({error.strerror or error}), so each "
+    _warn_once("unwritable", f"{_where()}: cannot record measurements there ({error.strerror or error}), so each "
                              f"process measures again; set {TUNING_DIR_ENV} to a directory you can write, or "
                              f"{TUNING_ENV}=off to measure without recording")
 
@@ -411,6 +456,43 @@ def recorded_choice(value, choices, name: str) -> str:
     return value
 
 
+def recorded_cosine(value, name: str) -> float:
+    """A recorded cosine: a number in [-1, 1] (and rounding above it); else ``ValueError`` naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not -1.0 <= value <= 1.0 + 1e-6:
+        raise ValueError(f"recorded {name}={value!r} is not a cosine (a number in [-1, 1])")
+    return float(value)
+
+
+def recorded_mapping(value, name: str) -> dict:
+    """A recorded JSON object of results by name; else ``ValueError`` naming ``name``."""
+    if not isinstance(value, dict):
+        raise ValueError(f"recorded {name}={value!r:.80} is not an object of results by name")
+    return value
+
+
+def recorded_keys(result: Mapping, required: tuple[str, ...], optional: tuple[str, ...] = ()) -> None:
+    """``ValueError`` unless ``result`` has every key of ``required`` and no key beyond ``optional``
+    (a field the measurement never writes is a forged or foreign record's)."""
+    missing = [key for key in required if key not in result]
+    extra = sorted(set(result) - set(required) - set(optional))
+    if missing or extra:
+        wrong = ([f"lacks {missing}"] if missing else []) + ([f"has fields the measurement never writes {extra}"]
+                                                            if extra else [])
+        raise ValueError(f"recorded result {sorted(result)} {' and '.join(wrong)}; expected {list(required)}"
+                         + (f" and maybe {list(optional)}" if optional else ""))
+
+
+def recorded_implied(value: str, implied: str, name: str, numbers: str) -> str:
+    """A recorded choice that is the one its own recorded ``numbers`` imply (``implied``, what the
+    measurement chooses from them); else ``ValueError``: the record holds a choice the measurement
+    could never have made."""
+    if value != implied:
+        raise ValueError(f"recorded {name}={value!r} is not what its own numbers imply ({numbers} choose "
+                         f"{implied!r}); no measurement writes that")
+    return value
+
+
 __all__ = ["ANNOUNCE_AFTER", "ARTIFACT", "LOCK_WAIT", "TUNING_DIR_ENV", "TUNING_ENV", "TUNING_MODES",
            "TuningWarning", "announce", "announcing", "cpu_flags", "forget", "machine", "mode", "recorded_choice",
-           "recorded_speedup", "refreshing", "remembered", "results", "tuning_root"]
+           "recorded_cosine", "recorded_implied", "recorded_keys", "recorded_mapping", "recorded_speedup", "refreshing",
+           "remembered", "results", "tuning_root"]

@@ -57,3 +57,39 @@ def test_integer_lists():
                        ([1.5], TypeError)):
         with pytest.raises(error, match="cutoffs"):
             check_integers("cutoffs", bad, COUNT, increasing=True)
+
+
+def _package_bounds() -> dict[str, Bound]:
+    """Every ``Bound`` the package defines (module constants and tables of them), by where it is."""
+    import importlib
+    import pkgutil
+
+    import contextembed
+
+    found = {}
+    for info in pkgutil.walk_packages(contextembed.__path__, "contextembed."):
+        if info.name.endswith("__main__"):  # runs the command line
+            continue
+        try:
+            module = importlib.import_module(info.name)
+        except ImportError:  # an optional dependency (ray, spacy, ...) is missing
+            continue
+        for name, value in vars(module).items():
+            values = value.items() if isinstance(value, dict) else [("", value)]
+            for key, bound in values:
+                if isinstance(bound, Bound):
+                    found[f"{info.name}.{name}{f'[{key}]' if key else ''}"] = bound
+    return found
+
+
+def test_no_bound_of_the_package_takes_a_number_that_is_not_finite():
+    """One rule, in ``Bound.contains``, for every option and file field with a bound (issue 53, item 13:
+    a check written ``value < 0`` let ``cell_clip=NaN`` through)."""
+    bounds = _package_bounds()
+    assert "contextembed.encoders._elmo.options.OPTION_BOUNDS[lstm.cell_clip]" in bounds and len(bounds) > 20
+    for where, bound in bounds.items():
+        for value in (math.nan, math.inf, -math.inf):
+            assert not bound.contains(value), where
+            expected = (ValueError, "is out of range") if bound.kind is float else (TypeError, "expected an integer")
+            with pytest.raises(expected[0], match=expected[1]):
+                check_setting(where, value, bound)

@@ -310,6 +310,8 @@ BAD_JSONL = [
     ('"a b"', r"line 2: expected an object .* got a string"),
     ('{"tokens": ["a"]', r"line 2: not valid JSON \(.* at column 17\)"),
     ('{"tokens": ["a"], "tokens": [1]}', r"line 2: key 'tokens' is given twice"),
+    ('{"tokens": ["a"], "doc": ' + "[" * 1500 + "]" * 1500 + "}", r"line 2: nested 1501 levels deep; at most 64"),
+    ('{"tokens": ["a"], "doc": NaN}', r"line 2: holds NaN, which is not a JSON number"),
 ]
 
 

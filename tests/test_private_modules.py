@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 import pickle
 import pkgutil
 import re
@@ -108,6 +109,35 @@ def test_names_that_never_existed_still_fail():
     with pytest.raises(ModuleNotFoundError, match="contextembed.sklearn.text.nothing"), warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         importlib.import_module("contextembed.sklearn.text.nothing")
+
+
+@pytest.mark.parametrize("name", ["contextembed.encoders.elmo.made_up", "contextembed.encoders.elmo.weights.x",
+                                  "contextembed.pooling.layers.x", "contextembed.encoders.elmo._weights"])
+def test_an_old_package_finds_only_what_exists(name):
+    """``find_spec`` of a name under a moved package that never existed is ``None`` (or the error a
+    name under a module gives), as for any package, and importing it names the path imported, not
+    the private one (issue 53, item 15)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        try:
+            assert importlib.util.find_spec(name) is None
+        except ModuleNotFoundError as error:  # its parent is a module, not a package
+            assert "__path__ attribute not found" in str(error)
+        with pytest.raises(ModuleNotFoundError) as caught:
+            importlib.import_module(name)
+    assert caught.value.name == name and f"No module named {name!r}" in str(caught.value)
+    assert "._" not in str(caught.value).split(";")[0].replace("._weights", "")  # never the private path
+
+
+def test_an_old_package_still_finds_what_exists():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        spec = importlib.util.find_spec("contextembed.encoders.elmo.weights")
+        # (once imported, the alias is the module itself, whose spec names its own path)
+        assert spec is not None and spec.origin.endswith(os.path.join("_elmo", "weights.py"))
+        from contextembed.encoders._elmo import weights
+
+        assert importlib.import_module("contextembed.encoders.elmo.weights") is weights
 
 
 def _outputs(name, estimator):

@@ -7,6 +7,7 @@ import importlib.util
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -90,7 +91,7 @@ def _edited(path: str, edit) -> None:
 
 @pytest.mark.parametrize("damage, reason", [
     (lambda p: _edited(p, lambda r: r["result"].update(choice="fastest")), "not one of"),  # edited to a value never chosen
-    (lambda p: _edited(p, lambda r: r["result"].update(speedup=float("1e308") * 10)), "speedup"),
+    (lambda p: _edited(p, lambda r: r["result"].update(speedup=float("1e308") * 10)), "holds Infinity"),  # not JSON
     (lambda p: _edited(p, lambda r: r["result"].update(speedup=-1)), "speedup"),
     (lambda p: _edited(p, lambda r: r.pop("result")), "no result"),
     (lambda p: _edited(p, lambda r: r["machine"].update(cpu="Another CPU")), "machine"),  # copied from another machine
@@ -114,6 +115,134 @@ def test_a_damaged_forged_or_foreign_record_is_measured_again(records, damage, r
     assert json.loads(open(path).read())["result"]["choice"] == "slow"  # replaced by a valid record
     tuning.forget()
     assert _remember(Counter({"choice": "fast", "speedup": 9.0}))["choice"] == "slow"  # and used
+
+
+# -- who may have written a record -------------------------------------------------------------------
+
+ANOTHER_USER = 4242
+
+
+def _planted(records) -> str:
+    """A valid record saying "fast", as another user could write it (the hash is computable)."""
+    _remember(Counter({"choice": "fast", "speedup": 5.0}))
+    tuning.forget()
+    return _only_record(records)
+
+
+@pytest.mark.parametrize("loosen, reason", [
+    (lambda folder: os.chmod(folder, 0o777), r"is writable by its group and others \(mode 0o777\)"),
+    (lambda folder: os.chmod(folder, 0o775), r"is writable by its group \(mode 0o775\)"),
+    (lambda folder: os.chmod(folder, 0o1777), r"is writable by its group and others \(mode 0o1777\)"),  # as /tmp
+    (lambda folder: os.chown(folder, ANOTHER_USER, -1), rf"is owned by user {ANOTHER_USER}"),
+    (lambda folder: (os.rename(folder, str(folder) + "-real"), os.symlink(str(folder) + "-real", folder)),
+     "is a symbolic link"),
+])
+def test_a_tuning_directory_another_user_could_write_is_not_trusted(records, loosen, reason):
+    path = _planted(records)
+    planted = open(path, "rb").read()
+    loosen(records)
+    measure = Counter({"choice": "slow", "speedup": 0.5})
+    with pytest.warns(TuningWarning) as caught:
+        assert _remember(measure) == {"choice": "slow", "speedup": 0.5}  # measured here, the record not used
+        assert _remember(measure, {"model": "m2"})["choice"] == "slow"
+    assert measure.calls == 2 and len(caught) == 1, [str(w.message) for w in caught]
+    message = str(caught[0].message)
+    assert re.search(rf"CONTEXTEMBED_TUNING_DIR='{re.escape(str(records))}': the tuning directory "
+                     rf"{re.escape(str(records))} {reason}.*, so its records are neither used nor written", message)
+    assert "chmod go-w" in message
+    assert open(path, "rb").read() == planted and len(list(records.glob("*.json"))) == 1  # nothing written there
+
+
+@pytest.mark.parametrize("loosen, reason", [
+    (lambda path: os.chmod(path, 0o666), r"is writable by its group and others \(mode 0o666\)"),
+    (lambda path: os.chmod(path, 0o664), r"is writable by its group \(mode 0o664\)"),
+    (lambda path: os.chown(path, ANOTHER_USER, -1), rf"is owned by user {ANOTHER_USER}, not by this user"),
+])
+def test_a_record_another_user_could_write_is_measured_again(records, loosen, reason):
+    path = _planted(records)
+    loosen(path)
+    measure = Counter({"choice": "slow", "speedup": 0.5})
+    with pytest.warns(TuningWarning, match=reason) as caught:
+        assert _remember(measure)["choice"] == "slow"
+    assert measure.calls == 1 and len(caught) == 1 and str(caught[0].message).startswith(path)
+    assert "it is measured again" in str(caught[0].message)
+    found = os.stat(path)  # replaced by this process's own record
+    assert found.st_uid == os.getuid() and found.st_mode & 0o777 == 0o644
+    tuning.forget()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert _remember(Counter())["choice"] == "slow"
+
+
+def test_records_are_written_so_that_this_user_trusts_them_whatever_the_umask(records):
+    saved = os.umask(0o002)  # user private groups: open() and makedirs would make them group-writable
+    try:
+        _remember(Counter())
+    finally:
+        os.umask(saved)
+    assert records.stat().st_mode & 0o777 == 0o755  # others read what root prepared ahead, none writes
+    assert os.stat(_only_record(records)).st_mode & 0o777 == 0o644
+    assert os.stat(_only_record(records) + ".lock").st_mode & 0o777 == 0o644
+    tuning.forget()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert _remember(Counter({"choice": "slow", "speedup": 0.5}))["choice"] == "fast"
+
+
+def test_records_root_prepared_ahead_are_trusted(records, monkeypatch):
+    """As another user (simulated), root's directory and records (an image prepared ahead) are used."""
+    from contextembed import _files
+
+    path = _planted(records)
+    monkeypatch.setattr(_files, "trusted_uids", lambda: frozenset({1000, 0}))
+    assert os.stat(path).st_uid == 0 and records.stat().st_uid == 0
+    measure = Counter({"choice": "slow", "speedup": 0.5})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert _remember(measure)["choice"] == "fast" and measure.calls == 0
+
+
+def test_the_lock_beside_a_record_never_follows_a_link(records, tmp_path):
+    path = _planted(records)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    os.remove(path + ".lock")
+    os.symlink(elsewhere / "planted.lock", path + ".lock")
+    os.remove(path)  # so that the lock is needed
+    measure = Counter({"choice": "slow", "speedup": 0.5})
+    with pytest.warns(TuningWarning, match=r"the lock of tuning record .*\.lock is a symbolic link") as caught:
+        assert _remember(measure)["choice"] == "slow"
+    assert measure.calls == 1 and len(caught) == 1
+    assert list(elsewhere.iterdir()) == []  # nothing created, nor locked, outside the tuning directory
+    assert os.path.islink(path + ".lock")
+
+
+@pytest.mark.parametrize("prepare", [lambda lock: os.mkfifo(lock), lambda lock: os.mkdir(lock)])
+def test_a_lock_that_is_not_a_regular_file_is_refused(records, prepare):
+    path = _planted(records)
+    os.remove(path)
+    os.remove(path + ".lock")
+    prepare(path + ".lock")
+    with pytest.warns(TuningWarning, match=r"\.lock is not a regular file"):
+        assert _remember(Counter({"choice": "slow", "speedup": 0.5}))["choice"] == "slow"
+
+
+# -- damaged records: measured again, never a crash -------------------------------------------------------
+
+
+@pytest.mark.parametrize("text, reason", [
+    ('{"result": ' * 1500 + "1" + "}" * 1500, "nested 1500 levels deep"),
+    ("[" * 1500 + "]" * 1500, "nested 1500 levels deep"),
+    ('{"artifact": "tuning record", "result": {"choice": "fast", "speedup": NaN}}', "holds NaN"),
+], ids=["deep-object", "deep-array", "nan"])
+def test_a_record_nested_deep_or_not_json_is_measured_again(records, text, reason):
+    path = _planted(records)
+    with open(path, "w") as handle:
+        handle.write(text)
+    measure = Counter({"choice": "slow", "speedup": 0.5})
+    with pytest.warns(TuningWarning, match=reason) as caught:
+        assert _remember(measure)["choice"] == "slow"
+    assert measure.calls == 1 and len(caught) == 1 and path in str(caught[0].message)
 
 
 def test_a_measurement_that_fails_its_own_check_is_an_error(records):
@@ -355,3 +484,116 @@ def test_tune_refuses_what_load_encoder_refuses(tiny_bert_dir, capsys):
     assert "precision='int4' is not one of" in capsys.readouterr().err
     assert main(["tune", "/no/such/model"]) == 2
     assert "contextembed tune: error:" in capsys.readouterr().err
+
+
+# -- a record the measurement could never write ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("result, precision, reason", [
+    ({"backend": "torch", "speedup": 3.0, "engine_precision": "fp32"}, "auto",
+     r"recorded backend='torch' is not what its own numbers imply \(speedup=3\.0 .* choose 'openvino'\)"),
+    ({"backend": "openvino", "speedup": 0.5, "engine_precision": "fp32"}, "auto", "choose 'torch'"),
+    ({"backend": "openvino", "speedup": None}, "auto", "speedup=None .* choose 'torch'"),
+    ({"backend": "openvino"}, "auto", r"lacks \['speedup'\]; expected \['backend', 'speedup'\]"),
+    ({"backend": "torch", "speedup": 1.0, "engine_precision": "int8"}, "fp32", r"engine_precision='int8' is not one of 'fp32'"),
+    ({"backend": "torch", "speedup": 1.0, "engine_precision": "int4"}, "auto", "engine_precision='int4' is not one of"),
+    ({"backend": "openvino", "speedup": 2.0}, "auto", r"lacks \['engine_precision'\]"),
+    ({"backend": "openvino", "speedup": 2.0, "engine_precision": "fp32", "note": "x"}, "auto",
+     r"fields the measurement never writes \['note'\]"),
+    ({"backend": "openvino", "speedup": "2.0", "engine_precision": "fp32"}, "auto", "not a speedup"),
+    ({"backend": ["openvino"], "speedup": 2.0, "engine_precision": "fp32"}, "auto", "not one of"),
+])
+def test_a_backend_record_the_measurement_could_not_write_is_refused(result, precision, reason):
+    from contextembed.encoders.transformer import check_backend_record
+
+    with pytest.raises(ValueError, match=reason):
+        check_backend_record(result, precision)
+
+
+@pytest.mark.parametrize("result, precision", [
+    ({"backend": "openvino", "speedup": 3.0, "engine_precision": "int8"}, "auto"),
+    ({"backend": "torch", "speedup": 1.0, "engine_precision": "fp32"}, "fp32"),
+    ({"backend": "torch", "speedup": None}, "auto"),
+])
+def test_a_backend_record_the_measurement_writes_is_used(result, precision):
+    from contextembed.encoders.transformer import check_backend_record, chosen_backend
+
+    check_backend_record(result, precision)
+    assert chosen_backend(result["speedup"]) == result["backend"]
+
+
+ALL_ENGINE = ("fp32", "bf16", "int8")
+
+
+@pytest.mark.parametrize("result, candidates, reason", [
+    ({"precision": "fp32", "speedups": [1.0], "int8_cosine": 0.999}, ALL_ENGINE, r"speedups=\[1\.0\] is not an object"),
+    ({"precision": "fp32", "speedups": None, "int8_cosine": 0.999}, ALL_ENGINE, "speedups=None is not an object"),
+    ({"precision": "fp32", "speedups": "fast", "int8_cosine": 0.999}, ALL_ENGINE, "is not an object"),
+    ({"precision": "fp32", "speedups": {"bf16": 2.0, "int8": 1.0}, "int8_cosine": 0.999}, ALL_ENGINE,
+     r"recorded precision='fp32' is not what its own numbers imply .* choose 'bf16'"),
+    ({"precision": "bf16", "speedups": {"bf16": 1.0, "int8": 5.0}, "int8_cosine": 0.999}, ALL_ENGINE, "choose 'int8'"),
+    ({"precision": "int8", "speedups": {"bf16": 1.0, "int8": 5.0}, "int8_cosine": 0.5}, ALL_ENGINE,
+     r"speedups of \['bf16', 'int8'\], but \['bf16'\] were timed"),  # int8 never timed below the cosine bar
+    ({"precision": "int8", "speedups": {"int8": 5.0}, "int8_cosine": 0.999}, ALL_ENGINE, r"but \['bf16', 'int8'\]"),
+    ({"precision": "int8", "speedups": {"int8": 5.0}, "int8_cosine": 0.999}, ("fp32",), "'int8' is not one of"),
+    ({"precision": "fp32", "speedups": {}, "int8_cosine": 0.999}, ("fp32",), "int8 is no candidate"),
+    ({"precision": "fp32", "speedups": {"bf16": 1.0, "int8": 1.0}, "int8_cosine": None}, ALL_ENGINE, "not a cosine"),
+    ({"precision": "fp32", "speedups": {"bf16": 1.0, "int8": 1.0}}, ALL_ENGINE, r"lacks \['int8_cosine'\]"),
+    ({"precision": "fp32", "speedups": {"bf16": 1.0, "int8": -1.0}, "int8_cosine": 0.999}, ALL_ENGINE, "not a speedup"),
+])
+def test_an_engine_precision_record_the_measurement_could_not_write_is_refused(monkeypatch, result, candidates, reason):
+    """``"speedups": [1.0]`` or ``null`` once raised AttributeError (issue 53, item 4)."""
+    from contextembed.encoders import _engine as engine
+
+    monkeypatch.setattr(engine, "_auto_candidates", lambda: candidates)
+    with pytest.raises(ValueError, match=reason):
+        engine.check_precision_record(result)
+
+
+@pytest.mark.parametrize("result, candidates", [
+    ({"precision": "int8", "speedups": {"bf16": 2.0, "int8": 2.4}, "int8_cosine": 0.999}, ALL_ENGINE),
+    ({"precision": "bf16", "speedups": {"bf16": 2.0}, "int8_cosine": 0.5}, ALL_ENGINE),
+    ({"precision": "fp32", "speedups": {}, "int8_cosine": None}, ("fp32",)),
+    ({"precision": "fp32", "speedups": {"int8": 1.0}, "int8_cosine": 0.999}, ("fp32", "int8")),
+])
+def test_an_engine_precision_record_the_measurement_writes_is_used(monkeypatch, result, candidates):
+    from contextembed.encoders import _engine as engine
+
+    monkeypatch.setattr(engine, "_auto_candidates", lambda: candidates)
+    engine.check_precision_record(result)
+    assert engine.chosen_precision(result["speedups"]) == result["precision"]
+
+
+def test_a_forged_backend_record_is_measured_again_not_adopted(records):
+    """``{"backend": "torch", "speedup": 3.0}`` passed the old check (choice and range apart)."""
+    from contextembed.encoders.transformer import check_backend_record
+
+    def remember(measure):
+        return tuning.remembered("transformer backend", {"model": "m1", "precision": "auto"}, measure,
+                                 lambda result: check_backend_record(result, "auto"), what="testing")
+
+    remember(Counter({"backend": "openvino", "speedup": 3.0, "engine_precision": "fp32"}))
+    path = _only_record(records)
+    _edited(path, lambda r: r["result"].update(backend="torch"))
+    tuning.forget()
+    again = Counter({"backend": "openvino", "speedup": 2.5, "engine_precision": "fp32"})
+    with pytest.warns(TuningWarning, match=r"backend='torch' is not what its own numbers imply") as caught:
+        assert remember(again)["backend"] == "openvino"
+    assert again.calls == 1 and len(caught) == 1
+
+
+def test_load_encoder_measures_again_over_a_record_nested_deep(tiny_bert_dir, records, monkeypatch):
+    """A cpu-precision record nested 1,500 deep raised RecursionError from load_encoder (issue 53, item 4)."""
+    from contextembed import load_encoder
+
+    monkeypatch.delenv(devices.AUTO_CPU_PRECISION_ENV, raising=False)
+    monkeypatch.setattr(devices, "_SPEEDUPS", {})
+    monkeypatch.setattr(devices, "_measure_speedups", lambda names: {name: 0.5 for name in names})
+    assert load_encoder(str(tiny_bert_dir), device="cpu", precision="auto").precision == "fp32"
+    (path,) = records.glob("cpu-precision-*.json")
+    path.write_text('{"result": ' * 1500 + "{}" + "}" * 1500)
+    tuning.forget()
+    monkeypatch.setattr(devices, "_SPEEDUPS", {})
+    with pytest.warns(TuningWarning, match=rf"{re.escape(str(path))} has a damaged provenance record \(nested 1501"):
+        assert load_encoder(str(tiny_bert_dir), device="cpu", precision="auto").precision == "fp32"
+    assert json.loads(path.read_text())["result"]  # measured again and recorded

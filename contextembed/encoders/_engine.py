@@ -20,6 +20,11 @@ Export
     A cache directory that is not a directory or cannot be written (``CONTEXTEMBED_ENGINE_CACHE``)
     is a :class:`~contextembed.errors.SettingError` naming the variable, the path and the fix
     (:func:`checked_cache_root`), with ``backend="auto"`` too: a setting to fix, not a fallback.
+    So is one that another user could write (a link, another user's, group- or world-writable:
+    :func:`contextembed._files.untrusted_reason`), since an export there decides what this process
+    computes. Inside a trusted cache, an export (its folder, record and files, and the compiled blobs)
+    another user could have written is exported (or compiled) again with an
+    :class:`EngineCacheWarning`; what is written there is never writable by group or others.
 
 Precisions
     ``"fp32"`` forces the engine's f32 inference precision (OpenVINO otherwise computes in bf16 on
@@ -41,6 +46,7 @@ import io
 import json
 import logging
 import os
+import stat
 import tempfile
 import threading
 import warnings
@@ -52,7 +58,8 @@ import numpy as np
 import torch
 
 from .. import _provenance as provenance, settings
-from .._files import atomic_directory, remove_stale_partials
+from .._files import (TRUST_RULE, UntrustedPathError, atomic_directory, make_trusted_directory, read_trusted,
+                      remove_stale_partials, restrict_writes, untrusted_reason)
 from .._signal_stack import signal_stack_kept
 from ..errors import EngineError, ProvenanceError, SettingError, missing_extra
 from ..tuning import announce
@@ -86,9 +93,10 @@ def cache_root() -> str:
 
 
 def checked_cache_root() -> str:
-    """:func:`cache_root`, created if missing and checked to be a directory this process can write
-    exports into; else :class:`~contextembed.errors.SettingError` naming ``CONTEXTEMBED_ENGINE_CACHE``,
-    the path and the fix (not a bare ``OSError`` from deep inside an export)."""
+    """:func:`cache_root`, created if missing (mode ``0o755``) and checked to be a directory this
+    process can write exports into and no other user can (:func:`contextembed._files.untrusted_reason`);
+    else :class:`~contextembed.errors.SettingError` naming ``CONTEXTEMBED_ENGINE_CACHE``, the path,
+    what is wrong and the fix (not a bare ``OSError`` from deep inside an export)."""
     root = cache_root()
     where = (f"{ENGINE_CACHE_ENV}={settings.raw(ENGINE_CACHE_ENV)!r}" if settings.raw(ENGINE_CACHE_ENV) is not None
              else f"the engine cache {root} ({ENGINE_CACHE_ENV} unset)")
@@ -96,7 +104,14 @@ def checked_cache_root() -> str:
     if os.path.lexists(root) and not os.path.isdir(root):
         raise SettingError(f"{where}: {root} is not a directory, so engine exports cannot be cached there; {fix}")
     try:
-        os.makedirs(root, exist_ok=True)
+        make_trusted_directory(root, mode=0o755)  # an image prepared ahead by root serves every user
+    except UntrustedPathError as error:
+        raise SettingError(f"{where}: {root} {error.reason}, so an export there could be another user's, not this "
+                           f"model's; {TRUST_RULE} (or unset {ENGINE_CACHE_ENV})") from None
+    except OSError as error:
+        raise SettingError(f"{where}: cannot write engine exports into {root} ({error.strerror or error}); "
+                           f"{fix}") from None
+    try:
         # a real write, not os.access: the superuser passes access checks on a read-only file system
         os.rmdir(tempfile.mkdtemp(prefix=".writable-", dir=root))
     except OSError as error:
@@ -267,7 +282,10 @@ class OpenVinoForward:
         # compiling installs OpenVINO's own alternate signal stack on this thread, freed with the
         # compiled model, maybe from another thread: this thread keeps its own (_signal_stack)
         with signal_stack_kept(), announce(f"compiling the OpenVINO model ({self.precision})", remembered_in=blobs or ""):
-            return core.compile_model(core.read_model(os.path.join(folder, _XML)), "CPU", config)
+            compiled = core.compile_model(core.read_model(os.path.join(folder, _XML)), "CPU", config)
+        if blobs is not None:
+            restrict_writes(blobs)  # blobs OpenVINO wrote under the umask: no one else's to edit
+        return compiled
 
     # -- the cache --------------------------------------------------------------------------------
 
@@ -296,7 +314,7 @@ class OpenVinoForward:
         for removed in remove_stale_partials(root):  # exports a killed process left half-written
             logger.info("removed %s, the partial export of a process that is gone", removed)
         with announce(f"exporting the model to OpenVINO (layers 0..{top}, {expected['precision']})", remembered_in=folder), \
-                atomic_directory(folder, overwrite=True, what="engine export") as temporary:
+                atomic_directory(folder, overwrite=True, what="engine export", mode=0o755) as temporary:
             self._export(top, temporary)
             provenance.write(os.path.join(temporary, provenance.PROVENANCE_FILE),
                              {**expected, "files": _files_hash(temporary)})
@@ -432,14 +450,9 @@ def auto_precision(make, probe: dict[str, np.ndarray], n_layers: int, key: dict)
             built[name] = make(name)
         return built[name]
 
-    def check(result: dict) -> None:
-        tuning.recorded_choice(result.get("precision"), _auto_candidates(), "precision")
-        for name, value in result.get("speedups", {}).items():
-            tuning.recorded_speedup(value, name)
-
     result = tuning.remembered(
         "engine precision", {**key, "method": PRECISION_METHOD, "candidates": list(_auto_candidates())},
-        lambda: _measure_precisions(build, probe, n_layers), check,
+        lambda: _measure_precisions(build, probe, n_layers), check_precision_record,
         what=f"backend='openvino' precision='auto' is exporting and timing {', '.join(_auto_candidates())}")
     return build(result["precision"])
 
@@ -467,11 +480,48 @@ def check_forced_precision(forced: str) -> str:
     return forced
 
 
+def chosen_precision(speedups: dict[str, float]) -> str:
+    """What ``precision="auto"`` runs on the engine given the measured ``speedups`` (fp32 time over
+    each candidate's; a candidate left out was not measured or kept): bf16 where it beats fp32 by
+    :data:`~contextembed._devices.BF16_MIN_SPEEDUP`, int8 where it beats the better of those by
+    :data:`~contextembed._devices.INT8_MIN_SPEEDUP`, else fp32."""
+    from .._devices import BF16_MIN_SPEEDUP, INT8_MIN_SPEEDUP
+
+    chosen, best = "fp32", 1.0
+    if speedups.get("bf16", 0.0) >= BF16_MIN_SPEEDUP:
+        chosen, best = "bf16", speedups["bf16"]
+    if speedups.get("int8", 0.0) >= INT8_MIN_SPEEDUP * best:
+        chosen = "int8"
+    return chosen
+
+
+def check_precision_record(result: dict) -> None:
+    """Refuse (``ValueError``) an engine-precision record :func:`_measure_precisions` could not have
+    written on this CPU: other keys, a precision or speedup of the wrong type or out of range, a
+    speedup of a precision not timed here, int8 timed without the cosine that admits it, or a choice
+    its own speedups do not imply."""
+    from .. import tuning
+
+    tuning.recorded_keys(result, ("precision", "speedups", "int8_cosine"))
+    candidates = _auto_candidates()
+    precision = tuning.recorded_choice(result["precision"], candidates, "precision")
+    speedups = tuning.recorded_mapping(result["speedups"], "speedups")
+    timed = set(candidates) - {"fp32", "int8"}
+    cosine = result["int8_cosine"]
+    if "int8" in candidates:
+        cosine = tuning.recorded_cosine(cosine, "int8_cosine")
+        timed |= {"int8"} if cosine >= ENGINE_INT8_MIN_COSINE else set()
+    elif cosine is not None:
+        raise ValueError(f"recorded int8_cosine={cosine!r}, but int8 is no candidate on this CPU")
+    if set(speedups) != timed:
+        raise ValueError(f"recorded speedups of {sorted(speedups)}, but {sorted(timed)} were timed against fp32")
+    values = {name: tuning.recorded_speedup(value, name) for name, value in speedups.items()}
+    tuning.recorded_implied(precision, chosen_precision(values), "precision", f"speedups {speedups}")
+
+
 def _measure_precisions(build, probe: dict[str, np.ndarray], n_layers: int) -> dict:
     """Time the engine's precisions on ``probe``: ``{"precision": chosen, "speedups": {name: fp32
     time over its time}, "int8_cosine": lowest mean cosine of int8 to fp32 over the hidden states}``."""
-    from .._devices import BF16_MIN_SPEEDUP, INT8_MIN_SPEEDUP
-
     wanted = tuple(range(n_layers))
     candidates = {name: build(name) for name in _auto_candidates() if name != "int8"}
     cosine = None
@@ -486,11 +536,7 @@ def _measure_precisions(build, probe: dict[str, np.ndarray], n_layers: int) -> d
                     "(at least %.3f needed)", cosine, ENGINE_INT8_MIN_COSINE)
     times = best_times({name: (lambda forward=forward: forward(probe, wanted)) for name, forward in candidates.items()})
     speedups = {name: times["fp32"] / t for name, t in times.items() if name != "fp32"}
-    chosen, best = "fp32", 1.0
-    if speedups.get("bf16", 0.0) >= BF16_MIN_SPEEDUP:
-        chosen, best = "bf16", speedups["bf16"]
-    if speedups.get("int8", 0.0) >= INT8_MIN_SPEEDUP * best:
-        chosen = "int8"
+    chosen = chosen_precision(speedups)
     logger.info("openvino precision='auto' chose %s (%s)", chosen,
                 ", ".join(f"{name} {value:.2f}x fp32" for name, value in speedups.items()))
     return {"precision": chosen, "speedups": speedups, "int8_cosine": cosine}
@@ -503,12 +549,21 @@ COMPILED_FOLDER = "compiled"
 def compiled_cache(export_folder: str) -> Optional[str]:
     """The directory of OpenVINO's compiled blobs of one export (its ``CACHE_DIR``, which names each
     blob by a hash of the model, the device and the compile settings, and compiles again where a
-    blob does not load); ``None`` where it cannot be made (then each load compiles)."""
+    blob does not load); ``None`` where it cannot be made (then each load compiles), or where it or
+    a blob in it is not trusted (a link, or another user could have written it: then each load
+    compiles, with one :class:`EngineCacheWarning` naming it)."""
     folder = os.path.join(export_folder, COMPILED_FOLDER)
-    if os.path.islink(folder):  # blobs are written only inside the export
-        return None
     try:
-        os.makedirs(folder, exist_ok=True)
+        make_trusted_directory(folder, mode=0o755)
+        for name in sorted(os.listdir(folder)):
+            path = os.path.join(folder, name)
+            reason = untrusted_reason(path, directory=stat.S_ISDIR(os.lstat(path).st_mode))
+            if reason is not None:
+                raise UntrustedPathError(path, reason)
+    except UntrustedPathError as error:
+        warnings.warn(f"compiled blobs of engine export {export_folder}: {error}; compiling without them",
+                      EngineCacheWarning, stacklevel=4)
+        return None
     except OSError:
         return None
     return folder
@@ -523,15 +578,37 @@ def _warm(compiled, input_names: Sequence[str]) -> None:
 
 
 def check_export(folder: str, expected: dict) -> None:
-    """Refuse (``ProvenanceError``) a cached export whose record or files do not match ``expected``."""
+    """Refuse (``ProvenanceError``) a cached export whose record or files do not match ``expected``,
+    or that another user could have written (:func:`_trusted_record`)."""
     artifact = f"engine export {folder}"
-    found = provenance.read(os.path.join(folder, provenance.PROVENANCE_FILE), artifact=artifact)
+    found = _trusted_record(folder, artifact)
     missing = [name for name in (_XML, _BIN) if not os.path.isfile(os.path.join(folder, name))]
     if found is not None and missing:
         raise ProvenanceError(f"{artifact} lacks {', '.join(missing)}", artifact=artifact, field="files")
     files = _files_hash(folder) if found is not None else None
     provenance.check(found, {**expected, "files": files}, artifact=artifact,
                      fix=f"it is exported again; to stop that, delete {folder}")
+
+
+def _trusted_record(folder: str, artifact: str) -> Optional[dict]:
+    """The record of the export ``folder`` (``None``: it has none), read only if the folder, the
+    record and the exported files may be trusted (:func:`contextembed._files.untrusted_reason`);
+    else ``ProvenanceError`` saying which and why."""
+    reason = untrusted_reason(folder, directory=True)
+    if reason is not None:
+        raise ProvenanceError(f"{artifact} {reason}; {TRUST_RULE}", artifact=artifact, field=None)
+    for name in (_XML, _BIN):
+        path = os.path.join(folder, name)
+        reason = untrusted_reason(path, directory=False) if os.path.lexists(path) else None
+        if reason is not None:
+            raise ProvenanceError(f"{artifact}: {name} {reason}; {TRUST_RULE}", artifact=artifact, field=None)
+    try:
+        data = read_trusted(os.path.join(folder, provenance.PROVENANCE_FILE), max_bytes=provenance.MAX_RECORD_BYTES)
+    except FileNotFoundError:
+        return None
+    except (UntrustedPathError, ValueError) as error:
+        raise ProvenanceError(f"{artifact}: {error}", artifact=artifact, field=None) from None
+    return provenance.loads(data, artifact=artifact)
 
 
 def _files_hash(folder: str) -> str:

@@ -20,12 +20,12 @@ Only local directories are ever passed to transformers, so nothing can reach the
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable
 
 import torch
 
+from .. import _json
 from ..errors import ModelFormatError, ModelNotFoundError
 
 #: files any of which lets a tokenizer be built (fast tokenizer, WordPiece, BPE, sentencepiece)
@@ -53,9 +53,23 @@ def check_directory(path: str) -> None:
     """Check a model directory's files before loading; raise :class:`ModelFormatError` naming the file."""
     if not os.path.isdir(path):
         raise ModelNotFoundError(f"model directory {path} does not exist")
-    _read_json(os.path.join(path, "config.json"), required=True)
+    read_config(path)
     _check_tokenizer_files(path)
     _check_weight_files(path)
+
+
+#: the largest JSON file of a model read (a multilingual tokenizer.json is tens of MiB)
+_MAX_JSON_BYTES = 256 << 20
+
+
+def read_config(path: str) -> dict:
+    """The model directory ``path``'s ``config.json``: a JSON object, else :class:`ModelFormatError`
+    naming the file."""
+    config = _read_json(os.path.join(path, "config.json"), required=True)
+    if not isinstance(config, dict):
+        raise ModelFormatError(f"holds a JSON {type(config).__name__}, expected an object of the model's settings",
+                               path=os.path.join(path, "config.json"))
+    return config
 
 
 def _read_json(path: str, required: bool = False):
@@ -63,14 +77,11 @@ def _read_json(path: str, required: bool = False):
         if required:
             raise ModelFormatError(f"{os.path.basename(path)} is missing", path=os.path.dirname(path))
         return None
-    try:
-        with open(path, encoding="utf-8") as handle:
-            return json.load(handle)
-    except json.JSONDecodeError as error:
-        raise ModelFormatError(f"not valid JSON ({error.msg}, column {error.colno}); the file is truncated or corrupt",
-                               path=path, line=error.lineno) from None
-    except UnicodeDecodeError as error:
-        raise ModelFormatError(f"not UTF-8 text (byte {error.start}); the file is corrupt", path=path) from None
+    try:  # NaN and Infinity are read: transformers writes them where a field holds one
+        return _json.read(path, max_bytes=_MAX_JSON_BYTES, finite=False)
+    except _json.JSONError as error:
+        damaged = "; the file is truncated or corrupt" if error.line is not None else ""
+        raise ModelFormatError(f"{error}{damaged}", path=path, line=error.line) from None
 
 
 def _check_tokenizer_files(path: str) -> None:
@@ -100,10 +111,11 @@ def _check_weight_files(path: str) -> None:
 
 def _check_shards(path: str, index_name: str) -> None:
     index = _read_json(os.path.join(path, index_name))
-    shards = sorted(set((index or {}).get("weight_map", {}).values())) if isinstance(index, dict) else []
-    if not shards:
+    weight_map = index.get("weight_map") if isinstance(index, dict) else None
+    shards = list(weight_map.values()) if isinstance(weight_map, dict) else []
+    if not shards or not all(isinstance(shard, str) for shard in shards):
         raise ModelFormatError("has no 'weight_map' naming its shards", path=os.path.join(path, index_name))
-    for shard in shards:
+    for shard in sorted(set(shards)):
         shard_path = os.path.join(path, shard)
         if not os.path.isfile(shard_path):
             raise ModelFormatError(f"names the shard {shard}, which is missing", path=os.path.join(path, index_name))

@@ -40,7 +40,7 @@ from typing import NamedTuple, Optional
 
 import numpy as np
 
-from .. import _provenance as provenance
+from .. import _json, _provenance as provenance
 from ..errors import ModelFormatError, ProvenanceError
 from ._table_storage import TableStorage, decode, encode
 from ._vector_files import UnicodeErrors, read_vectors
@@ -49,6 +49,10 @@ from ._vector_files import UnicodeErrors, read_vectors
 SAVED_OPTIONS = "contextembed_static.json"
 SAVED_VECTORS = "vectors.safetensors"
 SAVED_WORDS = "words.json"
+#: the largest saved options read (a real one is under 1 KiB)
+_MAX_OPTIONS_BYTES = 1 << 20
+#: the largest word list read (tens of millions of words)
+_MAX_WORDS_BYTES = 2 << 30
 SAVED_TENSOR = "vectors"
 SAVED_FORMAT_VERSION = 2
 #: a table with subword vectors (a ``subwords`` folder beside the table) is format version 3
@@ -322,8 +326,7 @@ def _read_saved_options(path: str) -> dict:
     belongs to version 3, version 4 names both ``"subwords"`` and its ``"storage"``, version 5
     ``"subwords": true``, ``"storage"`` and ``"piece_rows"``; the earlier versions get float32 rows."""
     try:
-        with open(path, encoding="utf-8") as handle:
-            saved = json.load(handle)
+        saved = _json.read(path, max_bytes=_MAX_OPTIONS_BYTES)
     except (OSError, ValueError) as error:
         raise ModelFormatError(f"cannot read the saved options: {error}", path=path) from None
     known = {"format_version", "lowercase", "oov", "subwords", "storage", "piece_rows"}
@@ -370,8 +373,7 @@ def _read_saved_options(path: str) -> dict:
 
 def _read_saved_words(path: str) -> list[str]:
     try:
-        with open(path, encoding="utf-8") as handle:
-            words = json.load(handle)
+        words = _json.read(path, max_bytes=_MAX_WORDS_BYTES)
     except (OSError, ValueError) as error:
         raise ModelFormatError(f"cannot read the saved words: {error}", path=path) from None
     if not isinstance(words, list) or not all(isinstance(word, str) for word in words):

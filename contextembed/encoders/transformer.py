@@ -12,7 +12,6 @@ import copy
 import functools
 import inspect
 import itertools
-import json
 import logging
 import os
 import threading
@@ -68,7 +67,7 @@ from ._base import (
     progress_bar,
     warn_long_pairs,
 )
-from ._hf_files import check_directory, check_tokenizer_fits, load_model, load_tokenizer
+from ._hf_files import check_directory, check_tokenizer_fits, load_model, load_tokenizer, read_config
 
 logger = logging.getLogger(__name__)
 
@@ -622,13 +621,10 @@ class TransformerEncoder(Encoder):
                 logger.warning("backend='auto' chose torch: %s", error)
                 return {"backend": "torch", "speedup": None}
             measured["forward"] = forward
-            return {"backend": "openvino" if speedup >= engine.ENGINE_MIN_SPEEDUP else "torch", "speedup": speedup,
-                    "engine_precision": forward.precision}
+            return {"backend": chosen_backend(speedup), "speedup": speedup, "engine_precision": forward.precision}
 
         def check(result: dict) -> None:
-            tuning.recorded_choice(result.get("backend"), ("torch", "openvino"), "backend")
-            if result.get("speedup") is not None:
-                tuning.recorded_speedup(result["speedup"], "speedup")
+            check_backend_record(result, precision)
 
         names = self._input_names()
         sentences = engine.calibration_sentences(self._calibration) if precision in ("int8", "auto") else []
@@ -737,9 +733,8 @@ class TransformerEncoder(Encoder):
         from .. import tuning
 
         def check(result: dict) -> None:
-            cosine = result.get("cosine")
-            if isinstance(cosine, bool) or not isinstance(cosine, (int, float)) or not -1.0 <= cosine <= 1.0 + 1e-6:
-                raise ValueError(f"recorded cosine={cosine!r} is not a cosine")
+            tuning.recorded_keys(result, ("cosine",))
+            tuning.recorded_cosine(result["cosine"], "cosine")
 
         key = {"method": 1, "model": self._fingerprint(model), "probe_length": probe_length}
         result = tuning.remembered(
@@ -1802,8 +1797,34 @@ _BYTE_LEVEL_TYPES = {"roberta", "gpt2", "longformer", "bart", "deberta", "camemb
                      "data2vec-text", "luke", "mpnet", "ibert", "xlm-roberta"}
 
 
+def chosen_backend(speedup: Optional[float]) -> str:
+    """What ``backend="auto"`` runs given the engine's measured ``speedup`` over torch (``None``: the
+    engine could not run the model): the engine where it is at least
+    :data:`~contextembed.encoders._engine.ENGINE_MIN_SPEEDUP` times as fast, else torch."""
+    return "openvino" if speedup is not None and speedup >= engine.ENGINE_MIN_SPEEDUP else "torch"
+
+
+def check_backend_record(result: dict, precision: str) -> None:
+    """Refuse (``ValueError``) a backend record that ``backend="auto"`` with ``precision`` could not
+    have written: other keys, a backend, speedup or engine precision of the wrong type or out of
+    range, or a backend its own speedup does not imply (torch recorded where the engine ran 3x faster)."""
+    from .. import tuning
+
+    if result.get("speedup") is None:  # the engine could not run the model: torch
+        tuning.recorded_keys(result, ("backend", "speedup"))
+        tuning.recorded_choice(result["backend"], ("torch", "openvino"), "backend")
+        tuning.recorded_implied(result["backend"], "torch", "backend", "speedup=None (the engine cannot run the model)")
+        return
+    tuning.recorded_keys(result, ("backend", "speedup", "engine_precision"))
+    backend = tuning.recorded_choice(result["backend"], ("torch", "openvino"), "backend")
+    speedup = tuning.recorded_speedup(result["speedup"], "speedup")
+    ran = tuning.recorded_choice(result["engine_precision"], engine.ENGINE_PRECISIONS if precision == "auto"
+                                 else (precision,), "engine_precision")
+    tuning.recorded_implied(backend, chosen_backend(speedup), "backend",
+                            f"speedup={speedup!r} of the engine ({ran}) over torch")
+
+
 def _tokenizer_options(source: str) -> dict:
     """Byte-level BPE tokenizers need ``add_prefix_space`` to take pre-split words."""
-    with open(os.path.join(source, "config.json"), encoding="utf-8") as handle:
-        model_type = json.load(handle).get("model_type")
-    return {"add_prefix_space": True} if model_type in _BYTE_LEVEL_TYPES else {}
+    model_type = read_config(source).get("model_type")
+    return {"add_prefix_space": True} if isinstance(model_type, str) and model_type in _BYTE_LEVEL_TYPES else {}

@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from .. import errors as _errors
+from .. import _json, errors as _errors
 
 _MARKER = "[contextembed worker error]"
 _CARRIED = re.compile(re.escape(_MARKER) + r" (\[.*?\]) " + re.escape(_MARKER))
@@ -47,11 +47,24 @@ def carried(error: BaseException):
         match = _CARRIED.search(text)
         if match is None:
             continue
-        module, name, message, *attributes = json.loads(match.group(1))
-        kind = _rebuildable(module, name)
+        payload = _payload(match.group(1))
+        kind = _rebuildable(*payload[:2]) if payload is not None else None
         if kind is not None:
-            return _rebuilt(kind, message, attributes[0] if attributes else {})
+            return _rebuilt(kind, payload[2], payload[3])
     return None
+
+
+def _payload(text: str):
+    """``(module, name, message, attributes)`` carried in ``text``, or ``None`` where it is not what
+    :func:`carried_errors` writes (a message that only looks like one is left as the engine raised it)."""
+    try:
+        found = _json.loads(text, finite=False)  # an attribute may be NaN
+    except _json.JSONError:
+        return None
+    if not isinstance(found, list) or len(found) != 4 or not all(isinstance(part, str) for part in found[:3]) \
+            or not isinstance(found[3], dict):
+        return None
+    return found
 
 
 def _rebuilt(kind: type, message: str, attributes: dict) -> Exception:

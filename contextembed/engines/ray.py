@@ -45,7 +45,7 @@ from typing import Optional
 
 import numpy as np
 
-from .. import settings, _terminal as terminal
+from .. import _json, settings, _terminal as terminal
 from .._files import atomic_directory
 from .._bounds import CONNECT_TIMEOUT as CONNECT_TIMEOUT_BOUND
 from .._bounds import check_setting
@@ -601,7 +601,7 @@ class FileActor:
         summaries = []
         for job in batch["job"]:
             with carried_errors():
-                summaries.append(json.dumps(self._embed(json.loads(job))))
+                summaries.append(json.dumps(self._embed(_json.loads(job))))
         return {"summary": np.array(summaries, dtype=object)}
 
     def _embed(self, job: dict) -> dict:
@@ -647,7 +647,7 @@ def embed_files(jobs: list[dict], *, concurrency: int = 1, num_cpus: float = 1, 
     summaries = []
     with worker_errors():
         for row in embedded.iter_rows():
-            summaries.append(json.loads(row["summary"]))
+            summaries.append(_json.loads(row["summary"]))
             if done is not None:
                 done(summaries[-1])
     return summaries

@@ -34,6 +34,7 @@ import torch
 import torch.nn.functional as F
 
 from ..encoders._elmo.options import ElmoSize
+from .. import _json
 from .._options import check_choice
 from ._corpus import EncodingErrors, check_encoding_errors, split_words
 from ._outline import NeuralRecipe, run_objective
@@ -301,6 +302,22 @@ def _check_cutoffs(cutoffs: Optional[list[int]], softmax: str, vocab_size: int) 
                          f"one ({vocab_size - 1}, from the corpus and --max-vocab); pass smaller cutoffs")
 
 
+def _saved_cutoffs(head: Path) -> Optional[list[int]]:
+    """The adaptive softmax's cutoffs recorded in the LM head file ``head`` (``None``: a full
+    softmax), checked as ``--cutoffs`` is; else :class:`~contextembed.errors.ModelFormatError` naming it."""
+    from safetensors import safe_open
+
+    from ..errors import ModelFormatError
+
+    with safe_open(str(head), framework="pt") as handle:
+        text = (handle.metadata() or {}).get("cutoffs", "null")
+    try:
+        return check_integers("cutoffs", _json.loads(text, max_bytes=1 << 16), CUTOFF, increasing=True)
+    except (TypeError, ValueError) as error:
+        raise ModelFormatError(f"the recorded cutoffs {text[:80]!r} are unusable ({error}); save the model again",
+                               path=head) from None
+
+
 def build_model(config: BiLMConfig, sentences: list[list[str]]) -> tuple[BiLMLanguageModel, WordVocabulary]:
     """A fresh model and a corpus vocabulary, or the ``init`` encoder (and its LM head, when saved)."""
     from ..encoders._elmo import load_bilm
@@ -313,10 +330,7 @@ def build_model(config: BiLMConfig, sentences: list[list[str]]) -> tuple[BiLMLan
         vocabulary = WordVocabulary.build(sentences, config.max_vocab, config.min_count, config.lowercase)
     cutoffs = config.cutoffs
     if head is not None:
-        from safetensors import safe_open
-
-        with safe_open(str(head), framework="pt") as handle:
-            cutoffs = json.loads(handle.metadata().get("cutoffs", "null")) or cutoffs
+        cutoffs = _saved_cutoffs(head) or cutoffs
     softmax = ("adaptive" if cutoffs else "full") if head is not None else config.softmax
     _check_cutoffs(cutoffs, softmax, len(vocabulary.words))
     model = BiLMLanguageModel(config.options, len(vocabulary.words), softmax=softmax, cutoffs=cutoffs,

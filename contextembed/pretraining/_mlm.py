@@ -30,6 +30,7 @@ from ._masking import IGNORE_INDEX, MaskingOptions, mask_tokens
 from ._outline import NeuralRecipe, Run, run_objective
 from ._run_files import TOKENIZER_DIR
 from ._seeds import held_out_seed, nsp_pairs_seed
+from .. import _json
 from .._bounds import Bound, check_setting, check_settings
 from ._training import Objective, TrainingOptions
 
@@ -139,13 +140,19 @@ def check_bert_directory(path: Union[str, os.PathLike]) -> dict:
     config_file = Path(path, "config.json")
     if not config_file.is_file():
         raise ValueError(f"init={os.fspath(path)!r} is not a Hugging Face model directory (no config.json)")
-    config = json.loads(config_file.read_text(encoding="utf-8"))
+    from ..encoders._hf_files import read_config
+
+    config = read_config(os.fspath(path))
     if config.get("model_type") != "bert":
         raise ValueError(
             f"init={os.fspath(path)!r} holds a {config.get('model_type')!r} model; continued MLM pretraining "
             "needs a BERT model (model_type 'bert') with a WordPiece tokenizer"
         )
     return config
+
+
+#: the largest ``--size`` file read (a real one is a few hundred bytes)
+_MAX_SIZE_FILE_BYTES = 1 << 20
 
 
 def size_fields(size: str, max_length: int) -> dict:
@@ -155,9 +162,9 @@ def size_fields(size: str, max_length: int) -> dict:
         fields = dict(BERT_PRESETS[size])
     else:
         try:
-            data = json.loads(Path(size).read_text(encoding="utf-8"))
-        except ValueError as error:
-            raise ValueError(f"config file {size!r} is not valid JSON ({error})") from None
+            data = _json.read(size, max_bytes=_MAX_SIZE_FILE_BYTES)
+        except _json.JSONError as error:
+            raise ValueError(f"config file {size!r}: {error}") from None
         if not isinstance(data, dict):
             raise ValueError(f"config file {size!r} must hold a JSON object of BertConfig fields")
         if data.get("model_type", "bert") != "bert":

@@ -34,7 +34,7 @@ from typing import Optional, Union
 
 import torch
 
-from .. import _provenance as provenance
+from .. import _json, _provenance as provenance
 from ..errors import ProvenanceError
 from .._files import MOVING_IN, PARTIAL_SUFFIX, atomic_file
 
@@ -144,14 +144,14 @@ def _moving_in(out: Path) -> list[str]:
     if not os.path.lexists(path):
         return []
     try:
-        with open(path, encoding="utf-8") as handle:
-            found = json.load(handle)
+        found = _json.read(path, max_bytes=provenance.MAX_RECORD_BYTES, max_depth=provenance.MAX_RECORD_DEPTH)
     except (OSError, ValueError) as error:
         raise ProvenanceError(f"{path} cannot be read ({error}); delete it and the model files beside it, or "
                               "choose another directory", artifact=str(path), field="files") from None
-    names = [*found.get("earlier", []), *found.get("files", [])] if isinstance(found, dict) else None
-    _check_names(path, names, "a list of model files written by `contextembed pretrain`")
-    return list(dict.fromkeys(names))
+    lists = [found.get("earlier", []), found.get("files", [])] if isinstance(found, dict) else [None]
+    for names in lists:  # each a list: a string would be taken apart into one-letter names
+        _check_names(path, names, "a list of model files written by `contextembed pretrain`")
+    return list(dict.fromkeys(name for names in lists for name in names))
 
 
 def _check_names(path: Path, names, what: str) -> None:

@@ -59,7 +59,7 @@ from spacy.training import Example, validate_examples
 from spacy.vocab import Vocab
 from thinc.api import Model, NumpyOps, Optimizer
 
-from .. import _provenance as provenance
+from .. import _json, _provenance as provenance
 from .._files import atomic_directory
 from ..encoders._identity import ModelIdentity
 from ..errors import FileFormatError, ProvenanceError
@@ -381,7 +381,7 @@ class ContextEmbedder(TrainablePipe):
                 raise ProvenanceError(f"{path / ENCODER_DIR} is there without the component's cfg; the component "
                                       f"directory {path} is incomplete: {_RESAVE}", artifact=str(path), field=None)
             return self
-        cfg = _saved_cfg(_unpack(srsly.read_json, path / "cfg", path / "cfg"), path / "cfg")
+        cfg = _saved_cfg(_unpack(_json.read, path / "cfg", path / "cfg"), path / "cfg")
         record = cfg.pop(PROVENANCE_KEY, None)
         use_copy = ENCODER_DIR not in exclude
         if record is None:

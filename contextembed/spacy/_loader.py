@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from .. import _json
 from .._files import atomic_file
 from ..encoders._base import Encoder
 from ..encoders._identity import ModelIdentity, fingerprint, identify, locate
@@ -33,6 +34,8 @@ EMBEDDED_META = "contextembed_encoder.json"
 #: its subdirectory holding the encoder's own files
 EMBEDDED_SUBDIR = "model"
 _RESAVE = "save the pipeline again from the pipeline or model it came from"
+#: the largest meta file read (a real one is a few hundred bytes)
+_MAX_META_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -220,9 +223,9 @@ def _read_meta(path: Path) -> dict:
     if not path.is_file():
         raise ModelFormatError(f"missing: the embedded encoder is incomplete; {_RESAVE}", path=path)
     try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, ValueError) as error:
-        raise ModelFormatError(f"is not valid JSON ({error}); {_RESAVE}", path=path) from None
+        meta = _json.read(path, max_bytes=_MAX_META_BYTES)
+    except ValueError as error:
+        raise ModelFormatError(f"{error}; {_RESAVE}", path=path) from None
     if not isinstance(meta, dict):
         raise ModelFormatError(f"holds a JSON {type(meta).__name__}, expected an object; {_RESAVE}", path=path)
     if meta.get("subdir") != EMBEDDED_SUBDIR:

@@ -4,6 +4,7 @@ statelessness, and every bad-input case."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -443,6 +444,36 @@ def test_unsupported_options(tmp_path, tf_weights, section, key, value, expected
     path = write_elmo_dir(tmp_path / "model", options, tf_weights)
     with pytest.raises(ElmoFormatError, match=expected):
         load_encoder(path)
+
+
+@pytest.mark.parametrize("key", ["cell_clip", "proj_clip"])
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf"), -1.0])
+def test_a_clip_that_is_not_a_finite_number_at_least_0_is_refused(tmp_path, tf_weights, key, value):
+    """``cell_clip=NaN`` was accepted (the check was ``value < 0``) and every LSTM layer came back NaN."""
+    with pytest.raises(ElmoFormatError, match=rf"options: lstm\.{key}={value!r} is out of range; expected a finite "
+                                              r"number in \[0, .*\] \(0 or null: no clipping\)"):
+        elmo_options("tiny", **{key: value})
+    options = json.loads(json.dumps(OPTIONS))
+    options["lstm"][key] = value
+    with pytest.raises(ElmoFormatError, match=rf"lstm\.{key}={value!r} is out of range"):
+        BiLMEncoderModule(options)
+    path = write_elmo_dir(tmp_path / "model", options, tf_weights)  # a saved options.json (json writes NaN)
+    reason = "holds (NaN|Infinity|-Infinity), which is not a JSON number" if value != -1.0 else "is out of range"
+    with pytest.raises(ElmoFormatError, match=rf"{re.escape(str(path / 'options.json'))}: .*{reason}"):
+        load_encoder(path)
+
+
+@pytest.mark.parametrize("key, value", [("lstm.dim", 0), ("lstm.n_layers", -1), ("char_cnn.n_highway", -1),
+                                        ("char_cnn.embedding.dim", 0)])
+def test_sizes_out_of_range_are_refused(key, value):
+    options = json.loads(json.dumps(OPTIONS))
+    section, *rest = key.split(".")
+    node = options[section]
+    for part in rest[:-1]:
+        node = node[part]
+    node[rest[-1]] = value
+    with pytest.raises(ElmoFormatError, match=rf"{re.escape(key)}={value} is out of range"):
+        BiLMEncoderModule(options)
 
 
 def test_invalid_json(tmp_path, tf_weights):

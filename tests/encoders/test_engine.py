@@ -9,6 +9,7 @@ import os
 import re
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -330,6 +331,84 @@ def test_an_engine_cache_that_is_a_file_is_a_setting_error(tiny_bert_dir, tmp_pa
     with pytest.raises(SettingError, match=rf"CONTEXTEMBED_ENGINE_CACHE=.*{re.escape(str(not_a_folder))} is not a "
                                            r"directory.*set CONTEXTEMBED_ENGINE_CACHE to a directory you can write"):
         encoder.encode(SENTENCES[:1])
+
+
+ANOTHER_USER = 4242
+
+
+@pytest.mark.parametrize("loosen, reason", [
+    (lambda root: os.chmod(root, 0o777), r"is writable by its group and others \(mode 0o777\)"),
+    (lambda root: os.chmod(root, 0o775), r"is writable by its group \(mode 0o775\)"),
+    (lambda root: os.chown(root, ANOTHER_USER, -1), rf"is owned by user {ANOTHER_USER}"),
+    (lambda root: (os.rename(root, str(root) + "-real"), os.symlink(str(root) + "-real", root)), "is a symbolic link"),
+], ids=["world-writable", "group-writable", "another-users", "link"])
+def test_an_engine_cache_another_user_could_write_is_a_setting_error(untuned, tiny_bert_dir, engine_cache, loosen,
+                                                                      reason):
+    engine_cache.mkdir()
+    loosen(engine_cache)
+    with pytest.raises(SettingError, match=rf"CONTEXTEMBED_ENGINE_CACHE='{re.escape(str(engine_cache))}': "
+                                           rf"{re.escape(str(engine_cache))} {reason}.*could be another user's.*"
+                                           r"chmod go-w"):
+        engine.checked_cache_root()
+    with pytest.raises(SettingError, match="CONTEXTEMBED_ENGINE_CACHE"):  # with auto too: a setting to fix
+        load_encoder(str(tiny_bert_dir), device="cpu", precision="fp32", backend="auto")
+
+
+@pytest.mark.parametrize("loosen, reason", [
+    (lambda export: os.chmod(export, 0o777), r"is writable by its group and others"),
+    (lambda export: os.chown(export, ANOTHER_USER, -1), rf"is owned by user {ANOTHER_USER}"),
+    (lambda export: os.chmod(export / "contextembed_provenance.json", 0o666), r"contextembed_provenance\.json is "
+                                                                             r"writable by its group and others"),
+    (lambda export: os.chown(export / "model.bin", ANOTHER_USER, -1), rf"model\.bin is owned by user {ANOTHER_USER}"),
+    (lambda export: os.chmod(export / "model.xml", 0o664), r"model\.xml is writable by its group"),
+], ids=["folder-writable", "folder-another-users", "record-writable", "weights-another-users", "graph-writable"])
+def test_an_export_another_user_could_have_written_is_exported_again(tiny_bert_dir, engine_cache, monkeypatch,
+                                                                     loosen, reason):
+    reference, encoder = _pair(tiny_bert_dir)
+    encoder.encode(SENTENCES[:2])
+    (export,) = engine_cache.iterdir()
+    loosen(export)
+    calls = _exports(monkeypatch)
+    with pytest.warns(engine.EngineCacheWarning, match=rf"engine export {re.escape(str(export))}.*{reason}") as caught:
+        again = load_encoder(str(tiny_bert_dir), device="cpu", precision="fp32", backend="openvino")
+        got = again.encode(SENTENCES[:2])
+    assert calls == [2] and len([w for w in caught if "exporting it again" in str(w.message)]) == 1
+    assert _largest_difference(reference.encode(SENTENCES[:2]), got) < FP32_TOLERANCE
+    assert os.stat(export).st_uid == os.getuid() and os.stat(export).st_mode & 0o777 == 0o755
+    engine.check_export(str(export), again._engine.expected_record(2))  # trusted and whole again
+
+
+def test_exports_are_written_so_that_this_user_trusts_them_whatever_the_umask(tiny_bert_dir, engine_cache,
+                                                                              monkeypatch):
+    saved = os.umask(0o002)  # user private groups: OpenVINO's files would be group-writable
+    try:
+        load_encoder(str(tiny_bert_dir), device="cpu", precision="fp32", backend="openvino").encode(SENTENCES[:1])
+    finally:
+        os.umask(saved)
+    (export,) = engine_cache.iterdir()
+    writable = [str(path) for path in [engine_cache, *engine_cache.rglob("*")] if path.stat().st_mode & 0o022]
+    assert writable == [] and any((export / engine.COMPILED_FOLDER).iterdir())
+    calls = _exports(monkeypatch)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", engine.EngineCacheWarning)
+        load_encoder(str(tiny_bert_dir), device="cpu", precision="fp32", backend="openvino").encode(SENTENCES[:1])
+    assert calls == []
+
+
+def test_compiled_blobs_another_user_could_have_written_are_not_loaded(tmp_path):
+    export = tmp_path / "export"
+    (export / engine.COMPILED_FOLDER / "sub").mkdir(parents=True)  # a folder of its own is fine
+    assert engine.compiled_cache(str(export)) == str(export / engine.COMPILED_FOLDER)
+    blob = export / engine.COMPILED_FOLDER / "1234.blob"
+    blob.write_bytes(b"compiled")
+    os.chmod(blob, 0o666)
+    with pytest.warns(engine.EngineCacheWarning, match=r"1234\.blob is writable by its group and others.*compiling "
+                                                       r"without them"):
+        assert engine.compiled_cache(str(export)) is None
+    os.chmod(blob, 0o644)
+    os.chmod(export / engine.COMPILED_FOLDER, 0o777)
+    with pytest.warns(engine.EngineCacheWarning, match=r"compiled is writable by its group and others"):
+        assert engine.compiled_cache(str(export)) is None
 
 
 @pytest.mark.parametrize("where", ["/proc", "/proc/contextembed-engines", "file/below"])

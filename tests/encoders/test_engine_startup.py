@@ -115,7 +115,9 @@ def test_a_link_in_place_of_the_blob_folder_is_not_written_through(tmp_path):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     os.symlink(elsewhere, export / engine.COMPILED_FOLDER)
-    assert engine.compiled_cache(str(export)) is None
+    with pytest.warns(engine.EngineCacheWarning, match=r"compiled is a symbolic link .*compiling without them"):
+        assert engine.compiled_cache(str(export)) is None
+    assert list(elsewhere.iterdir()) == []
 
 
 def test_stale_partial_exports_are_removed_and_live_ones_kept(tiny_bert_dir, engine_cache):
@@ -212,7 +214,8 @@ def test_a_recorded_backend_is_followed(tiny_bert_dir, records, recorded):
     load_encoder(str(tiny_bert_dir), device="cpu", precision="fp32", backend="auto")
     path = next(records.glob("transformer-backend-*.json"))
     record = json.loads(path.read_text())
-    record["result"]["backend"] = recorded  # what another, equally valid measurement chose
+    # what another, equally valid measurement chose: the choice its speedup implies (issue 53, item 6)
+    record["result"].update(backend=recorded, speedup=2.0 if recorded == "openvino" else 0.8)
     path.write_text(json.dumps(record))
     tuning.forget()
     encoder = load_encoder(str(tiny_bert_dir), device="cpu", precision="fp32", backend="auto")

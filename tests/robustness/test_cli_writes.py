@@ -184,4 +184,5 @@ def test_sigkill_can_leave_only_a_hidden_partial_file(static_run, tmp_path):
     assert status == -signal.SIGKILL
     assert out.read_bytes() == OLD
     others = sorted(set(os.listdir(out.parent)) - {"out.npy", "out.npy.provenance.json"})  # killed between renames
-    assert all(re.fullmatch(r"\.out\.npy\.[0-9]+-[0-9a-f]+\.partial", name) for name in others), others
+    assert all(re.fullmatch(r"\.out\.npy\.[A-Za-z0-9-]+@[0-9]+-[0-9a-f]+\.partial", name)
+               for name in others), others

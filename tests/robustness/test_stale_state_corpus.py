@@ -224,6 +224,21 @@ def test_an_npy_output_saved_again_or_cut_beside_its_record_is_refused(npy_setup
         _rerun(vectors, corpus, out, output_format="npy")
 
 
+@pytest.mark.parametrize("text, reason", [
+    ('{"artifact": ' * 1500 + '"x"' + "}" * 1500, "nested 1500 levels deep"),
+    ("[" * 1500 + "]" * 1500, "nested 1500 levels deep"),
+    ('{"artifact": "embedding output", "format": 1, "rows": NaN}', "holds NaN"),
+    (" " * (provenance.MAX_RECORD_BYTES + 1), "larger than"),
+], ids=["deep-object", "deep-array", "nan", "huge"])
+def test_a_resumed_run_over_a_damaged_npy_record_names_it(npy_setup, text, reason):
+    """A record nested 1,500 deep made the resumed run raise RecursionError (issue 53, item 4)."""
+    vectors, corpus, out = npy_setup
+    (out / "a.npy.provenance.json").write_text(text)
+    with pytest.raises(ProvenanceError, match=rf"a\.npy .*damaged provenance record \({reason}") as caught:
+        _rerun(vectors, corpus, out, output_format="npy")
+    assert caught.value.field is None and "a.npy" in caught.value.artifact
+
+
 def test_an_orphan_npy_record_is_replaced_by_the_next_write(npy_setup):
     vectors, corpus, out = npy_setup
     (out / "a.npy").unlink()

@@ -348,9 +348,12 @@ def test_overrides_of_what_shapes_doc_tensor_are_refused_when_loading(tmp_path, 
     [
         (b"", "cannot be read as the component's saved settings"),
         (b"{not json", "cannot be read as the component's saved settings"),
-        (b"\xff\xfe{}", "cannot be read as the component's saved settings.*utf-8"),
+        (b"\xff\xfe{}", "cannot be read as the component's saved settings.*UTF-8"),
         (b"[1, 2]", "holds list"),
+        (b"[" * 1500 + b"]" * 1500, r"cannot be read as the component's saved settings \(nested 1500 levels deep"),
+        (b'{"a": NaN}', "cannot be read as the component's saved settings.*holds NaN"),
     ],
+    ids=["empty", "not-json", "not-utf8", "list", "deep", "nan"],
 )
 def test_a_damaged_cfg_is_an_error_naming_the_file(tmp_path, content, message):
     from contextembed.errors import FileFormatError

@@ -19,6 +19,8 @@ import os
 from collections.abc import Mapping
 from typing import Any, Literal, Optional
 
+from ... import _json
+from ..._bounds import Bound, check_setting
 from ...errors import ModelFormatError
 from .characters import MAX_CHARACTERS, N_CHARACTERS
 
@@ -51,7 +53,23 @@ REQUIRED_KEYS: dict[str, tuple[type, ...]] = {
     "char_cnn.max_characters_per_token": (int,),
 }
 
+#: the largest float32: a clip beyond it is infinity in the LSTM's arithmetic
+_FLOAT32_MAX = 3.4028234663852886e38
+_WIDTH = 2**31 - 1
+#: the range of every numeric key (:mod:`contextembed._bounds`: NaN and infinities are never in one)
+OPTION_BOUNDS: dict[str, Bound] = {
+    "lstm.dim": Bound(int, 1, _WIDTH),
+    "lstm.projection_dim": Bound(int, 1, _WIDTH),
+    "lstm.n_layers": Bound(int, 1, _WIDTH),
+    "lstm.cell_clip": Bound(float, 0, _FLOAT32_MAX, optional=True, note="0 or null: no clipping"),
+    "lstm.proj_clip": Bound(float, 0, _FLOAT32_MAX, optional=True, note="0 or null: no clipping"),
+    "char_cnn.embedding.dim": Bound(int, 1, _WIDTH),
+    "char_cnn.n_highway": Bound(int, 0, _WIDTH),
+}
+
 ACTIVATIONS = ("relu", "tanh")
+#: the largest ``options.json`` read (a real one is under 1 KiB)
+_MAX_OPTIONS_BYTES = 1 << 20
 
 
 class ElmoFormatError(ModelFormatError):
@@ -117,10 +135,9 @@ def read_options(path: str | os.PathLike) -> dict:
     """Read and validate an ``options.json`` (errors name the file)."""
     path = os.fspath(path)
     try:
-        with open(path, encoding="utf-8") as handle:
-            options = json.load(handle)
-    except json.JSONDecodeError as error:
-        raise ElmoFormatError(f"{path} is not valid JSON: {error}") from None
+        options = _json.read(path, max_bytes=_MAX_OPTIONS_BYTES)
+    except _json.JSONError as error:
+        raise ElmoFormatError(f"{path}: {error}") from None
     return check_options(options, source=path)
 
 
@@ -174,17 +191,14 @@ def _check_skip(options: Mapping, source: str) -> None:
         )
 
 
-def _check_sizes(options: Mapping, source: str) -> None:
-    lstm, cnn = options["lstm"], options["char_cnn"]
-    for key, value in [("lstm.dim", lstm["dim"]), ("lstm.projection_dim", lstm["projection_dim"]),
-                       ("lstm.n_layers", lstm["n_layers"]), ("char_cnn.embedding.dim", cnn["embedding"]["dim"])]:
-        if value < 1:
-            raise ElmoFormatError(f"{source}: {key} must be >= 1, got {value}")
-    if cnn["n_highway"] < 0:
-        raise ElmoFormatError(f"{source}: char_cnn.n_highway must be >= 0, got {cnn['n_highway']}")
-    for key in ("cell_clip", "proj_clip"):
-        if lstm[key] is not None and lstm[key] < 0:
-            raise ElmoFormatError(f"{source}: lstm.{key} must be >= 0 (0 or null: no clipping), got {lstm[key]}")
+def _check_numbers(options: Mapping, source: str) -> None:
+    """Every numeric key in its range (:data:`OPTION_BOUNDS`): ``cell_clip=NaN`` made every LSTM
+    layer's features NaN."""
+    for key, bound in OPTION_BOUNDS.items():
+        try:
+            check_setting(key, _lookup(options, key, source), bound)
+        except (TypeError, ValueError) as error:
+            raise ElmoFormatError(f"{source}: {error}") from None
 
 
 def _check_filters(options: Mapping, source: str) -> None:
@@ -231,7 +245,7 @@ def _check_bidirectional(options: Mapping, source: str) -> None:
         )
 
 
-_SUPPORT_CHECKS = (_check_skip, _check_sizes, _check_filters, _check_characters, _check_bidirectional)
+_SUPPORT_CHECKS = (_check_skip, _check_numbers, _check_filters, _check_characters, _check_bidirectional)
 
 
 def n_filters(options: Mapping) -> int:
