@@ -204,6 +204,30 @@ def test_character_ids_follow_the_reference_layout():
     assert word_char_ids("<S>").tolist() == ref_char_ids("<S>")  # a word, not the marker
 
 
+@pytest.mark.parametrize("sentences, error, message", [
+    (["the cat", "a dog"], TypeError, r"^sentence 0 is a plain string \('the cat'\); expected a list of tokens"),
+    ("the cat", TypeError, r"^expected a list of tokenized sentences \(list of list of str\), got a single string"),
+    ([["the", None]], TypeError, r"^sentence 0, word 1 is NoneType \(None\)"),
+    ([["a"], ["b", 3]], TypeError, r"^sentence 1, word 1 is int \(3\)"),
+    ([["a\ud800b"]], ValueError, r"^sentence 0, word 0 \('a\\ud800b'\) holds '\\ud800' at character 1"),
+    (3, TypeError, r"^expected a list of tokenized sentences, got int"),
+])
+def test_sentence_char_ids_checks_its_input_as_the_encoders_do(elmo, sentences, error, message):
+    """Strings were read character by character (``["the cat", "a dog"]``: 7 and 5 "words") and a
+    ``None`` token was an AttributeError from inside."""
+    with pytest.raises(error, match=message):
+        sentence_char_ids(sentences)
+    with pytest.raises(error, match=message):
+        elmo.encode(sentences)
+
+
+def test_sentence_char_ids_takes_tuples_and_iterators_as_the_encoders_do():
+    expected = sentence_char_ids([["the", "cat"], ["a"]])
+    for sentences in ([("the", "cat"), ("a",)], iter([["the", "cat"], ["a"]]), (s for s in [["the", "cat"], ["a"]])):
+        for got, want in zip(sentence_char_ids(sentences), expected):
+            np.testing.assert_array_equal(got, want)
+
+
 # -- the forward pass -----------------------------------------------------------------------------
 
 
