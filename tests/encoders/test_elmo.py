@@ -410,6 +410,49 @@ def test_save_bilm_never_replaces_a_model_unless_asked(tmp_path, monkeypatch):
         torch.testing.assert_close(theirs, ours, rtol=0, atol=0, msg=name)
 
 
+@pytest.mark.parametrize("extra, error, message", [
+    ({"char_embed": np.zeros(3)}, ValueError,
+     r"^extra\['char_embed'\] names a dataset the model writes itself \('char_embed'\): pick another name"),
+    ({"CNN": np.zeros(3)}, ValueError, r"^extra\['CNN'\] names a group of the model's datasets \('CNN/W_cnn_0'\)"),
+    ({"CNN/W_cnn_0/x": np.zeros(3)}, ValueError,
+     r"^extra\['CNN/W_cnn_0/x'\] would be inside the model's dataset 'CNN/W_cnn_0'"),
+    ({"softmax": np.zeros(3), "softmax/b": np.zeros(2)}, ValueError,
+     r"^extra\['softmax/b'\] would be inside extra\['softmax'\]"),
+    ({"vocab": np.array(["a", None], dtype=object)}, TypeError,
+     r"^extra\['vocab'\] is an array of dtype object, which HDF5 cannot store: pass numbers"),
+    ({"words": ["a", "b"]}, TypeError, r"^extra\['words'\] is an array of dtype <U1, which HDF5 cannot store"),
+    ({"": np.zeros(1)}, ValueError, r"^extra\[''\]: a dataset name must be parts separated by '/'"),
+    ({"/abs": np.zeros(1)}, ValueError, r"^extra\['/abs'\]: a dataset name must be parts separated by '/'"),
+    ({"a//b": np.zeros(1)}, ValueError, r"^extra\['a//b'\]: a dataset name must be parts"),
+    ({"a/../b": np.zeros(1)}, ValueError, r"^extra\['a/../b'\]: a dataset name must be parts"),
+    ({3: np.zeros(1)}, TypeError, r"^extra's keys must be str dataset names, got int 3"),
+    ([("softmax", np.zeros(1))], TypeError, r"^extra must be a mapping of dataset names to arrays \(or None\), got list"),
+])
+def test_save_bilm_checks_extra_before_writing_naming_it(tmp_path, extra, error, message):
+    """A name the model writes, or an object array, failed inside h5py ("name already exists", "no
+    native HDF5 equivalent") naming neither ``extra`` nor the key."""
+    from contextembed.encoders import save_bilm
+
+    torch.manual_seed(0)
+    module = BiLMEncoderModule(elmo_options("tiny"))
+    with pytest.raises(error, match=message):
+        save_bilm(module, tmp_path / "model", extra=extra)
+    assert list(tmp_path.iterdir()) == []  # nothing written
+
+
+def test_save_bilm_writes_extra_datasets_beside_the_model(tmp_path):
+    from contextembed.encoders import save_bilm
+
+    torch.manual_seed(0)
+    module = BiLMEncoderModule(elmo_options("tiny"))
+    extra = {"softmax/W": np.ones((3, 2), dtype=np.float32), "softmax/b": np.arange(3), "flag": np.array(True)}
+    save_bilm(module, tmp_path / "model", extra=extra)
+    with h5py.File(tmp_path / "model" / "weights.hdf5", "r") as handle:
+        for name, value in extra.items():
+            np.testing.assert_array_equal(handle[name][...], value)
+    load_encoder(tmp_path / "model", device="cpu", precision="fp32")  # extras are ignored
+
+
 def test_module_trains(tmp_path):
     torch.manual_seed(0)
     module = BiLMEncoderModule(elmo_options("tiny"), dropout=0.1).train()
