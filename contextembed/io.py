@@ -3,8 +3,9 @@
 Input formats
 -------------
 Every input is UTF-8 text (a leading byte-order mark is allowed); lines end with ``\\n`` or
-``\\r\\n``. A byte that is not UTF-8, or a NUL byte (binary files, UTF-16), is a
-:class:`~contextembed.errors.FileFormatError` naming the file and the line. Every error a reader
+``\\r\\n``, mixed as they may be. A byte that is not UTF-8, a NUL byte (binary files, UTF-16), or a
+carriage return not followed by a line feed (a file with CR-only line endings, from classic Mac OS,
+would read as one line) is a :class:`~contextembed.errors.FileFormatError` naming the file and the line. Every error a reader
 raises names the file and the line; nothing is coerced or skipped silently.
 
 ``text``
@@ -14,9 +15,11 @@ raises names the file and the line; nothing is coerced or skipped silently.
     one row per line.
 ``conll``
     CoNLL-2003 style columns separated by spaces or tabs; the first column is the token (it may hold
-    other white space, e.g. a no-break space). A line that is empty or holds only spaces and tabs ends
-    the sentence (several in a row are one boundary). A ``-DOCSTART-`` line is a document boundary: it
-    ends the current sentence and is skipped.
+    other white space, e.g. a no-break space). Every token line of a file has the columns of its
+    first: a line with fewer or more (a missing tag, which would shift the next column into its
+    place) is an error naming it. A line that is empty or holds only spaces and tabs ends the sentence
+    (several in a row are one boundary). A ``-DOCSTART-`` line is a document boundary, whatever its
+    columns: it ends the current sentence and is skipped.
 ``conllu``
     Universal Dependencies CoNLL-U: ten tab-separated columns, the token is the second (FORM);
     ``#`` comment lines, multi-word token ranges (``1-2``) and empty nodes (``8.1``) are skipped; a
@@ -87,7 +90,7 @@ import zipfile
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from itertools import islice
-from typing import Literal, Optional, get_args
+from typing import Literal, NamedTuple, Optional, get_args
 
 import numpy as np
 
@@ -229,8 +232,12 @@ def _lines(path: str) -> Iterator[tuple[int, str]]:
             yield number, _decode(raw, path, number)
 
 
+_CR = b"\r"
+
+
 def _decode(raw: bytes, path: str, number: int) -> str:
-    """One line without its ending (and the first without a byte-order mark), checked."""
+    """One line without its ending (and the first without a byte-order mark), checked: UTF-8, no
+    NUL byte and no carriage return left (only ``\\n`` and ``\\r\\n`` end a line)."""
     if raw.endswith(b"\n"):
         raw = raw[:-2] if raw.endswith(b"\r\n") else raw[:-1]
     if number == 1 and raw.startswith(codecs.BOM_UTF8):
@@ -242,13 +249,21 @@ def _decode(raw: bytes, path: str, number: int) -> str:
             path=path, line=number,
         )
     try:
-        return raw.decode("utf-8")
+        line = raw.decode("utf-8")
     except UnicodeDecodeError as error:
         raise FileFormatError(
             f"not UTF-8 text: byte 0x{raw[error.start]:02x} at byte {error.start + 1} of the line cannot be "
             f"decoded ({error.reason}); is it a binary file? Convert text to UTF-8 first",
             path=path, line=number,
         ) from None
+    if "\r" in line:
+        raise FileFormatError(
+            f"a carriage return (CR) at byte {raw.index(_CR) + 1} of the line is not followed by a line feed: "
+            "lines end with LF or CR LF. A file with CR-only line endings (classic Mac OS) would read as one line; "
+            "convert it first (e.g. tr '\\r' '\\n' < old > new)",
+            path=path, line=number,
+        )
+    return line
 
 
 def _read_text(path: str, tokenizer: Tokenizer) -> Iterator[list[str]]:
@@ -271,35 +286,59 @@ def _columns(line: str) -> list[str]:
 def read_conll(path: str) -> Iterator[tuple[list[str], list[list[str]]]]:
     """Stream ``(tokens, other_columns)`` per sentence of a CoNLL column file.
 
-    Columns are separated by spaces or tabs. A line that is empty or holds only spaces and tabs ends
-    the sentence; a ``-DOCSTART-`` line ends it too and is skipped. An empty file gives nothing.
-    Lines that are not UTF-8 raise :class:`~contextembed.errors.FileFormatError` naming the line.
+    Columns are separated by spaces or tabs, and every token line has the columns of the file's
+    first. A line that is empty or holds only spaces and tabs ends the sentence; a ``-DOCSTART-``
+    line ends it too and is skipped. An empty file gives nothing. A line that is not UTF-8, or has
+    other columns than the first token line, raises :class:`~contextembed.errors.FileFormatError`
+    naming the line.
     """
-    return (item for item in _conll_items(path) if item is not NEW_DOCUMENT)
+    return ((sentence.tokens, sentence.columns) for sentence in _conll_items(path) if sentence is not NEW_DOCUMENT)
+
+
+class ConllSentence(NamedTuple):
+    """One sentence of a CoNLL column file, as :func:`_conll_items` reads it."""
+
+    #: the first column of each token line
+    tokens: list[str]
+    #: the other columns of each token line (as many on every line of the file)
+    columns: list[list[str]]
+    #: the line of its first token (1-based)
+    line: int
 
 
 def _conll_items(path: str) -> Iterator:
-    """:func:`read_conll`'s sentences, and :data:`NEW_DOCUMENT` at each ``-DOCSTART-`` line."""
+    """:func:`read_conll`'s sentences as :class:`ConllSentence`, and :data:`NEW_DOCUMENT` at each
+    ``-DOCSTART-`` line; every token line checked to have the columns of the file's first."""
     tokens: list[str] = []
     columns: list[list[str]] = []
-    for _, line in _lines(path):
+    first: Optional[tuple[int, str, int]] = None  # the first token line: number, text, columns
+    for number, line in _lines(path):
         fields = _columns(line)
         if not fields or fields[0] == DOCSTART:
             if tokens:
-                yield tokens, columns
+                yield ConllSentence(tokens, columns, start)
             tokens, columns = [], []
             if fields:
                 yield NEW_DOCUMENT
-        else:
-            tokens.append(fields[0])
-            columns.append(fields[1:])
+            continue
+        if first is None:
+            first = (number, line, len(fields))
+        elif len(fields) != first[2]:
+            raise FileFormatError(
+                f"{len(fields)} columns where the file's token lines have {first[2]} (line {first[0]} has "
+                f"{first[2]}: {first[1][:60]!r}); every token line needs all the columns (a missing tag would "
+                "put the next column in its place)", path=path, line=number)
+        if not tokens:
+            start = number
+        tokens.append(fields[0])
+        columns.append(fields[1:])
     if tokens:
-        yield tokens, columns
+        yield ConllSentence(tokens, columns, start)
 
 
 def _read_conll(path: str, tokenizer: Tokenizer) -> Iterator:
     for item in _conll_items(path):
-        yield item if item is NEW_DOCUMENT else item[0]
+        yield item if item is NEW_DOCUMENT else item.tokens
 
 
 def _read_conllu(path: str, tokenizer: Tokenizer) -> Iterator[list[str]]:
@@ -323,7 +362,7 @@ def _read_conllu(path: str, tokenizer: Tokenizer) -> Iterator[list[str]]:
 
 def _conllu_form(line: str, path: str, number: int) -> list[str]:
     """The FORM of a word line; ``[]`` for multi-word ranges and empty nodes."""
-    fields = line.rstrip("\r").split("\t")
+    fields = line.split("\t")
     if len(fields) != 10:
         raise FileFormatError(
             f"expected 10 tab-separated CoNLL-U columns (ID FORM LEMMA ...), got {len(fields)}; "

@@ -1,9 +1,9 @@
 """Word tokenizers for raw text: the one registry that the CLI and the estimators share.
 
 ``"auto"`` / ``"regex"``  words (with inner hyphens, apostrophes and periods; a word keeps its
-                          combining marks and joiners) and single punctuation marks or symbols
-                          (a symbol keeps its modifiers: one emoji sequence is one token); suits
-                          static vectors and subword encoders alike
+                          combining marks, joiners and invisible characters) and single punctuation
+                          marks or symbols (a symbol keeps its modifiers: one emoji sequence is one
+                          token); suits static vectors and subword encoders alike
 ``"whitespace"``          runs of white space
 ``"spacy"``               spaCy's rule-based tokenizer of a blank English pipeline (no download)
 
@@ -24,14 +24,37 @@ from ._sentences import unencodable_position
 
 Tokenizer = Callable[[str], list[str]]
 _INNER = "[-'’.]"
-#: ASCII text: a word is a run of [A-Za-z0-9_], any other character but white space is a token
-_ASCII_WORD_OR_PUNCT = re.compile(rf"\w+(?:{_INNER}\w+)*|[^\w\s]", re.ASCII)
-_ASCII_FINDALL = _ASCII_WORD_OR_PUNCT.findall
+#: invisible characters: the format characters (a soft hyphen, zero-width spaces and joiners, the
+#: bidirectional marks, a BOM: Unicode's ``Cf``) and the controls that are not white space to
+#: ``\s`` (the information separators U+001C..U+001F among them, which ``str.split`` splits at but
+#: Unicode and the models' pre-tokenizers do not). A BERT normaliser removes them and a byte-level
+#: one keeps them inside the word they touch, so they belong to that word (or punctuation mark);
+#: standing alone they are nothing, as white space is
+_INVISIBLE = r"[\p{Cf}\x00-\x08\x0e-\x1f\x7f-\x84\x86-\x9f]"
+_ASCII_INVISIBLE = r"[\x00-\x08\x0e-\x1f\x7f]"
+
+
+def _word_or_punct(word: str, symbol: str, invisible: str = "") -> str:
+    """A word (a run of ``word`` characters, joined by inner hyphens, apostrophes and periods) or
+    one punctuation mark or symbol (``symbol``, not white space). With ``invisible``, those
+    characters join the word or mark they touch: a word is a run of word and invisible characters
+    that holds a word character, a mark takes those after it, and each those before it."""
+    if not invisible:
+        return rf"{word}+(?:{_INNER}{word}+)*|(?!\s){symbol}"
+    run = rf"{word}+(?:{invisible}+{word}*)*"
+    return rf"{invisible}*(?:{run}(?:{_INNER}{invisible}*{run})*|(?!\s|{invisible}){symbol}{invisible}*)"
+
+
+#: ASCII text: a word is a run of [A-Za-z0-9_], any other character but white space is a token;
+#: the plain expression is the rule where no invisible character occurs (``str.isprintable()``)
+_ASCII_PLAIN_FINDALL = re.compile(_word_or_punct(r"\w", "."), re.ASCII | re.DOTALL).findall
+_ASCII_FINDALL = re.compile(_word_or_punct(r"\w", ".", _ASCII_INVISIBLE), re.ASCII | re.DOTALL).findall
 #: any text: a word character is what ``re``'s ``\w`` holds (letters, digits, numbers such as "²")
-#: and the combining marks (an NFD "é", a Devanagari vowel sign) and joiners that the ``regex``
-#: module's ``\w`` adds; ``\X`` is one grapheme cluster (an emoji with its modifiers and joiners)
-_WORD = r"[\w\p{N}]"
-_WORD_OR_PUNCT = regex.compile(rf"{_WORD}+(?:{_INNER}{_WORD}+)*|(?=\S)\X")
+#: and the combining marks (an NFD "é", a Devanagari vowel sign) that the ``regex`` module's ``\w``
+#: adds (its joiners U+200C and U+200D are invisible characters here); a symbol is one grapheme
+#: cluster, ``\X`` (an emoji with its modifiers and joiners). Printable text holds no joiner.
+_PLAIN_FINDALL = regex.compile(_word_or_punct(r"[\w\p{N}]", r"\X")).findall
+_FINDALL = regex.compile(_word_or_punct(r"(?:[^\W\u200c\u200d]|\p{N})", r"\X", _INVISIBLE)).findall
 
 
 def regex_tokenize(text: str) -> list[str]:
@@ -39,22 +62,26 @@ def regex_tokenize(text: str) -> list[str]:
 
     A word keeps its combining marks and zero-width joiners, so a text tokenizes the same way in
     NFC and NFD, and a symbol keeps its modifiers (``"👍🏽"`` and a family emoji joined by
-    U+200D are one token each). ASCII text, which has neither, takes the standard library's faster
-    ``re`` with the same result.
+    U+200D are one token each). An invisible character (a soft hyphen, a zero-width space, a
+    bidirectional mark, a BOM, a control that is not white space) stays in the word or mark it
+    touches (``"co\\u00adoperate"`` is one word, which a BERT tokenizer reads as ``cooperate``);
+    one that touches none is skipped as white space is. Text without invisible characters (every
+    character printable) takes the plain expression, and ASCII text the standard library's faster
+    ``re``, with the same result.
     """
     if not text.isascii():
-        return _WORD_OR_PUNCT.findall(text)
+        return (_PLAIN_FINDALL if text.isprintable() else _FINDALL)(text)
     if "\x1c" in text or "\x1d" in text or "\x1e" in text or "\x1f" in text:
         return _ASCII_FINDALL(text)
     # no match crosses white space, so the expression may run on each run of the rest, and a run of
     # letters and digits alone is one word; str.split() splits ASCII text where ``\s`` does and also
-    # at the four information separators, which the expression keeps as tokens (handled above)
+    # at the four information separators, which the expression keeps inside words (handled above)
     tokens: list[str] = []
     for part in text.split():
         if part.isalnum():
             tokens.append(part)
         else:
-            tokens += _ASCII_FINDALL(part)
+            tokens += (_ASCII_PLAIN_FINDALL if part.isprintable() else _ASCII_FINDALL)(part)
     return tokens
 
 

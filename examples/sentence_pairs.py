@@ -35,6 +35,7 @@ from sklearn.linear_model import LogisticRegression  # noqa: E402
 from sklearn.pipeline import make_pipeline  # noqa: E402
 from sklearn.preprocessing import StandardScaler  # noqa: E402
 
+from contextembed.io import read_documents as read_conll_documents  # noqa: E402
 from contextembed.sklearn import TextEmbedder, TextPairEmbedder  # noqa: E402
 from examples.corpora import CONLL_SOURCE, conll_dir, epilog  # noqa: E402
 MIN_TOKENS = 5
@@ -69,20 +70,14 @@ def make_pairs(documents: list[list[list[str]]], n_pairs: int, seed: int) -> tup
 
 
 def read_documents(path: Path) -> list[list[list[str]]]:
-    """CoNLL-2003 as documents (``-DOCSTART-`` lines start one) of sentences (blank lines end one)."""
-    documents: list[list[list[str]]] = [[]]
-    sentence: list[str] = []
-    for line in path.read_text(encoding="utf-8").splitlines() + [""]:
-        fields = line.split()
-        if fields and fields[0] != "-DOCSTART-":
-            sentence.append(fields[0])
-            continue
-        if sentence:
-            documents[-1].append(sentence)
-            sentence = []
-        if fields:  # -DOCSTART-
+    """CoNLL-2003 as documents (``-DOCSTART-`` lines start one) of sentences (blank lines end one),
+    read by :func:`contextembed.io.read_documents`: a damaged line is an error naming it."""
+    documents: list[list[list[str]]] = []
+    for document, sentence in read_conll_documents(str(path), "conll"):
+        if document == len(documents):
             documents.append([])
-    return [doc for doc in documents if doc]
+        documents[document].append(sentence)
+    return documents
 
 
 def load_documents(data: Optional[Path] = None) -> tuple[list, list]:

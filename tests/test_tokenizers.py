@@ -3,6 +3,8 @@ included."""
 
 import re
 
+import numpy as np
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -80,27 +82,128 @@ def test_text_without_marks_splits_as_the_standard_library_rule():
     plain = re.compile(r"\w+(?:[-'’.]\w+)*|[^\w\s]")
     texts = TEXTS + ["Äpfel, Birnen & Œufs — 3½ km² über'm Fluß.", "日本語のテキスト。", "¿Qué? «Ça» 1.5e-3 _x_",
                      "Ελληνικά: αβγ; кириллица — ок", "tab\t\u00a0nbsp\u2003em"]
+    from contextembed.tokenizers import _FINDALL
+
     for text in texts:
-        assert get_tokenizer("auto")(text) == plain.findall(text), text
+        assert get_tokenizer("auto")(text) == plain.findall(text) == _FINDALL(text), text  # printable or not
 
 
-#: every ASCII character, the information separators \x1c-\x1f (white space to str.split, a token to
-#: ``\s``) and underscores (word characters that are not alphanumeric) among them
+#: every ASCII character, the information separators \x1c-\x1f (white space to str.split, invisible
+#: to ``\s``) and underscores (word characters that are not alphanumeric) among them
 _ASCII = "".join(map(chr, range(128)))
+#: the ASCII characters that are neither white space to ``\s`` nor visible
+_ASCII_INVISIBLE = "".join(map(chr, [*range(0x09), *range(0x0e, 0x20), 0x7f]))
+
+
+def _visible(text: str) -> str:
+    return text.translate({ord(c): None for c in _ASCII_INVISIBLE})
 
 
 @settings(max_examples=500, deadline=None)
 @given(text=st.text(alphabet=st.sampled_from(_ASCII + "aZ09_-'. \t\n" * 4), max_size=40))
-def test_ascii_text_splits_as_the_plain_expression_run_over_it_whole(text):
+def test_ascii_text_splits_as_the_plain_expression_run_over_its_visible_characters(text):
+    """Each token has a visible character; taking the invisible ones out of the tokens gives the
+    plain expression's tokens of the text without them (and the split ahead of the expression
+    gives what the expression gives run over the whole text)."""
+    from contextembed.tokenizers import _ASCII_FINDALL
+
     plain = re.compile(r"\w+(?:[-'’.]\w+)*|[^\w\s]", re.ASCII)
-    assert get_tokenizer("auto")(text) == plain.findall(text)
+    tokens = get_tokenizer("auto")(text)
+    assert tokens == _ASCII_FINDALL(text)
+    assert [_visible(token) for token in tokens] == plain.findall(_visible(text))
 
 
 @pytest.mark.parametrize("text, tokens", [
-    ("a\x1cb c_d e-f_ 'g h.", ["a", "\x1c", "b", "c_d", "e-f_", "'", "g", "h", "."]),
+    ("a\x1cb c_d e-f_ 'g h.", ["a\x1cb", "c_d", "e-f_", "'", "g", "h", "."]),
     ("plain words only", ["plain", "words", "only"]),
-    ("x\x1f", ["x", "\x1f"]),
+    ("x\x1f \x1f", ["x\x1f"]),
     ("\x0b\x0c\r\n", []),
 ])
 def test_ascii_edge_cases(text, tokens):
     assert get_tokenizer("regex")(text) == tokens
+
+
+# -- invisible characters: part of the word they touch, never a word of their own -------------------
+
+#: format characters (soft hyphen, zero-width space and no-break space, word joiner, the bidi marks,
+#: embeddings and isolates, a BOM) and controls that are not white space
+INVISIBLE = ["\u00ad", "\u200b", "\u200e", "\u200f", "\u2060", "\u202a", "\u202c", "\u2066", "\u2069", "\ufeff",
+             "\u061c", "\x00", "\x07", "\x1b", "\x7f", "\x9b"]
+
+
+@pytest.mark.parametrize("mark", INVISIBLE, ids=repr)
+def test_an_invisible_character_joins_the_word_it_touches(mark):
+    """A soft hyphen made ``co\\u00adoperate`` three words, the middle one nothing but the hyphen
+    (a BERT tokenizer's normaliser removes it, so it became ``[UNK]``)."""
+    split = get_tokenizer("auto")
+    assert split(f"co{mark}operate") == [f"co{mark}operate"]
+    assert split(f"{mark}Hello {mark}world{mark}, co-{mark}op{mark}!{mark}") == [
+        f"{mark}Hello", f"{mark}world{mark}", ",", f"co-{mark}op{mark}", f"!{mark}"]
+    assert split(f"a {mark} b {mark}{mark}") == ["a", "b"]  # standing alone: nothing, as white space
+    assert split(mark) == split(f" {mark}{mark} ") == [] and split(f"({mark})") == [f"({mark}", ")"]
+    assert tokenize_items([f"co{mark}op", "x"], split, "text") == [[f"co{mark}op"], ["x"]]
+
+
+def test_joiners_join_words_and_emoji_but_are_not_words_alone():
+    split = get_tokenizer("auto")
+    assert split("x\u200dy \u200d \u200c and \u0627\u0644\u200c\u0628") == ["x\u200dy", "and", "\u0627\u0644\u200c\u0628"]
+    assert split("\U0001F468\u200d\U0001F469\u200d\U0001F467\ufeff!") == ["\U0001F468\u200d\U0001F469\u200d\U0001F467\ufeff", "!"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(alphabet=st.sampled_from(INVISIBLE + ["\u200d", "\u200c", "a", "é", "東", "²", "_", "-", "'", ".",
+                                                          "!", "€", "👍", " ", "\n", "\u00a0", "\x1c"]), max_size=30))
+def test_any_text_splits_as_the_plain_expression_run_over_its_visible_characters(text):
+    """As for ASCII text: no token is invisible alone, and taking the invisible characters out of
+    the tokens gives the plain expression's tokens of the text without them."""
+    import regex
+
+    invisible = {ord(c): None for c in INVISIBLE + ["\u200d", "\u200c", "\x1c"]}
+    plain = regex.compile(r"[\w\p{N}]+(?:[-'’.][\w\p{N}]+)*|(?=\S)\X")
+    tokens = get_tokenizer("auto")(text)
+    assert all(token.translate(invisible) for token in tokens)
+    assert [token.translate(invisible) for token in tokens] == plain.findall(text.translate(invisible))
+
+
+@pytest.mark.parametrize("separator", ["\x1c", "\x1d", "\x1e", "\x1f"], ids=repr)
+def test_information_separators_are_invisible_as_to_the_models(separator):
+    """``str.split`` splits at them, but Unicode's white space and the models' pre-tokenizers do not
+    (a BERT normaliser removes them): they were tokens of their own, ``[UNK]`` to a BERT tokenizer."""
+    for text in (f"a{separator}b c {separator}", f"a{separator}b \u00e9 {separator}"):  # ASCII and the other path
+        assert get_tokenizer("auto")(text) == [f"a{separator}b", text[-3]]
+
+
+def _pieces_of(encoder, text: str) -> list[int]:
+    """The piece ids of ``text`` split by the auto tokenizer, as the encoder aligns them."""
+    (pieces,) = encoder.pieces([get_tokenizer("auto")(text)])
+    return pieces.ids.tolist()
+
+
+INVISIBLE_TEXTS = ["We co\u00adoperate with the Commission.", "zero\u200bwidth and \u200b alone",
+                   "\ufeffEU rejects German call", "right\u200f-to-left \u200emarks\u200f.", "bell\x07 and null\x00s",
+                   "word\u2060joiner, \u2066isolate\u2069 and a group\x1dseparator"]
+
+
+@pytest.mark.parametrize("model", ["tiny_bert", "minilm"])
+def test_words_are_what_the_models_own_tokenizer_makes_of_the_text(request, model):
+    """The pieces of the auto tokenizer's words are the model's own tokenizer's pieces of the raw
+    text (a BERT normaliser removes invisible characters), never an unknown piece it did not make."""
+    from contextembed import load_encoder
+
+    if model == "minilm":
+        encoder = request.getfixturevalue("minilm")
+    else:
+        encoder = load_encoder(str(request.getfixturevalue("tiny_bert_dir")), device="cpu", precision="fp32")
+    for text in INVISIBLE_TEXTS:
+        own = encoder.tokenizer(text, add_special_tokens=False)["input_ids"]
+        assert _pieces_of(encoder, text) == own, text
+    visible = "We cooperate with the Commission."
+    assert _pieces_of(encoder, INVISIBLE_TEXTS[0]) == _pieces_of(encoder, visible)
+
+
+def test_a_text_embedder_reads_a_soft_hyphen_as_the_model_does(minilm):
+    from contextembed.sklearn import TextEmbedder
+
+    embedder = TextEmbedder("minilm-l6", combine="mean", device="cpu", precision="fp32").fit(["a text"])
+    hyphenated, plain = embedder.transform(["We co\u00adoperate, \u200b \ufeffdon\u200bt we?", "We cooperate, dont we?"])
+    np.testing.assert_allclose(hyphenated, plain, rtol=1e-5, atol=1e-6)

@@ -520,7 +520,10 @@ class Encoder(ABC):
             As :meth:`iter_encode_pieces` takes them; with ``in_context``, the
             :class:`~contextembed._documents.InContext` items :meth:`iter_encode_pieces_in_context` takes.
         pooling : LayerPooling
-            Which layers, and how they combine (used as it is, without gradient).
+            Which layers, and how they combine (used as it is, without gradient). A scalar mix with
+            ``layer_norm`` normalises each sentence's words on their own, never across sentences
+            (transformers then combine the layers on the host), so a sentence's features do not
+            depend on its neighbours.
         subword_pooling : {"first", "last", "mean", "first_last", "max"}
         in_context : bool
             Encode each sentence in its document's context.

@@ -216,7 +216,9 @@ class StaticVectors(Encoder):
         Raises
         ------
         ValueError
-            For ``storage.clusters`` above the number of rows (before anything is written).
+            For ``storage.clusters`` above the number of rows, or (float16) naming the first row (and
+            its word or piece) holding a value beyond float16's range; before anything is written,
+            so a table already at ``directory`` is kept whole.
         """
         storage = self._checked_storage(storage)
         with atomic_directory(directory, overwrite=overwrite, what="encoder directory") as folder:

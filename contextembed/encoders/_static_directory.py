@@ -36,6 +36,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
+from functools import partial
 from typing import NamedTuple, Optional
 
 import numpy as np
@@ -122,7 +123,8 @@ def write_saved_table(folder: str, words: list[str], vectors: np.ndarray, *, low
     Raises
     ------
     ValueError
-        If ``storage.clusters`` exceeds the number of rows.
+        If ``storage.clusters`` exceeds the number of rows, or (float16) naming the row (and its word
+        or piece) that holds a value beyond float16's range; raised before any file is written.
     """
     from safetensors.numpy import save_file
 
@@ -130,24 +132,34 @@ def write_saved_table(folder: str, words: list[str], vectors: np.ndarray, *, low
         raise ValueError(f"clusters={storage.clusters} exceeds the table's {len(vectors)} rows: pass at most "
                          f"{len(vectors)}")
     options = {"format_version": SAVED_FORMAT_VERSION, "lowercase": lowercase, "oov": oov}
-    extra = {}
+    extra, own_ids = {}, np.zeros(0, dtype=np.int64)
     if pieces is not None:
         ids, piece_vectors = pieces
         rows, own = shared_rows(vectors, piece_vectors)
+        own_ids = np.asarray(ids)[own]
         # (words + piece rows, width): the words' rows, then the piece vectors no word row equals
         vectors = np.concatenate([vectors, piece_vectors[own]])
         extra = {"pieces": len(ids), "piece_rows": len(own)}
         options.update(format_version=SHARED_FORMAT_VERSION, subwords=True, storage=storage.as_record(),
                        piece_rows=len(own))
-        save_file({"ids": np.asarray(ids, dtype=np.int32), "rows": rows}, os.path.join(folder, PIECE_ROWS_FILE))
     elif not storage.is_default:
         options.update(format_version=STORAGE_FORMAT_VERSION, subwords=False, storage=storage.as_record())
-    save_file(encode(vectors, storage), os.path.join(folder, SAVED_VECTORS))
+    tensors = encode(vectors, storage, partial(_row_name, words, own_ids))  # checked before anything is written
+    if pieces is not None:
+        save_file({"ids": np.asarray(ids, dtype=np.int32), "rows": rows}, os.path.join(folder, PIECE_ROWS_FILE))
+    save_file(tensors, os.path.join(folder, SAVED_VECTORS))
     _write_json(os.path.join(folder, SAVED_WORDS), words)
     _write_json(os.path.join(folder, SAVED_OPTIONS), options)
     files = _file_hashes(folder, _recorded_files(folder, options["format_version"], pieces is not None))
     provenance.write(os.path.join(folder, provenance.PROVENANCE_FILE),
                      _table_record(files, storage, len(words), vectors.shape[1], **extra))
+
+
+def _row_name(words: list[str], piece_ids: np.ndarray, row: int) -> str:
+    """Row ``row`` of the stored vectors in errors: a word's, or (after them) a piece's."""
+    if row < len(words):
+        return f"row {row} (word {words[row]!r}) of the table"
+    return f"the vector of the piece with tokenizer id {int(piece_ids[row - len(words)])}"
 
 
 def shared_rows(vectors: np.ndarray, pieces: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -34,6 +34,7 @@ errors.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Literal, Optional
 
@@ -41,6 +42,7 @@ import numpy as np
 
 from ..errors import ModelFormatError
 from .._options import check_choice
+from ..pooling._layers import as_output_dtype
 
 StoragePrecision = Literal["float32", "float16", "int8"]
 Int8Scale = Literal["vector", "dimension"]
@@ -130,13 +132,18 @@ class TableStorage:
         return storage
 
 
-def encode(vectors: np.ndarray, storage: TableStorage) -> dict[str, np.ndarray]:
+def encode(vectors: np.ndarray, storage: TableStorage,
+           where: Callable[[int], str] = "row {}".format) -> dict[str, np.ndarray]:
     """The tensors that store ``(rows, width)`` float32 ``vectors`` (see the module docstring).
+
+    ``where(row)`` names a row of ``vectors`` in errors (``"row 3 (word 'cat') of the table"``).
 
     Raises
     ------
     ValueError
-        If ``storage.clusters`` exceeds the number of rows.
+        If ``storage.clusters`` exceeds the number of rows, or (float16) naming the first row with a
+        value beyond float16's range, which would be stored as an infinity. Nothing is returned then,
+        so a caller that encodes before it writes writes nothing.
     """
     tensors: dict[str, np.ndarray] = {}
     if storage.clusters is not None and storage.clusters > len(vectors):
@@ -149,17 +156,22 @@ def encode(vectors: np.ndarray, storage: TableStorage) -> dict[str, np.ndarray]:
         # (m,) the columns of largest variance, increasing; (rows, m) their values; the rest is clustered
         columns = np.sort(np.argsort(-vectors.var(axis=0), kind="stable")[: storage.exact_columns]).astype(np.int32)
         tensors["columns"] = columns
-        tensors.update(_stored(vectors[:, columns], storage, "exact"))
+        tensors.update(_stored(vectors[:, columns], storage, "exact", where))
         vectors = np.delete(vectors, columns, axis=1)
     if storage.clusters is not None:
         vectors, tensors["assignment"], tensors["lengths"] = _cluster(vectors, storage.clusters)
-    tensors.update(_stored(vectors, storage, "vectors"))
+        where = "centroid {}".format  # unit vectors: always within float16's range
+    tensors.update(_stored(vectors, storage, "vectors", where))
     return tensors
 
 
-def _stored(vectors: np.ndarray, storage: TableStorage, name: str) -> dict[str, np.ndarray]:
+def _stored(vectors: np.ndarray, storage: TableStorage, name: str,
+            where: Callable[[int], str]) -> dict[str, np.ndarray]:
     """``{name: values}`` at the storage's precision, with ``{prefix}scales`` for int8 (``scales``
-    for ``vectors``, ``exact_scales`` for ``exact``)."""
+    for ``vectors``, ``exact_scales`` for ``exact``); float16 values checked finite once rounded."""
+    if storage.precision == "float16":
+        fix = "save it with TableStorage('float32') or TableStorage('int8') (which scales any finite range)"
+        return {name: as_output_dtype(vectors, "float16", where, fix)}
     if storage.precision != "int8":
         return {name: np.ascontiguousarray(vectors, dtype=_DTYPES[storage.precision])}
     codes, scales = _int8(vectors, storage.scale)

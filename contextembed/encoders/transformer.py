@@ -874,7 +874,15 @@ class TransformerEncoder(Encoder):
     def _iter_pooled(self, sentences, pooling: LayerPooling, subword_pooling: str, in_context: bool, dtype: str,
                      show_progress: bool) -> Iterator[np.ndarray]:
         """Words pooled where the model ran (:class:`_Pooled`): only ``(words, dim)`` rows in ``dtype``
-        come to the host, views of one array per chunk of sentences."""
+        come to the host, views of one array per chunk of sentences.
+
+        A scalar mix with ``layer_norm`` normalises each layer over the rows it is given: the device
+        pools a batch of many sentences at once, so it is combined on the host, each sentence's words
+        on their own (:meth:`Encoder._iter_pooled`), and a sentence's features never depend on its
+        neighbours."""
+        if pooling.mix is not None and pooling.mix.layer_norm:
+            yield from super()._iter_pooled(sentences, pooling, subword_pooling, in_context, dtype, show_progress)
+            return
         on_device = pooling if self.device.type == "cpu" else copy.deepcopy(pooling).to(self.device)
         pooled = _Pooled(on_device, pooling, subword_pooling, dtype)
         if not in_context and subword_pooling in _DIRECT:

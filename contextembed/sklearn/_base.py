@@ -26,6 +26,7 @@ from ..plotting import LayerWeights, estimator_name, layer_labels
 from ..pooling import LayerPooling, check_combine, check_subword_pooling, subword_output_width
 from ..pooling._layers import as_output_dtype, check_output_dtype
 from .._streams import intra_op_threads
+from ._threads import blas_threads
 from ._embedded import pack_encoder, unpack_encoder
 from ._checks import check_targets, class_labels
 from .. import _store
@@ -339,7 +340,9 @@ def check_n_threads(value) -> Optional[int]:
 
 def with_n_threads(method: Callable) -> Callable:
     """Decorator of a tagger's method: it runs with the estimator's ``n_threads``
-    (:data:`contextembed.sklearn._parameters.TAGGER_PARAMETERS`)."""
+    (:data:`contextembed.sklearn._parameters.TAGGER_PARAMETERS`): torch's intra-op threads and
+    OpenMP's, which belong to the calling thread, and the BLAS pools', which the process shares
+    (:func:`~contextembed.sklearn._threads.blas_threads`)."""
 
     @functools.wraps(method)
     def bounded(self, *args, **kwargs):
@@ -348,7 +351,7 @@ def with_n_threads(method: Callable) -> Callable:
             return method(self, *args, **kwargs)
         from threadpoolctl import threadpool_limits
 
-        with intra_op_threads(n_threads), threadpool_limits(limits=n_threads):
+        with blas_threads(n_threads), intra_op_threads(n_threads), threadpool_limits(n_threads, user_api="openmp"):
             return method(self, *args, **kwargs)
 
     return bounded

@@ -130,6 +130,10 @@ n_threads : int, optional
     other processes: a BiLSTM-CRF epoch took 12.9 s with torch's two threads and 1.9 s with one
     (same F1) on a 2-core machine shared with another job; on a quiet machine two threads ran 1.5x
     faster than one. An int from 1 to 1,024 (a bool, 0, a negative number: a ``ValueError``).
+    The BLAS pools are shared by the whole process: calls (of any tagger, in any thread) with the
+    same ``n_threads`` run together, one with another ``n_threads`` waits until they are done,
+    and the last restores the counts; calls with ``None`` are not held back and run under
+    whatever limit another call holds at the time.
 """
 
 _BLOCKS = {"model_parameters": MODEL_PARAMETERS, "run_parameters": RUN_PARAMETERS,

@@ -8,7 +8,9 @@ from collections.abc import Iterator
 from itertools import islice
 from typing import NamedTuple, Optional, Union
 
-from ..io import NEW_DOCUMENT, _conll_items, _lines, _numbered
+import numpy as np
+
+from ..io import NEW_DOCUMENT, ConllSentence, _conll_items, _lines, _numbered, check_input
 
 
 class ConllDocuments(NamedTuple):
@@ -36,9 +38,11 @@ def read_conll_documents(
     Parameters
     ----------
     *paths : str or path
-        One or more files, read in order.
+        One or more files, read in order. Each is checked to exist before any is read.
     column : int
-        Which whitespace-separated column holds the tag (default: the last).
+        Which whitespace-separated column holds the tag: ``1`` the first after the token, ``-1``
+        (default) the last. Every token line of a file has the columns of its first; ``column``
+        must name a tag column (not the token's, 0) of each file.
     limit : int, optional
         Stop after this many sentences in all (``None``: read everything).
 
@@ -49,44 +53,71 @@ def read_conll_documents(
 
     Raises
     ------
+    TypeError
+        A path that is not a str or path, or a ``column`` that is not an int (a bool is not).
     ValueError
-        No path, a ``limit`` that is not a non-negative int, or a token line without a tag column
-        (naming the file, sentence and token).
+        No path, a ``limit`` that is not a non-negative int, or a ``column`` outside a file's tag
+        columns (naming the file and line).
+    FileNotFoundError
+        A path that is not an existing file.
     FileFormatError
-        A line that is not UTF-8, naming the file and line.
+        A line that is not UTF-8, ends with a lone carriage return, or has other columns than the
+        file's first token line, naming the file and line.
     """
     if not paths:
         raise ValueError("read_conll_documents needs at least one path")
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
-        raise ValueError(f"limit must be a non-negative int or None (everything), got {limit!r}")
+    _check_limit(limit)
+    _check_column(column)
+    paths = [_checked_path(path, i) for i, path in enumerate(paths)]
     corpus = ConllDocuments([], [], [])
-    for document, (path, number, words, columns) in islice(_numbered(_conll_files(paths), honoured=True), limit):
-        corpus.sentences.append(words)
-        corpus.tags.append(_tags(words, columns, column, path, number))
+    for document, (path, sentence) in islice(_numbered(_conll_files(paths), honoured=True), limit):
+        corpus.sentences.append(sentence.tokens)
+        corpus.tags.append(_tags(sentence, column, path))
         corpus.doc_ids.append(document)
     return corpus
 
 
-def _conll_files(paths) -> Iterator:
-    """The sentences of every file as ``(path, number in its file, words, columns)``, and
+def _check_limit(limit: Optional[int]) -> None:
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, (int, np.integer)) or limit < 0):
+        raise ValueError(f"limit must be a non-negative int or None (everything), got {limit!r}")
+
+
+def _check_column(column: int) -> None:
+    """``column`` is an int (its range is checked against each file's columns as they are read)."""
+    if isinstance(column, (bool, np.bool_)) or not isinstance(column, (int, np.integer)):
+        raise TypeError(f"column must be an int (the index of the tag column, -1 the last), got "
+                        f"{type(column).__name__} {column!r:.40}")
+
+
+def _checked_path(path, index: int) -> str:
+    """``path`` as a str, an existing file (:func:`~contextembed.io.check_input`)."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"paths[{index}] is {type(path).__name__} ({path!r:.40}); expected a file path (a str or "
+                        "os.PathLike)")
+    check_input(os.fspath(path), "conll")
+    return os.fspath(path)
+
+
+def _conll_files(paths: list[str]) -> Iterator:
+    """The sentences of every file as ``(path, ConllSentence)``, and
     :data:`~contextembed.io.NEW_DOCUMENT` where a file or a ``-DOCSTART-`` starts a document."""
     for path in paths:
         yield NEW_DOCUMENT
-        number = 0
-        for item in _conll_items(os.fspath(path)):
-            if item is not NEW_DOCUMENT:
-                item, number = (path, number, *item), number + 1
-            yield item
+        for item in _conll_items(path):
+            yield item if item is NEW_DOCUMENT else (path, item)
 
 
-def _tags(words: list[str], columns: list[list[str]], column: int, path, sentence: int) -> list[str]:
-    for position, fields in enumerate(columns):
-        if not fields:
-            raise ValueError(
-                f"{path}, sentence {sentence}, token {position} ({words[position]!r}): expected 'word ... tag', got "
-                "no tag column"
-            )
-    return [[word, *fields][column] for word, fields in zip(words, columns)]
+def _tags(sentence: ConllSentence, column: int, path: str) -> list[str]:
+    """The tags of ``column`` (every line of a file has as many columns: checked on its first)."""
+    width = len(sentence.columns[0]) + 1
+    if width == 1:
+        raise ValueError(f"{path}, line {sentence.line}: column={column} names no tag column: the file's lines have "
+                         "only the token column (expected 'word ... tag')")
+    if not (1 <= column < width or -width < column <= -1):
+        raise ValueError(f"{path}, line {sentence.line}: column={column} is outside the tag columns of this file's "
+                         f"{width} columns: the token is column 0 ({-width}), the tags 1 to {width - 1} ({1 - width} "
+                         "to -1)")
+    return [fields[column - 1 if column > 0 else column] for fields in sentence.columns]
 
 
 def read_conll(
@@ -101,13 +132,19 @@ def read_conll(
     ----------
     path : str or path
     column : int
-        Which whitespace-separated column holds the tag (default: the last).
+        Which whitespace-separated column holds the tag (default: the last); checked as
+        :func:`read_conll_documents` checks it.
     limit : int, optional
         Stop after this many sentences.
 
     Returns
     -------
     (sentences, tags) : two lists of lists of str, aligned token by token.
+
+    Raises
+    ------
+    TypeError, ValueError, FileNotFoundError, FileFormatError
+        As :func:`read_conll_documents`.
     """
     sentences, tags, _ = read_conll_documents(path, column=column, limit=limit)
     return sentences, tags
@@ -121,6 +158,7 @@ def read_conll_doc_ids(path: Union[str, os.PathLike], limit: Optional[int] = Non
                   "(sentences, tags, doc_ids) in one pass", DeprecationWarning, stacklevel=2)
     from ..io import read_documents
 
+    _check_limit(limit)
     return [document for document, _ in islice(read_documents(os.fspath(path), "conll"), limit)]
 
 
@@ -129,26 +167,33 @@ def read_labelled_text(path: Union[str, os.PathLike], limit: Optional[int] = Non
 
     GLUE's SST-2 ``train.tsv`` has its columns the other way round, and says so in its header
     ``sentence<TAB>label``: after that header every line is read as ``text<TAB>label``.
-    Blank lines are skipped. A later label that is not an int is a ``ValueError`` naming the line;
-    text that is not UTF-8 a :class:`~contextembed.errors.FileFormatError` naming the line.
+    Blank lines are skipped. A line without a tab, or a later label that is not an int, is a
+    ``ValueError`` naming the line; text that is not UTF-8, or a carriage return without a line
+    feed, a :class:`~contextembed.errors.FileFormatError` naming the line. ``limit``: at most this
+    many texts (a non-negative int, or ``None`` for all).
     """
+    _check_limit(limit)
     texts: list[str] = []
     labels: list[int] = []
     text_first = False
     for number, line in _lines(os.fspath(path)):
+        if limit is not None and len(texts) >= limit:
+            break
         if not line.strip():
             continue
         if text_first:
-            text, _, label = line.rpartition("\t")
+            text, tab, label = line.rpartition("\t")
         else:
-            label, _, text = line.partition("\t")
-        if not (label.isascii() and label.lstrip("-").isdigit()):
-            if number == 1:
-                text_first = [field.strip().lower() for field in line.split("\t")] == ["sentence", "label"]
-                continue
+            label, tab, text = line.partition("\t")
+        is_int = label.isascii() and label.lstrip("-").isdigit()
+        if number == 1 and not is_int:
+            text_first = [field.strip().lower() for field in line.split("\t")] == ["sentence", "label"]
+            continue
+        if not tab:
+            layout = "text<TAB>label" if text_first else "label<TAB>text"
+            raise ValueError(f"{path}, line {number}: expected {layout!r}, got {line[:60]!r} (no tab)")
+        if not is_int:
             raise ValueError(f"{path}, line {number}: label {label!r} is not an int")
         texts.append(text)
         labels.append(int(label))
-        if limit is not None and len(texts) >= limit:
-            break
     return texts, labels

@@ -205,6 +205,30 @@ def test_character_ids_follow_the_reference_layout():
     assert word_char_ids("<S>").tolist() == ref_char_ids("<S>")  # a word, not the marker
 
 
+@pytest.mark.parametrize("sentences, error, message", [
+    (["the cat", "a dog"], TypeError, r"^sentence 0 is a plain string \('the cat'\); expected a list of tokens"),
+    ("the cat", TypeError, r"^expected a list of tokenized sentences \(list of list of str\), got a single string"),
+    ([["the", None]], TypeError, r"^sentence 0, word 1 is NoneType \(None\)"),
+    ([["a"], ["b", 3]], TypeError, r"^sentence 1, word 1 is int \(3\)"),
+    ([["a\ud800b"]], ValueError, r"^sentence 0, word 0 \('a\\ud800b'\) holds '\\ud800' at character 1"),
+    (3, TypeError, r"^expected a list of tokenized sentences, got int"),
+])
+def test_sentence_char_ids_checks_its_input_as_the_encoders_do(elmo, sentences, error, message):
+    """Strings were read character by character (``["the cat", "a dog"]``: 7 and 5 "words") and a
+    ``None`` token was an AttributeError from inside."""
+    with pytest.raises(error, match=message):
+        sentence_char_ids(sentences)
+    with pytest.raises(error, match=message):
+        elmo.encode(sentences)
+
+
+def test_sentence_char_ids_takes_tuples_and_iterators_as_the_encoders_do():
+    expected = sentence_char_ids([["the", "cat"], ["a"]])
+    for sentences in ([("the", "cat"), ("a",)], iter([["the", "cat"], ["a"]]), (s for s in [["the", "cat"], ["a"]])):
+        for got, want in zip(sentence_char_ids(sentences), expected):
+            np.testing.assert_array_equal(got, want)
+
+
 # -- the forward pass -----------------------------------------------------------------------------
 
 
@@ -385,6 +409,49 @@ def test_save_bilm_never_replaces_a_model_unless_asked(tmp_path, monkeypatch):
     reloaded = load_encoder(tmp_path / "model", device="cpu", precision="fp32").module
     for (name, ours), theirs in zip(second.state_dict().items(), reloaded.state_dict().values()):
         torch.testing.assert_close(theirs, ours, rtol=0, atol=0, msg=name)
+
+
+@pytest.mark.parametrize("extra, error, message", [
+    ({"char_embed": np.zeros(3)}, ValueError,
+     r"^extra\['char_embed'\] names a dataset the model writes itself \('char_embed'\): pick another name"),
+    ({"CNN": np.zeros(3)}, ValueError, r"^extra\['CNN'\] names a group of the model's datasets \('CNN/W_cnn_0'\)"),
+    ({"CNN/W_cnn_0/x": np.zeros(3)}, ValueError,
+     r"^extra\['CNN/W_cnn_0/x'\] would be inside the model's dataset 'CNN/W_cnn_0'"),
+    ({"softmax": np.zeros(3), "softmax/b": np.zeros(2)}, ValueError,
+     r"^extra\['softmax/b'\] would be inside extra\['softmax'\]"),
+    ({"vocab": np.array(["a", None], dtype=object)}, TypeError,
+     r"^extra\['vocab'\] is an array of dtype object, which HDF5 cannot store: pass numbers"),
+    ({"words": ["a", "b"]}, TypeError, r"^extra\['words'\] is an array of dtype <U1, which HDF5 cannot store"),
+    ({"": np.zeros(1)}, ValueError, r"^extra\[''\]: a dataset name must be parts separated by '/'"),
+    ({"/abs": np.zeros(1)}, ValueError, r"^extra\['/abs'\]: a dataset name must be parts separated by '/'"),
+    ({"a//b": np.zeros(1)}, ValueError, r"^extra\['a//b'\]: a dataset name must be parts"),
+    ({"a/../b": np.zeros(1)}, ValueError, r"^extra\['a/../b'\]: a dataset name must be parts"),
+    ({3: np.zeros(1)}, TypeError, r"^extra's keys must be str dataset names, got int 3"),
+    ([("softmax", np.zeros(1))], TypeError, r"^extra must be a mapping of dataset names to arrays \(or None\), got list"),
+])
+def test_save_bilm_checks_extra_before_writing_naming_it(tmp_path, extra, error, message):
+    """A name the model writes, or an object array, failed inside h5py ("name already exists", "no
+    native HDF5 equivalent") naming neither ``extra`` nor the key."""
+    from contextembed.encoders import save_bilm
+
+    torch.manual_seed(0)
+    module = BiLMEncoderModule(elmo_options("tiny"))
+    with pytest.raises(error, match=message):
+        save_bilm(module, tmp_path / "model", extra=extra)
+    assert list(tmp_path.iterdir()) == []  # nothing written
+
+
+def test_save_bilm_writes_extra_datasets_beside_the_model(tmp_path):
+    from contextembed.encoders import save_bilm
+
+    torch.manual_seed(0)
+    module = BiLMEncoderModule(elmo_options("tiny"))
+    extra = {"softmax/W": np.ones((3, 2), dtype=np.float32), "softmax/b": np.arange(3), "flag": np.array(True)}
+    save_bilm(module, tmp_path / "model", extra=extra)
+    with h5py.File(tmp_path / "model" / "weights.hdf5", "r") as handle:
+        for name, value in extra.items():
+            np.testing.assert_array_equal(handle[name][...], value)
+    load_encoder(tmp_path / "model", device="cpu", precision="fp32")  # extras are ignored
 
 
 def test_module_trains(tmp_path):

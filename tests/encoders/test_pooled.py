@@ -81,6 +81,42 @@ def test_a_selection_that_reorders_every_layer_is_combined_in_its_order(tiny):
             assert np.array_equal(rows, np.concatenate([hidden[2], hidden[0], hidden[1]], axis=-1))
 
 
+def _layer_norm_mix_reference(pooling: LayerPooling, hidden: np.ndarray) -> np.ndarray:
+    """Plain NumPy: ``(layers, words, width)`` of one sentence, each layer normalised by one mean and
+    variance over all its values, then mixed by ``gamma * sum_k softmax(w)_k h_k``."""
+    hidden = hidden.astype(np.float64)
+    normalised = [(layer - layer.mean()) / np.sqrt(layer.var() + 1e-12) for layer in hidden]
+    weights = np.exp(pooling.mix.weights.detach().double().numpy())
+    weights /= weights.sum()
+    return float(pooling.mix.gamma.detach()) * sum(w * layer for w, layer in zip(weights, normalised))
+
+
+@pytest.mark.parametrize("in_context_", [False, True], ids=["alone", "in context"])
+@pytest.mark.parametrize("method", SUBWORD_POOLINGS)
+def test_a_scalar_mix_with_layer_norm_normalises_each_sentence_on_its_own(tiny, method, in_context_):
+    """Its statistics span the rows it is given: on the device they spanned every sentence of a
+    batch, so a sentence's features changed (by 0.07 on the tiny BERT) with its neighbours. Each
+    sentence's rows are those it has alone, the host's bit for bit, and a NumPy reference's."""
+    pooling = LayerPooling(tiny.n_layers, [-1, 0, 1], "scalar_mix", layer_norm=True).eval()
+    with torch.no_grad():
+        pooling.mix.weights.copy_(torch.tensor([0.3, -1.2, 0.7]))
+        pooling.mix.gamma.fill_(1.7)
+    items = (lambda: in_context(SENTENCES, DOC_IDS, 6)) if in_context_ else (lambda: SENTENCES)
+    pooled = list(tiny.iter_encode_pooled(items(), pooling, method, in_context=in_context_))
+    host = list(Encoder._iter_pooled(tiny, items(), pooling, method, in_context_, "float32", False))
+    _assert_equal(pooled, host, tiny.width * (2 if method == "first_last" else 1))
+    half = list(tiny.iter_encode_pooled(items(), pooling, method, in_context=in_context_, dtype="float16"))
+    assert all(np.array_equal(a, b.astype(np.float16)) for a, b in zip(half, pooled))
+    if in_context_:
+        return
+    hidden = tiny.encode(SENTENCES, pooling.layer_indexes, method)
+    for sentence, rows, layers in zip(SENTENCES, pooled, hidden):
+        (alone,) = tiny.iter_encode_pooled([sentence], pooling, method)
+        np.testing.assert_allclose(rows, alone, rtol=1e-5, atol=1e-5)  # batch neighbours move fp32's last bits only
+        if sentence:
+            np.testing.assert_allclose(rows, _layer_norm_mix_reference(pooling, layers), rtol=1e-4, atol=1e-5)
+
+
 def test_float16_rows_are_the_float32_rows_rounded(tiny):
     pooling = _pooling(tiny, "concat")
     full = list(tiny.iter_encode_pooled(SENTENCES, pooling, "first"))

@@ -521,3 +521,37 @@ def test_format_5_options_are_checked(saved5):
     (saved5 / PROVENANCE_FILE).unlink()
     with pytest.raises(ModelFormatError, match="a format 5 table must have its contextembed_provenance.json"):
         load_encoder(saved5)
+
+
+# -- values beyond the storage's range --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("storage", [TableStorage("float16"), TableStorage("float16", clusters=2, exact_columns=1)],
+                         ids=str)
+def test_a_value_beyond_float16_is_refused_before_the_good_table_is_replaced(storage, tmp_path):
+    """Rounded to float16, 1e5 is an infinity: the save names the row and its word, and the table
+    already at the target is kept whole (it was once replaced by one that no longer loads)."""
+    good = StaticVectors(WORDS, _table(5, 4))
+    good.save(tmp_path / "t")
+    vectors = _table(5, 4)
+    vectors[3, 0] = 1e5  # column 0 is the widest: an exact column when some are clustered
+    with pytest.raises(ValueError, match=r"^row 3 \(word 'unknownword'\) of the table exceeds the float16 range "
+                                         r"\(largest magnitude 1e\+05\); save it with TableStorage\('float32'\) or "
+                                         r"TableStorage\('int8'\)"):
+        StaticVectors(WORDS, vectors).save(tmp_path / "t", storage=storage, overwrite=True)
+    np.testing.assert_array_equal(load_encoder(tmp_path / "t").table, good.table)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["t"]  # no temporary left beside it
+
+
+def test_a_piece_vector_beyond_float16_is_refused_naming_its_piece(distilled, tmp_path):
+    table = pickle.loads(pickle.dumps(distilled))
+    own = static_directory.shared_rows(table.table[:-1], table.subwords.vectors)[1]
+    table.subwords.vectors = table.subwords.vectors.copy()
+    table.subwords.vectors[own[1], 2] = -7e4
+    piece = int(table.subwords.ids[own[1]])
+    with pytest.raises(ValueError, match=rf"^the vector of the piece with tokenizer id {piece} exceeds the "
+                                         r"float16 range \(largest magnitude 7e\+04\)"):
+        table.save(tmp_path / "t", storage=TableStorage("float16"))
+    assert not (tmp_path / "t").exists()
+    table.save(tmp_path / "t", storage=TableStorage("int8"))  # int8 scales any finite range
+    assert load_encoder(tmp_path / "t").subwords.vectors[own[1], 2] == pytest.approx(-7e4, rel=1e-2)

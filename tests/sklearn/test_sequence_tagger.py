@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 from sklearn.linear_model import LogisticRegression
@@ -205,6 +207,128 @@ def test_n_threads_bounds_torch_and_the_blas_pools_during_fit_and_restores_them(
     assert torch.get_num_threads() == before
     assert [len(p) for p in tagger.predict(sentences)] == [len(s) for s in sentences]
     assert torch.get_num_threads() == before
+
+
+def _blas_threads() -> set:
+    from threadpoolctl import threadpool_info
+
+    return {pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"}
+
+
+class _Probe:
+    """A method under ``with_n_threads`` that records the BLAS pools' threads as it enters, then
+    waits to be let go."""
+
+    def __init__(self, n_threads):
+        import threading
+
+        self.n_threads, self.entered, self.release, self.seen = n_threads, threading.Event(), threading.Event(), []
+
+    def run(self):
+        from contextembed.sklearn._base import with_n_threads
+
+        @with_n_threads
+        def method(self):
+            self.seen.append(_blas_threads())
+            self.entered.set()
+            assert self.release.wait(10)
+            self.seen.append(_blas_threads())
+
+        return method(self)
+
+    def run_released(self):
+        self.release.set()
+        return self.run()
+
+
+def test_n_threads_of_overlapping_calls_in_two_threads_never_mix_nor_leak():
+    """BLAS limits are process-wide: a call with n_threads=3 started while one with 1 ran set 3 for
+    both, and the one with 1, leaving first, restored the original, then the other "restored" 1 for
+    the rest of the process. A call with another n_threads now waits for the running ones; calls
+    with the same n_threads run together, and the last to leave restores the original."""
+    import threading
+
+    original = _blas_threads()
+    one, three, also_one = _Probe(1), _Probe(3), _Probe(1)
+    threads = [threading.Thread(target=probe.run, daemon=True) for probe in (one, three, also_one)]
+    try:
+        threads[0].start()
+        assert one.entered.wait(10)
+        threads[1].start()
+        threads[2].start()
+        assert also_one.entered.wait(10)  # the same limit: runs beside the first
+        assert not three.entered.wait(0.5)  # another limit: waits
+        one.release.set()
+        threads[0].join(10)
+        assert not three.entered.wait(0.3) and _blas_threads() == {1}  # still one call with 1 inside
+        also_one.release.set()
+        threads[2].join(10)
+        assert three.entered.wait(10)
+    finally:
+        for probe in (one, three, also_one):
+            probe.release.set()
+        for thread in threads:
+            thread.join(10)
+    assert one.seen == [{1}, {1}] and also_one.seen == [{1}, {1}] and three.seen == [{3}, {3}]
+    assert _blas_threads() == original
+
+
+def test_blas_pools_another_thread_holds_are_named_once_not_silently_left(monkeypatch):
+    """threadpoolctl lets one Python thread at a time set a shared OpenBLAS pool's limit and ignores
+    the others: a limit n_threads could not set is a warning, once."""
+    import threadpoolctl
+
+    from contextembed.sklearn import _threads
+
+    controller = getattr(threadpoolctl, "OpenBLASController", None)
+    if not hasattr(controller, "clear_controlling_thread") or not _blas_threads():
+        pytest.skip("needs an OpenBLAS and a threadpoolctl that gives one thread its control")
+    limit = _threads._ProcessLimit()
+    monkeypatch.setattr(_threads, "_BLAS", limit)
+    held = threadpoolctl.threadpool_limits(max(_blas_threads()), user_api="blas")  # this thread takes control
+    try:
+        with pytest.warns(RuntimeWarning, match=r"n_threads=1 could not limit the BLAS pools .*openblas.*: another "
+                                                r"thread holds their limits"):
+            _Probe(1).run_released()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            _Probe(1).run_released()  # once
+    finally:
+        held.restore_original_limits()
+        controller.clear_controlling_thread()
+    probe = _Probe(1)
+    probe.run_released()
+    assert probe.seen == [{1}, {1}]  # control given back: the limit is set again
+    limit.control.shutdown()
+
+
+def test_two_taggers_fitted_at_once_in_two_threads_leave_the_pools_as_they_were(static_path, sentences, tags):
+    import threading
+
+    import torch
+
+    original, before = _blas_threads(), torch.get_num_threads()
+    _RecordingClassifier.seen = []
+    taggers = [SequenceTagger(TokenEmbedder(static_path), classifier=_RecordingClassifier(max_iter=200), n_threads=n)
+               for n in (1, 3)]
+    errors = []
+
+    def fit(tagger):
+        try:
+            for _ in range(3):
+                tagger.fit(sentences, tags)
+        except BaseException as error:  # noqa: BLE001 (reported below)
+            errors.append(error)
+
+    threads = [threading.Thread(target=fit, args=(tagger,)) for tagger in taggers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not errors
+    assert sorted(torch_threads for torch_threads, _ in _RecordingClassifier.seen) == [1, 1, 1, 3, 3, 3]
+    assert all(pools <= {torch_threads} for torch_threads, pools in _RecordingClassifier.seen)
+    assert _blas_threads() == original and torch.get_num_threads() == before
 
 
 @pytest.mark.parametrize("n_threads", [0, -3, True, 2.0, "1", 1025])

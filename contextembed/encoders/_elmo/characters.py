@@ -17,6 +17,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from ..._sentences import check_sentences
+
 MAX_CHARACTERS = 50
 #: bytes of a word kept between its begin- and end-of-word marks
 MAX_WORD_BYTES = MAX_CHARACTERS - 2
@@ -73,7 +75,8 @@ def sentence_char_ids(
     Parameters
     ----------
     sentences : sequence of sequence of str
-        Tokenized sentences.
+        Tokenized sentences (a list, or any iterable, of token lists), checked as every encoder
+        checks its input (:func:`~contextembed._sentences.check_sentences`).
     add_markers : bool
         Wrap every sentence in the begin/end-of-sentence markers (as the biLM expects).
 
@@ -84,7 +87,17 @@ def sentence_char_ids(
         positions after a sentence's end are all zeros.
     lengths : np.ndarray
         ``(batch,)`` int64: tokens per sentence, markers included.
+
+    Raises
+    ------
+    TypeError
+        A single string, a sentence that is a string (it would be read character by character) or
+        not a sequence, or a token that is not a ``str``; naming the sentence and word.
+    ValueError
+        A token holding a character UTF-8 cannot encode (a lone surrogate), naming the sentence,
+        word and character.
     """
+    sentences = check_sentences(sentences)
     extra = 2 if add_markers else 0
     lengths = np.array([len(s) + extra for s in sentences], dtype=np.int64)
     seq = int(lengths.max()) if len(lengths) else 0

@@ -76,16 +76,27 @@ def save_bilm(
         Replace an existing non-empty ``directory``; otherwise ``FileExistsError``.
     extra : mapping of str to np.ndarray, optional
         More datasets for ``weights.hdf5`` beside the encoder's (e.g. a trainer's softmax); loaders
-        ignore them.
+        ignore them. Names are ``"softmax"`` or ``"softmax/W"`` (groups and datasets of HDF5),
+        clear of the encoder's own; values arrays of numbers.
+
+    Raises
+    ------
+    FileExistsError
+        ``directory`` is not empty and ``overwrite`` is false.
+    TypeError, ValueError
+        An ``extra`` that is not a mapping of names to arrays of numbers, or a name the encoder's
+        datasets take (``"char_embed"``, the group ``"CNN"``...), naming ``extra`` and the key; before
+        anything is written.
     """
     with atomic_directory(directory, overwrite=overwrite, what="ELMo directory") as folder:
         write_bilm(module, folder, extra=extra)
 
 
 def write_bilm(module: BiLMEncoderModule, folder: str, extra=None) -> None:
-    """``options.json`` + ``weights.hdf5`` into ``folder``, a directory the caller is writing."""
-    write_options(module.options, os.path.join(folder, OPTIONS_FILE))
+    """``options.json`` + ``weights.hdf5`` into ``folder``, a directory the caller is writing (the
+    weights first: their ``extra`` is checked before anything is written)."""
     save_weights(module, os.path.join(folder, WEIGHTS_FILE), extra=extra)
+    write_options(module.options, os.path.join(folder, OPTIONS_FILE))
 
 
 class ElmoEncoder(Encoder):

@@ -26,6 +26,7 @@ so save -> load is bit-exact. Extra datasets in the file (e.g. a softmax) are ig
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Optional
@@ -119,13 +120,76 @@ def save_weights(
     ----------
     extra : mapping of str to np.ndarray, optional
         More datasets to store beside the encoder (e.g. a trainer's softmax); loaders ignore them.
+        Checked before the file is opened (:func:`check_extra`).
+
+    Raises
+    ------
+    TypeError, ValueError
+        For an ``extra`` :func:`check_extra` refuses, naming ``extra`` and the key.
     """
+    specs = weight_specs(module)
+    extra = check_extra(extra, [spec.dataset for spec in specs])
     h5py = _h5py()
     with h5py.File(os.fspath(path), "w") as handle, torch.no_grad():
-        for spec in weight_specs(module):
+        for spec in specs:
             handle.create_dataset(spec.dataset, data=np.asarray(spec.write(), dtype=np.float32))
-        for name, value in (extra or {}).items():
-            handle.create_dataset(name, data=np.asarray(value))
+        for name, value in extra.items():
+            handle.create_dataset(name, data=value)
+
+
+#: the dtype kinds HDF5 stores natively: bool, signed and unsigned ints, floats, complex numbers
+_HDF5_KINDS = "biufc"
+#: a dataset name: parts separated by single ``/``, none of them ``.`` or ``..``
+_DATASET_NAME = re.compile(r"(?!\.\.?(?:/|$))[^/]+(?:/(?!\.\.?(?:/|$))[^/]+)*")
+
+
+def check_extra(extra: object, datasets: list[str]) -> dict[str, np.ndarray]:
+    """``extra`` as ``{name: array}``, checked against the model's own ``datasets``.
+
+    Raises
+    ------
+    TypeError
+        ``extra`` is not a mapping (or ``None``), a key is not a ``str``, or a value is not an
+        array of numbers (an object or string array has no native HDF5 type).
+    ValueError
+        A key that is not a dataset name (``a`` or ``a/b``: no empty, ``.`` or ``..`` part), or that
+        names one of the model's datasets, a group of them, a place inside one of them, or a place
+        inside another key's dataset; each naming ``extra`` and the key.
+    """
+    if extra is None:
+        return {}
+    if not isinstance(extra, Mapping):
+        raise TypeError(f"extra must be a mapping of dataset names to arrays (or None), got {type(extra).__name__}")
+    checked: dict[str, np.ndarray] = {}
+    for name, value in extra.items():
+        if not isinstance(name, str):
+            raise TypeError(f"extra's keys must be str dataset names, got {type(name).__name__} {name!r:.40}")
+        _check_extra_name(name, datasets, list(checked))
+        array = np.asarray(value)
+        if array.dtype.kind not in _HDF5_KINDS:
+            raise TypeError(f"extra[{name!r}] is an array of dtype {array.dtype}, which HDF5 cannot store: pass numbers "
+                            "(bool, int, float or complex)")
+        checked[name] = array
+    return checked
+
+
+def _check_extra_name(name: str, datasets: list[str], others: list[str]) -> None:
+    """``name`` is a dataset name clear of the model's ``datasets`` and of the ``others`` keys."""
+    if not _DATASET_NAME.fullmatch(name):
+        raise ValueError(f"extra[{name!r}]: a dataset name must be parts separated by '/' ('softmax' or 'softmax/W'), "
+                         "none empty, '.' or '..'")
+    for taken, whose in [*((dataset, "the model's dataset") for dataset in datasets),
+                         *((other, "extra") for other in others)]:
+        if taken == name and whose == "extra":
+            continue  # a mapping holds each key once
+        if taken == name:
+            raise ValueError(f"extra[{name!r}] names a dataset the model writes itself ({name!r}): pick another name")
+        if taken.startswith(name + "/"):
+            what = "the model's datasets" if whose != "extra" else "extra's datasets"
+            raise ValueError(f"extra[{name!r}] names a group of {what} ({taken!r}): pick another name")
+        if name.startswith(taken + "/"):
+            where = f"the model's dataset {taken!r}" if whose != "extra" else f"extra[{taken!r}]"
+            raise ValueError(f"extra[{name!r}] would be inside {where}, a dataset, not a group: pick another name")
 
 
 def _read_dataset(handle, spec: WeightSpec, path: str) -> np.ndarray:
