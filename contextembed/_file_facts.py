@@ -22,8 +22,9 @@ import json
 import os
 import secrets
 import threading
-from typing import Optional
 
+from . import _json
+from ._files import make_trusted_directory, read_trusted, untrusted_reason
 from .settings import cache_directory
 
 #: the largest record read
@@ -47,18 +48,13 @@ def _record_path(identity: dict) -> str:
 def recall(path: str, fact: str):
     """What was recorded as ``fact`` of the file ``path`` as it is now; ``None`` if nothing was (or
     the record is not for this very file, or cannot be trusted)."""
-    from ._store import untrusted
-
     try:
         identity = _identity(path)
         record_path = _record_path(identity)
-        if untrusted(os.path.dirname(record_path), directory=True) or untrusted(record_path, directory=False):
+        if untrusted_reason(os.path.dirname(record_path), directory=True):
             return None
-        fd = os.open(record_path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-        with os.fdopen(fd, "rb") as handle:
-            data = handle.read(_MAX_BYTES + 1)
-        record = json.loads(data.decode("utf-8")) if len(data) <= _MAX_BYTES else None
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        record = _json.loads(read_trusted(record_path, max_bytes=_MAX_BYTES), max_bytes=_MAX_BYTES)
+    except (OSError, ValueError):  # none, untrusted, damaged, too large
         return None
     if not isinstance(record, dict) or not isinstance(record.get("facts"), dict):
         return None
@@ -70,19 +66,13 @@ def recall(path: str, fact: str):
 def remember(path: str, fact: str, value) -> None:
     """Record ``fact`` (a JSON value) of the file ``path`` as it is now; nothing happens where the
     record cannot be written (a read-only cache: the check just runs again next time)."""
-    from ._store import _make_private_dirs, untrusted
-
     try:
         identity = _identity(path)
         record_path = _record_path(identity)
         directory = os.path.dirname(record_path)
         with _LOCK:
-            _make_private_dirs(directory)
-            if untrusted(directory, directory=True):
-                return
-            facts = {}
-            if os.path.lexists(record_path) and not untrusted(record_path, directory=False):
-                facts = _facts_of(record_path, identity)
+            make_trusted_directory(directory)
+            facts = _facts_of(record_path, identity)
             facts[fact] = value
             temporary = f"{record_path}.{os.getpid()}-{secrets.token_hex(4)}.partial"
             fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
@@ -94,11 +84,10 @@ def remember(path: str, fact: str, value) -> None:
 
 
 def _facts_of(record_path: str, identity: dict) -> dict:
-    """The facts of the record at ``record_path`` if it is about this very file, else none."""
+    """The facts of the trusted record at ``record_path`` if it is about this very file, else none."""
     try:
-        with open(record_path, "rb") as handle:
-            record = json.loads(handle.read(_MAX_BYTES + 1).decode("utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        record = _json.loads(read_trusted(record_path, max_bytes=_MAX_BYTES), max_bytes=_MAX_BYTES)
+    except (OSError, ValueError):
         return {}
     if not isinstance(record, dict) or any(record.get(field) != identity[field] for field in _IDENTITY):
         return {}

@@ -60,8 +60,6 @@ import os
 import re
 import secrets
 import shutil
-import socket
-import stat
 import tempfile
 import threading
 import warnings
@@ -74,6 +72,8 @@ from typing import Optional, Union
 
 import numpy as np
 
+from . import _json
+from ._files import UntrustedPathError, make_trusted_directory, open_lock, read_trusted, this_host, untrusted_reason
 from .errors import MemoryBudgetError, SettingError
 from .settings import MAX_BYTES, byte_size, cache_directory, parse_byte_size, raw
 
@@ -99,8 +99,7 @@ PERSISTENT_DIR = "contextembed-cache"
 DTYPES = ("float32", "float16")
 
 _KEY = re.compile(r"[0-9a-f]{40}\Z")
-_NAME = re.compile(r"[A-Za-z0-9_.-]{1,120}\Z")
-_SESSION_NAME = re.compile(r"session-(?P<host>[A-Za-z0-9_.-]+)-(?P<pid>[0-9]+)-[0-9a-f]{8}\Z")
+_SESSION_NAME = re.compile(r"session-(?P<host>[A-Za-z0-9-]{1,64})@(?P<pid>[0-9]+)-[0-9a-f]{8}\Z")
 
 
 class StoreWarning(UserWarning):
@@ -640,8 +639,11 @@ def persistent_store(directory: Union[str, os.PathLike]) -> FeatureStore:
         store = _PERSISTENT.get(root)
         if store is not None:
             return store
-    _make_private_dirs(root)
-    problem = untrusted(root, directory=True)
+    try:
+        _make_private_dirs(root)
+        problem = None
+    except UntrustedPathError as error:
+        problem = error.reason
     if problem:
         _warn(f"the feature store does not trust the cache directory {root}: it {problem}; features are kept in "
               "this job's session store instead (make the directory yours and not writable by others: chmod go-w)")
@@ -674,7 +676,7 @@ def _name_session() -> tuple[str, bool]:
     if inherited and os.path.isabs(inherited) and _SESSION_NAME.fullmatch(os.path.basename(inherited)):
         return inherited, False
     root = cache_directory(STORE_DIR_ENV, "store")
-    session = os.path.join(root, f"session-{_host()}-{os.getpid()}-{secrets.token_hex(4)}")
+    session = os.path.join(root, f"session-{_host()}@{os.getpid()}-{secrets.token_hex(4)}")
     os.environ[SESSION_ENV] = session
     owner = os.getpid()
     # forked children inherit this handler: only the owner removes the directory
@@ -715,16 +717,16 @@ def _remove_stale_sessions(root: str) -> None:
             continue
         try:
             info = os.lstat(path)
+            if untrusted_reason(path, directory=True) is not None:
+                continue
         except OSError:
-            continue
-        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
             continue
         if not _running_since(int(match["pid"]), info.st_mtime):
             shutil.rmtree(path, ignore_errors=True)
 
 
 def _host() -> str:
-    return re.sub(r"[^A-Za-z0-9_.]", "_", socket.gethostname())[:60] or "host"
+    return this_host()
 
 
 # -- files ---------------------------------------------------------------------------------------
@@ -738,39 +740,21 @@ class _Damaged(Exception):
     pass
 
 
-def _trusted_uids() -> tuple[int, ...]:
-    return (os.getuid(), 0)
-
-
 def untrusted(path: str, *, directory: bool) -> Optional[str]:
-    """What is wrong with trusting ``path`` (``None``: nothing): a link, not a regular file or
-    directory, owned by another user than this one or root, or writable by group or others."""
-    info = os.lstat(path)
-    if stat.S_ISLNK(info.st_mode):
-        return "is a symbolic link"
-    if directory and not stat.S_ISDIR(info.st_mode):
-        return "is not a directory"
-    if not directory and not stat.S_ISREG(info.st_mode):
-        return "is not a regular file"
-    if info.st_uid not in _trusted_uids():
-        return f"is owned by another user (uid {info.st_uid})"
-    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        return f"is writable by {'others' if info.st_mode & stat.S_IWOTH else 'its group'} (mode {info.st_mode & 0o777:o})"
-    return None
+    """What is wrong with trusting ``path`` (``None``: nothing): :func:`contextembed._files.untrusted_reason`."""
+    return untrusted_reason(path, directory=directory)
 
 
 def _make_private_dirs(path: str) -> None:
-    """Make ``path`` (and missing parents) readable and writable by this user alone."""
-    try:
-        os.makedirs(path, mode=0o700, exist_ok=True)
-    except FileExistsError:
-        pass
+    """Make ``path`` (and missing parents) readable and writable by this user alone; an existing
+    directory that may not be trusted is an :class:`~contextembed._files.UntrustedPathError`."""
+    make_trusted_directory(path)
 
 
 def _write_new(path: str, data: Union[np.ndarray, bytes], directory: str) -> None:
     """Write ``data`` to a new file ``path`` (mode 0600) under a temporary name, renamed when complete."""
     nbytes = data.nbytes if isinstance(data, np.ndarray) else len(data)
-    temporary = os.path.join(directory, f".{os.path.basename(path)}.{_host()}-{os.getpid()}-{secrets.token_hex(4)}.partial")
+    temporary = os.path.join(directory, f".{os.path.basename(path)}.{_host()}@{os.getpid()}-{secrets.token_hex(4)}.partial")
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
         fd = os.open(temporary, flags, 0o600)
@@ -796,32 +780,24 @@ def _remove_quietly(path: str) -> None:
 
 @contextmanager
 def _file_lock(path: str) -> Iterator[None]:
-    """An exclusive ``flock`` on ``path`` (created 0600; never through a link, never another user's)."""
-    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-    fd = os.open(path, flags, 0o600)
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_uid not in _trusted_uids():
-            raise PermissionError(f"the feature store's lock {path} is not a regular file of this user's")
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    """An exclusive ``flock`` on ``path`` (never through a link, never another user's:
+    :func:`contextembed._files.open_lock`)."""
+    with open_lock(path) as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
         yield
-    finally:
-        os.close(fd)
 
 
 def _read_index(path: str) -> dict:
-    problem = untrusted(path, directory=False)
-    if problem:
-        raise _Untrusted(f"{path} {problem}")
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
-    with os.fdopen(fd, "rb") as handle:
-        data = handle.read(MAX_INDEX_BYTES + 1)
-    if len(data) > MAX_INDEX_BYTES:
-        raise _Damaged(f"{path} is larger than an index can be ({MAX_INDEX_BYTES:,} bytes)")
     try:
-        record = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as error:
-        raise _Damaged(f"{path} is not an index ({type(error).__name__})") from None
+        data = read_trusted(path, max_bytes=MAX_INDEX_BYTES)
+    except UntrustedPathError as error:
+        raise _Untrusted(f"{path} {error.reason}") from None
+    except ValueError:
+        raise _Damaged(f"{path} is larger than an index can be ({MAX_INDEX_BYTES:,} bytes)") from None
+    try:
+        record = _json.loads(data, max_bytes=MAX_INDEX_BYTES)
+    except _json.JSONError as error:
+        raise _Damaged(f"{path} is not an index ({error.reason})") from None
     if not isinstance(record, dict):
         raise _Damaged(f"{path} holds a JSON {type(record).__name__}, not an index")
     return record

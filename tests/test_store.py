@@ -203,7 +203,7 @@ def _reread(store, spec, keys):
      "one 40-digit key and one row count"),
     (lambda index, rows: index.write_text(index.read_text().replace('"counts": [2, 3]', '"counts": [2, 3.0]')),
      "one 40-digit key and one row count"),
-    (lambda index, rows: os.chmod(index, 0o666), "writable by others"),
+    (lambda index, rows: os.chmod(index, 0o646), "writable by others"),
     (lambda index, rows: os.chmod(rows, 0o620), "writable by its group"),
     (lambda index, rows: (rows.rename(rows.with_name("x")), rows.symlink_to(rows.with_name("x"))), "symbolic link"),
 ], ids=["nested", "not json", "fields", "truncated rows", "other table", "negative count", "float count",
@@ -223,9 +223,11 @@ def test_a_segment_of_another_user_is_never_trusted(store, monkeypatch):
     spec = _spec()
     (keys, rows, counts), = _blocks(spec, [[2]])[0]
     store.table(spec).add(keys, rows, counts)
-    monkeypatch.setattr(_store, "_trusted_uids", lambda: (os.getuid() + 12345,))
+    from contextembed import _files
+
+    monkeypatch.setattr(_files, "trusted_uids", lambda: frozenset({os.getuid() + 12345}))
     found, warned = _reread(store, spec, keys)
-    assert found == [None] and "owned by another user" in warned[0]
+    assert found == [None] and "is owned by user" in warned[0]
 
 
 def test_a_half_written_segment_is_invisible(store):
@@ -233,7 +235,7 @@ def test_a_half_written_segment_is_invisible(store):
     (keys, rows, counts), = _blocks(spec, [[2]])[0]
     store.table(spec).add(keys, rows, counts)
     index, rows_file = _segment_files(store, spec)
-    index.rename(index.with_name(f".{index.name}.host-1-abcd.partial"))  # killed before the index was renamed
+    index.rename(index.with_name(f".{index.name}.host@1-abcd0123.partial"))  # killed before the index was renamed
     found, warned = _reread(store, spec, keys)
     assert found == [None] and warned == []
 
@@ -245,7 +247,7 @@ def test_the_lock_never_follows_a_link(store, tmp_path):
     directory.mkdir(mode=0o700)
     elsewhere = tmp_path / "elsewhere"
     (directory / ".lock").symlink_to(elsewhere)
-    with pytest.raises(OSError):
+    with pytest.raises(OSError, match="symbolic link"):
         with table.encoding():
             pass
     assert not elsewhere.exists()
@@ -289,11 +291,11 @@ def test_a_session_is_shared_with_child_processes_and_removed_when_its_owner_exi
 
 
 def test_a_session_of_a_process_that_is_gone_is_removed(tmp_path, monkeypatch):
-    stale = tmp_path / f"session-{_store._host()}-999999999-abcdef01"
+    stale = tmp_path / f"session-{_store._host()}@999999999-abcdef01"
     (stale / ("a" * 32)).mkdir(parents=True)
-    alive = tmp_path / f"session-{_store._host()}-{os.getpid()}-abcdef02"
+    alive = tmp_path / f"session-{_store._host()}@{os.getpid()}-abcdef02"
     alive.mkdir()
-    other_host = tmp_path / "session-elsewhere-999999999-abcdef03"
+    other_host = tmp_path / "session-elsewhere@999999999-abcdef03"
     other_host.mkdir()
     _store._remove_stale_sessions(str(tmp_path))
     assert not stale.exists() and alive.exists() and other_host.exists()

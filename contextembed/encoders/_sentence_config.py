@@ -15,11 +15,11 @@ or a value that contradicts the model (another width, a length beyond its positi
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from typing import Literal, Optional
 
+from .. import _json
 from ..errors import FileFormatError
 
 #: the module types of ``modules.json``, by their last name
@@ -95,16 +95,11 @@ def read_sentence_pooling(directory: str, width: int, max_length: int) -> Option
 
 def _read(path: str):
     try:
-        with open(path, "rb") as handle:
-            data = handle.read(_MAX_BYTES + 1)
+        return _json.read(path, max_bytes=_MAX_BYTES)
+    except _json.JSONError as error:
+        raise FileFormatError(f"is not JSON that can be read: {error.reason}", path=path) from None
     except OSError as error:
         raise FileFormatError(f"cannot be read ({error.strerror})", path=path) from None
-    if len(data) > _MAX_BYTES:
-        raise FileFormatError(f"is larger than a configuration file can be ({_MAX_BYTES:,} bytes)", path=path)
-    try:
-        return json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as error:
-        raise FileFormatError(f"is not JSON ({type(error).__name__})", path=path) from None
 
 
 def _module_kind(module, index: int, path: str) -> tuple[str, str]:
