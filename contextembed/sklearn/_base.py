@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import importlib.util
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Optional
 
 import numpy as np
@@ -338,23 +339,33 @@ def check_n_threads(value) -> Optional[int]:
     return int(value)
 
 
-def with_n_threads(method: Callable) -> Callable:
-    """Decorator of a tagger's method: it runs with the estimator's ``n_threads``
-    (:data:`contextembed.sklearn._parameters.TAGGER_PARAMETERS`): torch's intra-op threads and
-    OpenMP's, which belong to the calling thread, and the BLAS pools', which the process shares
-    (:func:`~contextembed.sklearn._threads.blas_threads`)."""
+@contextlib.contextmanager
+def head_threads(estimator) -> Iterator[None]:
+    """Run a tagger's own work (its training, decoding, the classifier's fit and predict, the mix
+    probe) with its ``n_threads`` (:data:`contextembed.sklearn._parameters.TAGGER_PARAMETERS`):
+    torch's intra-op threads and OpenMP's, which belong to the calling thread, and the BLAS pools',
+    which the process shares (:func:`~contextembed.sklearn._threads.blas_threads`). The encoder is
+    not run under it: it keeps the process's threads (the encoding is most of a fit's time at base
+    size, where one thread would halve its speed)."""
+    n_threads = check_n_threads(getattr(estimator, "n_threads", None))  # a tagger pickled before it had one: None
+    if n_threads is None:
+        yield
+        return
+    from threadpoolctl import threadpool_limits
+
+    with blas_threads(n_threads), intra_op_threads(n_threads), threadpool_limits(n_threads, user_api="openmp"):
+        yield
+
+
+def checks_n_threads(method: Callable) -> Callable:
+    """Decorator of a tagger's entry point: ``n_threads`` is checked before any work."""
 
     @functools.wraps(method)
-    def bounded(self, *args, **kwargs):
-        n_threads = check_n_threads(getattr(self, "n_threads", None))  # a tagger pickled before it had one: None
-        if n_threads is None:
-            return method(self, *args, **kwargs)
-        from threadpoolctl import threadpool_limits
+    def checked(self, *args, **kwargs):
+        check_n_threads(getattr(self, "n_threads", None))
+        return method(self, *args, **kwargs)
 
-        with blas_threads(n_threads), intra_op_threads(n_threads), threadpool_limits(n_threads, user_api="openmp"):
-            return method(self, *args, **kwargs)
-
-    return bounded
+    return checked
 
 
 #: a share or a probability that may be 0 but not 1 (``validation_fraction``, ``dropout``)

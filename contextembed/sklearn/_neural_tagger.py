@@ -24,7 +24,7 @@ from .._devices import resolve_device
 from ..heads._bilstm_crf import BiLSTMCRF, TaggerBatch, TaggerSettings, TaggerShape
 from ..heads._crf import allowed_transitions
 from ..plotting import LayerWeights, estimator_name, layer_labels
-from ._base import FRACTION, check_flag, check_random_state, draw_seed, with_n_threads
+from ._base import FRACTION, check_flag, check_random_state, checks_n_threads, draw_seed, head_threads
 from ._checks import DocIds, TokenLists, check_doc_ids, check_tagged, check_token_lists
 from ._encoding import LayerRows
 from ._parameters import shared_docs
@@ -163,7 +163,7 @@ class BiLSTMCRFTagger(EntityScoresMixin, BaseEstimator):
 
     # -- fitting --------------------------------------------------------------------------------
 
-    @with_n_threads
+    @checks_n_threads
     def fit(self, X, y, doc_ids=None):
         """Train on tokenized sentences ``X`` and one tag list per sentence ``y``.
 
@@ -182,9 +182,10 @@ class BiLSTMCRFTagger(EntityScoresMixin, BaseEstimator):
         data = self._inputs(sentences, documents)
         seed = draw_seed(self.random_state)
         train, valid = _split(len(sentences), self.validation_fraction, seed)
-        torch.manual_seed(seed)
-        model = self._build().to(self.device_)
-        best = self._train(model, data, codes, train, valid, seed)
+        with head_threads(self):  # the encoding above keeps the process's threads
+            torch.manual_seed(seed)
+            model = self._build().to(self.device_)
+            best = self._train(model, data, codes, train, valid, seed)
         self.model_state_ = {name: value.cpu().numpy() for name, value in best.items()}
         self._model = None
         self._set_mix_attributes()
@@ -330,7 +331,7 @@ class BiLSTMCRFTagger(EntityScoresMixin, BaseEstimator):
 
     # -- predicting -----------------------------------------------------------------------------
 
-    @with_n_threads
+    @checks_n_threads
     def predict(self, X, doc_ids=None) -> list[list[str]]:
         """Tags for every token: one list per sentence, ``len`` equal to the sentence's (``doc_ids``:
         one document id per sentence, as in :meth:`fit`)."""
@@ -342,7 +343,8 @@ class BiLSTMCRFTagger(EntityScoresMixin, BaseEstimator):
         if len(non_empty):
             data = self._inputs(sentences.subset(non_empty), _subset(documents, non_empty))
             device = str(resolve_device(self.device))  # here, not where it trained (device_)
-            paths = self._decode(self._module().to(device), data, np.arange(len(non_empty)), device)
+            with head_threads(self):
+                paths = self._decode(self._module().to(device), data, np.arange(len(non_empty)), device)
             for i, path in zip(non_empty, paths):
                 out[i] = path
         return out

@@ -123,10 +123,12 @@ n_layers_ : int
 #: what the trainable taggers (SequenceTagger, BiLSTMCRFTagger) take besides their own parameters
 TAGGER_PARAMETERS = """\
 n_threads : int, optional
-    Threads for torch (its intra-op pool) and for the BLAS and OpenMP pools of NumPy and
-    scikit-learn (threadpoolctl) while ``fit``, ``predict``, ``score`` and ``report`` run, encoding
-    included; set back afterwards. ``None`` (default): the settings as they are (torch's default
-    is one thread per core). Lower it on a busy machine, where OpenMP threads spin against the
+    Threads for the tagger's own work (its training and decoding, the scalar-mix probe, the
+    classifier's fit and predict): torch's intra-op pool and the BLAS and OpenMP pools of NumPy and
+    scikit-learn (threadpoolctl), set back afterwards. The encoder is not run under it: it keeps the
+    process's threads (``torch.set_num_threads``), since at base size the encoding is most of a
+    fit's time and one thread would halve its speed. ``None`` (default): the settings as they are
+    (torch's default is one thread per core). Lower it on a busy machine, where OpenMP threads spin against the
     other processes: a BiLSTM-CRF epoch took 12.9 s with torch's two threads and 1.9 s with one
     (same F1) on a 2-core machine shared with another job; on a quiet machine two threads ran 1.5x
     faster than one. An int from 1 to 1,024 (a bool, 0, a negative number: a ``ValueError``).

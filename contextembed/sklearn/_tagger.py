@@ -11,7 +11,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.utils.validation import check_is_fitted
 
 from ..encoders._base import Encoder, is_cased
-from ._base import check_flag, with_n_threads
+from ._base import check_flag, checks_n_threads, head_threads
 from ._checks import DocIds, TokenLists, check_doc_ids, check_tagged, check_token_lists
 from ._parameters import shared_docs
 from ._tagger_features import SHAPE_NAMES, context_window, shape_features, window_index
@@ -88,7 +88,7 @@ class SequenceTagger(EntityScoresMixin, BaseEstimator):
         self.show_progress = show_progress
         self.n_threads = n_threads
 
-    @with_n_threads
+    @checks_n_threads
     def fit(self, X, y, doc_ids=None):
         """Fit on tokenized sentences and their tags.
 
@@ -113,22 +113,24 @@ class SequenceTagger(EntityScoresMixin, BaseEstimator):
         self.uses_shape_ = _resolve_shape(self.shape_features, self.embedder_.encoder_)
         lengths = [len(s) for s in sentences]
         extra = shape_features(sentences) if self.uses_shape_ else None
-        # the mix is learned with the window and shape features the classifier will see
-        self.embedder_.fit_mix(sentences, codes, window=window_index(lengths, self.window_), extra=extra,
-                               doc_ids=documents)
+        rows = self.embedder_._word_rows(sentences, documents)  # encoded once, with the encoder's threads
+        with head_threads(self):  # the mix is learned with the window and shape features the classifier will see
+            self.embedder_._fit_mix_rows(rows, sentences, codes, window=window_index(lengths, self.window_),
+                                         extra=extra)
         for name in ("mix_weights_", "gamma_"):
             if hasattr(self.embedder_, name):
                 setattr(self, name, getattr(self.embedder_, name))
             else:
                 self.__dict__.pop(name, None)  # from an earlier fit with another combine
-        features = self._features(sentences, extra, documents)
+        features = self._features(sentences, extra, documents, rows)
         self.classifier_ = clone(self.classifier if self.classifier is not None else _default_classifier())
         logger.info("SequenceTagger: fitting %s on %d tokens x %d features", type(self.classifier_).__name__,
                     *features.shape)
-        self.classifier_.fit(features, tags)
+        with head_threads(self):
+            self.classifier_.fit(features, tags)
         return self
 
-    @with_n_threads
+    @checks_n_threads
     def predict(self, X, doc_ids=None) -> list[list[str]]:
         """Tags for every token: one list per sentence, ``len`` equal to the sentence's (``doc_ids``:
         one document id per sentence, as in :meth:`fit`)."""
@@ -138,7 +140,9 @@ class SequenceTagger(EntityScoresMixin, BaseEstimator):
         if sum(len(s) for s in sentences) == 0:
             return [[] for _ in sentences]
         extra = shape_features(sentences) if self.uses_shape_ else None
-        predicted = np.asarray(self.classifier_.predict(self._features(sentences, extra, documents)))
+        features = self._features(sentences, extra, documents)
+        with head_threads(self):
+            predicted = np.asarray(self.classifier_.predict(features))
         bounds = np.cumsum([len(s) for s in sentences])[:-1]
         return [list(map(str, part)) for part in np.split(predicted, bounds)]
 
@@ -148,7 +152,7 @@ class SequenceTagger(EntityScoresMixin, BaseEstimator):
         check_is_fitted(self)
         return self.embedder_.learned_layer_weights()
 
-    @with_n_threads
+    @checks_n_threads
     def transform_features(self, X, doc_ids=None) -> np.ndarray:
         """The classifier's input rows: ``(total_tokens, n_features)`` float32."""
         check_is_fitted(self)
@@ -166,9 +170,10 @@ class SequenceTagger(EntityScoresMixin, BaseEstimator):
         names += [f"shape_{n}" for n in SHAPE_NAMES] if self.uses_shape_ else []
         return window_names(names, self.window_)
 
-    def _features(self, sentences: TokenLists, extra: Optional[np.ndarray], documents: Optional[DocIds]) -> np.ndarray:
-        # (tokens, width)
-        vectors = self.embedder_.transform(sentences, doc_ids=documents)
+    def _features(self, sentences: TokenLists, extra: Optional[np.ndarray], documents: Optional[DocIds],
+                  rows=None) -> np.ndarray:
+        # (tokens, width), from the stored rows where fit has them
+        vectors = self.embedder_._token_features(sentences, documents, rows)
         if extra is not None:
             vectors = np.hstack([vectors, extra])
         return context_window(vectors, [len(s) for s in sentences], self.window_)

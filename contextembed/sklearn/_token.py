@@ -104,6 +104,11 @@ class TokenEmbedder(LayerFeaturesBase):
         self._check_fitted()
         sentences = check_token_lists(X)
         documents = check_doc_ids(doc_ids, len(sentences))
+        return self._fit_mix_rows(self._word_rows(sentences, documents), sentences, codes, window=window, extra=extra)
+
+    def _fit_mix_rows(self, rows: LayerRows, sentences: TokenLists, codes: np.ndarray, *,
+                      window: Optional[np.ndarray] = None, extra: Optional[np.ndarray] = None):
+        """:meth:`fit_mix` on the checked ``sentences``' stored ``rows`` (:meth:`layer_rows`)."""
         n_tokens = sum(len(s) for s in sentences)
         codes = check_codes(codes, n_tokens)
         if self.pooling_.mix is None:  # fitted with fixed weights
@@ -111,9 +116,8 @@ class TokenEmbedder(LayerFeaturesBase):
         if n_tokens == 0:
             raise ValueError(f"the scalar mix is learned from labelled tokens, but all {len(sentences)} sentences of X "
                              "are empty; pass sentences with tokens, or fit without y")
-        hidden = self._word_rows(sentences, documents)
         groups = np.repeat(np.arange(len(sentences)), [len(s) for s in sentences])
-        self._learn_mix(hidden, codes, groups, window=window, extra=extra)
+        self._learn_mix(rows, codes, groups, window=window, extra=extra)
         return self
 
     def transform(self, X, doc_ids=None) -> np.ndarray:
@@ -168,11 +172,13 @@ class TokenEmbedder(LayerFeaturesBase):
         sentences = check_token_lists(X)
         return sentences, check_doc_ids(doc_ids, len(sentences))
 
-    def _token_features(self, sentences: TokenLists, documents: Optional[DocIds] = None) -> np.ndarray:
-        """``(total_tokens, n_features)`` in ``dtype`` of checked sentences."""
+    def _token_features(self, sentences: TokenLists, documents: Optional[DocIds] = None,
+                        rows: Optional[LayerRows] = None) -> np.ndarray:
+        """``(total_tokens, n_features)`` in ``dtype`` of checked sentences (from their stored
+        ``rows`` where the caller has them)."""
         if sum(len(s) for s in sentences) == 0:
             return self._empty()
-        return self._output(self._combine_rows(self._word_rows(sentences, documents)))
+        return self._output(self._combine_rows(rows if rows is not None else self._word_rows(sentences, documents)))
 
     def _selected_words(self, sentences: TokenLists, documents: Optional[DocIds] = None) -> np.ndarray:
         """``(selected_layers, words, width)`` float32 for all sentences (its memory reserved first)."""

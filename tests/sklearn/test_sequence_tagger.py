@@ -195,6 +195,26 @@ class _RecordingClassifier(LogisticRegression):
         return super().fit(X, y, *args, **kwargs)
 
 
+def test_n_threads_bounds_the_taggers_own_work_and_not_the_encoder(static_path, sentences, tags, monkeypatch):
+    """n_threads is the tagger's (the mix probe, the classifier); the encoder keeps the process's
+    threads, where the encoding is most of a fit's time at base size."""
+    import torch
+
+    from contextembed.sklearn._encoding import get_encoder
+
+    embedder = TokenEmbedder(static_path).fit(sentences)
+    encoder = get_encoder(embedder.encoder_ref_)
+    threads_while_encoding = []
+    original = encoder.iter_encode_pooled
+    monkeypatch.setattr(encoder, "iter_encode_pooled", lambda *a, **k: threads_while_encoding.append(
+        torch.get_num_threads()) or original(*a, **k))
+    before = torch.get_num_threads()
+    SequenceTagger(TokenEmbedder(static_path, cache=None), classifier=_RecordingClassifier(max_iter=200),
+                   n_threads=before + 1).fit(sentences, tags)
+    assert threads_while_encoding and set(threads_while_encoding) == {before}
+    assert _RecordingClassifier.seen[-1][0] == before + 1
+
+
 def test_n_threads_bounds_torch_and_the_blas_pools_during_fit_and_restores_them(static_path, sentences, tags):
     import torch
 
@@ -216,7 +236,7 @@ def _blas_threads() -> set:
 
 
 class _Probe:
-    """A method under ``with_n_threads`` that records the BLAS pools' threads as it enters, then
+    """Work under a tagger's ``head_threads`` that records the BLAS pools' threads as it enters, then
     waits to be let go."""
 
     def __init__(self, n_threads):
@@ -225,16 +245,13 @@ class _Probe:
         self.n_threads, self.entered, self.release, self.seen = n_threads, threading.Event(), threading.Event(), []
 
     def run(self):
-        from contextembed.sklearn._base import with_n_threads
+        from contextembed.sklearn._base import head_threads
 
-        @with_n_threads
-        def method(self):
+        with head_threads(self):
             self.seen.append(_blas_threads())
             self.entered.set()
             assert self.release.wait(10)
             self.seen.append(_blas_threads())
-
-        return method(self)
 
     def run_released(self):
         self.release.set()
