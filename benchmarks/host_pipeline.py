@@ -7,17 +7,20 @@ to words, batching, gathering and pooling the features and handing them over. It
 the real fp32 throughput says how much of the path the host is (10x: a tenth); the larger, the
 less the host matters. Measured on every machine, a GPU or none.
 
-- word path: MiniLM-L6, the last four layers concatenated, each word's first piece
+The model is ``--model`` (default: the bundled MiniLM-L6, ``minilm-l6``; or any local Hugging Face
+directory, such as a base-sized one):
+
+- word path: the last four layers concatenated, each word's first piece
   (``FeatureExtractor(...).words``), on CoNLL-2003 dev sentences (``examples/data`` without
   ../shared);
-- text path: ``TextEmbedder("minilm-l6")``'s defaults (every layer, scalar mix, piece mean,
-  unit length; uncached) on SST-2 training sentences (synthetic ones without ../shared);
-- pair path: ``TextPairEmbedder("minilm-l6")``'s defaults (each side's first pieces averaged per
-  layer, ``[u; v; |u - v|; u * v]``; uncached) on pairs of consecutive SST-2 sentences.
+- text path: ``TextEmbedder(MODEL)``'s defaults (uncached) on SST-2 training sentences (synthetic
+  ones without ../shared);
+- pair path: ``TextPairEmbedder(MODEL)``'s defaults (each side's first pieces averaged per layer,
+  ``[u; v; |u - v|; u * v]``; uncached) on pairs of consecutive SST-2 sentences.
 
 Real and free take turns ``--rounds`` times; each reports its best.
 
-    python benchmarks/host_pipeline.py [--sentences 2000] [--texts 2000] [--pairs 1000] [--rounds 3]
+    python benchmarks/host_pipeline.py [--model PATH] [--sentences 2000] [--texts 2000] [--pairs 1000] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
-from common import conll_sentences, synthetic_sentences  # noqa: E402
+from common import DEFAULT_MODEL, conll_sentences, model_label, synthetic_sentences  # noqa: E402
 
 LAYERS = [-4, -3, -2, -1]
 #: one free model per encoder, its buffers kept across rounds
@@ -121,6 +124,8 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=1000, help="pairs of SST-2 sentences of the pair path (0: skip it)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--model", default=DEFAULT_MODEL, metavar="PATH",
+                        help=f"the model of every path: {DEFAULT_MODEL} (default) or a local Hugging Face directory")
     args = parser.parse_args()
     if args.rounds < 1:
         parser.error(f"--rounds must be at least 1, got {args.rounds}")
@@ -130,9 +135,11 @@ def main() -> None:
     from contextembed.extraction import FeatureExtractor
     from contextembed.sklearn import TextEmbedder, TextPairEmbedder
 
+    encoder = load_encoder(args.model, device=args.device, precision="fp32")
+    label = model_label(args.model)
     print(f"{os.cpu_count()} CPUs, torch {torch.__version__}, {torch.backends.cpu.get_cpu_capability()}, "
-          f"device {args.device}, fp32")
-    encoder = load_encoder("minilm-l6", device=args.device, precision="fp32")
+          f"device {args.device}, fp32; model {args.model} ({encoder.n_layers} layers with the embeddings x "
+          f"{encoder.width})")
     extractor = FeatureExtractor(encoder, layers=LAYERS, combine="concat", subword_pooling="first")
     sentences, source = word_inputs(args.sentences)
     n_words = sum(map(len, sentences))
@@ -140,19 +147,19 @@ def main() -> None:
     words = best_rates({"real": (lambda: extractor.words(sentences), real),
                         "free": (lambda: extractor.words(sentences), lambda: free_forward(encoder))},
                        n_words, args.rounds)
-    print(f"word path: {len(sentences)} sentences, {n_words} words ({source}), last four layers concatenated, "
+    print(f"word path, {label}: {len(sentences)} sentences, {n_words} words ({source}), last four layers concatenated, "
           "first piece")
     report("words/s", words)
     if args.texts:
         texts, source = text_inputs(args.texts)
-        embedder = TextEmbedder("minilm-l6", device=args.device, precision="fp32", cache=None).fit(texts[:1])
-        print(f"text path: {len(texts)} texts ({source}), TextEmbedder defaults, uncached")
+        embedder = TextEmbedder(args.model, device=args.device, precision="fp32", cache=None).fit(texts[:1])
+        print(f"text path, {label}: {len(texts)} texts ({source}), TextEmbedder defaults, uncached")
         report("texts/s", estimator_rates(embedder, texts, args.rounds))
     if args.pairs:
         texts, source = text_inputs(2 * args.pairs)
         pairs = list(zip(texts[0::2], texts[1::2]))
-        embedder = TextPairEmbedder("minilm-l6", device=args.device, precision="fp32", cache=None).fit(pairs[:1])
-        print(f"pair path: {len(pairs)} pairs ({source}), TextPairEmbedder defaults, uncached")
+        embedder = TextPairEmbedder(args.model, device=args.device, precision="fp32", cache=None).fit(pairs[:1])
+        print(f"pair path, {label}: {len(pairs)} pairs ({source}), TextPairEmbedder defaults, uncached")
         report("pairs/s", estimator_rates(embedder, pairs, args.rounds))
 
 
