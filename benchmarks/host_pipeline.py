@@ -1,8 +1,8 @@
 """The host's share of the word and text paths: each run with the model's forward pass and with a
 free one, side by side in one process.
 
-The free forward returns zeros of the model's shape (one ``(batch, seq, width)`` tensor per hidden
-state) without computing anything, so what is left is the host's work: tokenizing, aligning pieces
+The free forward returns zeros of the model's shape (one ``(batch * seq, width)`` tensor per hidden
+state wanted) without computing anything, so what is left is the host's work: tokenizing, aligning pieces
 to words, batching, gathering and pooling the features and handing them over. Its throughput over
 the real fp32 throughput says how much of the path the host is (10x: a tenth); the larger, the
 less the host matters. Measured on every machine, a GPU or none.
@@ -31,7 +31,6 @@ import os
 import sys
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -41,44 +40,44 @@ sys.path.insert(0, str(HERE))
 from common import DEFAULT_MODEL, conll_sentences, model_label, synthetic_sentences  # noqa: E402
 
 LAYERS = [-4, -3, -2, -1]
-#: one free model per encoder, its buffers kept across rounds
-FREE_MODELS: dict = {}
+#: one free forward pass per encoder, its buffers kept across rounds
+FREE_FORWARDS: dict = {}
 
 
-class FreeModel:
-    """Stands in for a Hugging Face encoder: zeros of its output shape, nothing computed.
+class FreeForward:
+    """Stands in for an encoder's forward pass (``TransformerEncoder._forward``, the one place its
+    model, flat forward or engine runs): zeros of its output shape, nothing computed.
 
-    Each hidden state is a view of one zero buffer per layer, kept between calls and grown as
+    Each hidden state is a view of one zero buffer per wanted layer, kept between calls and grown as
     needed (nothing writes into hidden states), so the forward pass costs neither compute nor the
     page faults of fresh memory: what is timed is the host's work alone.
     """
 
-    def __init__(self, n_layers: int, width: int, device) -> None:
-        self.n_layers, self.width, self.device = n_layers, width, device
+    def __init__(self, width: int, device) -> None:
+        self.width, self.device = width, device
         self.buffers: list = []
 
-    def __call__(self, input_ids, attention_mask=None, token_type_ids=None, output_hidden_states=True):
+    def __call__(self, inputs: dict, layer_index) -> list:
+        """``len(layer_index)`` x ``(batch * seq, width)`` zeros for a padded batch ``inputs``."""
         import torch
 
-        batch, seq = input_ids.shape
+        batch, seq = inputs["input_ids"].shape
         size = batch * seq * self.width
         buffers = self.buffers  # this call's: batches run on several threads, each may grow them
-        if not buffers or buffers[0].numel() < size:
-            buffers = self.buffers = [torch.zeros(size, device=self.device) for _ in range(self.n_layers)]
-        # n_layers x (batch, seq, width)
-        hidden = tuple(buffer[:size].view(batch, seq, self.width) for buffer in buffers)
-        return SimpleNamespace(hidden_states=hidden, last_hidden_state=hidden[-1])
+        if len(buffers) < len(layer_index) or buffers[0].numel() < size:
+            buffers = self.buffers = [torch.zeros(size, device=self.device) for _ in range(len(layer_index))]
+        # len(layer_index) x (batch * seq, width)
+        return [buffer[:size].view(batch * seq, self.width) for buffer in buffers[: len(layer_index)]]
 
 
 @contextlib.contextmanager
 def free_forward(encoder):
-    """``encoder`` runs :class:`FreeModel` in place of its model inside the block."""
-    model = encoder.model
-    encoder.model = FREE_MODELS.setdefault(id(encoder), FreeModel(encoder.n_layers, encoder.width, encoder.device))
+    """``encoder`` runs :class:`FreeForward` in place of its forward pass inside the block."""
+    encoder._forward = FREE_FORWARDS.setdefault(id(encoder), FreeForward(encoder.width, encoder.device))
     try:
         yield
     finally:
-        encoder.model = model
+        del encoder._forward  # the class's own again
 
 
 def word_inputs(n: int) -> tuple[list[list[str]], str]:
