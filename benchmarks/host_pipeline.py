@@ -20,7 +20,8 @@ directory, such as a base-sized one):
 
 Real and free take turns ``--rounds`` times; each reports its best.
 
-    python benchmarks/host_pipeline.py [--model PATH] [--sentences 2000] [--texts 2000] [--pairs 1000] [--rounds 3]
+    python benchmarks/host_pipeline.py [--model PATH] [--sentences 2000] [--texts 2000] [--pairs 1000]
+        [--rounds 3]
 """
 
 from __future__ import annotations
