@@ -64,3 +64,48 @@ def peak_rss_mb() -> float:
     except OSError:  # not Linux
         pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+#: the model the speed benchmarks measure unless given ``--model``: the bundled MiniLM
+DEFAULT_MODEL = "minilm-l6"
+
+
+def model_directory(spec: str) -> str:
+    """The transformer directory ``spec`` names: a bundled name (``minilm-l6``: its
+    sentence-transformers directory) or a local Hugging Face directory. The peers (raw transformers,
+    sentence-transformers, flair) load it, so every path of a benchmark reads the same files.
+
+    Raises
+    ------
+    SystemExit
+        When ``spec`` names no local transformer directory (nothing is downloaded).
+    """
+    import os
+
+    from contextembed.encoders._loading import NAMED_MODELS, named_model_files
+
+    directory = named_model_files(spec) if spec in NAMED_MODELS else os.path.abspath(spec)
+    if not os.path.isfile(os.path.join(directory, "config.json")):
+        raise SystemExit(f"--model {spec}: expected 'minilm-l6' or a Hugging Face model directory (with "
+                         f"config.json), got {directory}, which has no config.json")
+    return directory
+
+
+def model_label(spec: str) -> str:
+    """A short name for ``spec`` in printed rows: a bundled name as is, a directory by its last part."""
+    return Path(spec).name or spec
+
+
+def model_shape(directory: str) -> tuple[int, int]:
+    """``(hidden layers, width)`` of the transformer in ``directory``, from its ``config.json``."""
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(directory, local_files_only=True)
+    return config.num_hidden_layers, config.hidden_size
+
+
+def describe_model(spec: str, directory: str) -> str:
+    """``minilm-l6 (DIR; 6 layers x 384)``: the model line of a benchmark's header."""
+    layers, width = model_shape(directory)
+    where = "" if Path(spec).resolve() == Path(directory).resolve() else f"{directory}; "
+    return f"{spec} ({where}{layers} layers x {width})"

