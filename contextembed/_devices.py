@@ -409,6 +409,21 @@ def unrunnable(precision: str, device: torch.device) -> Optional[str]:
     return None
 
 
+def fitted_precision(precision: str, device: Union[str, torch.device], what: str) -> str:
+    """``precision``, the one a fitted estimator or saved pipeline ran (``what`` names it), or
+    ``"auto"`` where it cannot run on ``device`` here, with one :class:`PrecisionChangedWarning`
+    naming both (its features are then not bit for bit the ones it was fitted on)."""
+    if precision == "auto":
+        return precision
+    reason = unrunnable(precision, resolve_device(device))
+    if reason is None:
+        return precision
+    warnings.warn(f"{what} was fitted at precision={precision!r}, which cannot run here ({reason}): it runs at the "
+                  "precision 'auto' chooses here, so its features are not the ones it was fitted on; fit again here "
+                  "for those", PrecisionChangedWarning, stacklevel=4)
+    return "auto"
+
+
 def resolve_precision(precision: str, device: torch.device, int8_allowed: bool = False) -> str:
     """Resolve ``"auto"`` to a concrete precision name for ``device`` and validate the others.
 

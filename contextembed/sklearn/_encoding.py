@@ -40,6 +40,7 @@ import torch
 from .. import _store
 from .._documents import InContext
 from .._store import _hash_tokens, sentence_key
+from .._devices import fitted_precision
 from ..encoders._base import Encoder, ShowProgress
 from ..encoders._identity import ModelIdentity, fingerprint, identify, locate
 from ..encoders._loading import load_encoder
@@ -129,28 +130,11 @@ def get_encoder(ref: EncoderRef) -> Encoder:
         encoder = _ENCODERS.get(ref)
         if encoder is None:
             spec = ref.spec if ref.identity is None else locate(ref.identity)
-            precision = _runnable_precision(ref)
+            precision = fitted_precision(ref.precision, ref.device, f"the encoder {ref.spec!r}")
             encoder = load_encoder(spec, device=ref.device, precision=precision, backend=ref.backend, **ref.options())
             _ENCODERS[ref] = encoder
             logger.info("loaded the encoder %r: %s", ref.spec, describe_choices(encoder, ref))
         return encoder
-
-
-def _runnable_precision(ref: EncoderRef) -> str:
-    """``ref.precision``, or ``"auto"`` (with a warning) where it cannot run on the device here."""
-    from .._devices import PrecisionChangedWarning, resolve_device, unrunnable
-
-    if ref.precision == "auto":
-        return ref.precision
-    reason = unrunnable(ref.precision, resolve_device(ref.device))
-    if reason is None:
-        return ref.precision
-    import warnings
-
-    warnings.warn(f"the encoder {ref.spec!r} was fitted at precision={ref.precision!r}, which cannot run here "
-                  f"({reason}): it runs at the precision 'auto' chooses here, so its features are not the ones it "
-                  "was fitted on; fit again here for those", PrecisionChangedWarning, stacklevel=4)
-    return "auto"
 
 
 def describe_choices(encoder: Encoder, ref: EncoderRef) -> str:

@@ -78,6 +78,8 @@ DOC_EXTENSION = "contextembed"
 ENCODER_DIR = "encoder"
 #: key of the encoder's identity in the serialized cfg
 IDENTITY_KEY = "encoder_identity"
+#: the precision the encoder ran when the pipeline was saved: a loaded pipeline runs it again
+PRECISION_KEY = "encoder_precision"
 #: key of the provenance record in the serialized cfg (see the module docstring)
 PROVENANCE_KEY = "provenance"
 ARTIFACT = "spacy encoder component"
@@ -414,7 +416,9 @@ class ContextEmbedder(TrainablePipe):
         (``embedded``: the hash of the embedded encoder directory, ``None`` without one)."""
         identity = self.model.loader.identify().as_dict()
         record = self._record(self.cfg, identity["fingerprint"], embedded is not None, embedded)
-        return {**self.cfg, IDENTITY_KEY: identity, PROVENANCE_KEY: record}
+        ran = {PRECISION_KEY: self.model.encoder.precision} if self.model.loader.loaded and hasattr(
+            self.model.encoder, "precision") else {}
+        return {**self.cfg, IDENTITY_KEY: identity, **ran, PROVENANCE_KEY: record}
 
     def _record(self, cfg: Mapping, model: Optional[str], embedded, embedded_hash: Optional[str]) -> dict:
         """The provenance record of a save of this component with ``cfg`` (see the module docstring)."""
@@ -506,6 +510,20 @@ class ContextEmbedder(TrainablePipe):
         identity = cfg.get(IDENTITY_KEY)
         if identity is not None:
             self.model.loader.expect(_saved_identity(identity, where))
+        precision = cfg.get(PRECISION_KEY)
+        if precision is not None and self.model.loader.options.get("precision", "auto") == "auto":
+            # what the pipeline's listeners were trained on: run it again (not what auto chooses here)
+            self.model.loader.options["precision"] = _saved_precision(precision, where)
+
+
+def _saved_precision(precision, where: Union[str, Path]) -> str:
+    """The saved ``encoder_precision``, checked (a damaged or edited cfg is refused, naming it)."""
+    from .._devices import check_precision
+
+    try:
+        return check_precision(precision)
+    except ValueError as error:
+        raise _damaged(f"field {PRECISION_KEY!r}: {error}; {_RESAVE}", where) from None
 
 
 def check_doc(doc, where: str) -> Doc:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from .. import _json
+from .._devices import fitted_precision
 from .._files import atomic_file
 from ..encoders._base import Encoder
 from ..encoders._identity import ModelIdentity, fingerprint, identify, locate
@@ -94,7 +95,11 @@ class EncoderLoader:
     def encoder(self) -> Encoder:
         """The encoder, loaded on first access (from the embedded copy when one was read)."""
         if self._encoder is None:
-            self._encoder = load_encoder(self._resolve(), **self.options)
+            options = dict(self.options)
+            if "precision" in options:  # a saved pipeline's: what it ran when it was trained, where that can run
+                options["precision"] = fitted_precision(options["precision"], options.get("device", "auto"),
+                                                        f"the encoder {self.name!r} of this pipeline")
+            self._encoder = load_encoder(self._resolve(), **options)
         return self._encoder
 
     def identify(self) -> ModelIdentity:

@@ -398,3 +398,25 @@ def test_damaged_bytes_are_an_error_naming_the_component(tmp_path, data):
     component = _static_pipeline(tmp_path, "pipeline", 0).get_pipe("contextembed")
     with pytest.raises(FileFormatError, match="the serialized 'contextembed' component"):
         component.from_bytes(data)
+
+
+def test_a_saved_pipeline_runs_the_precision_it_was_trained_with(tiny_bert_dir, tmp_path, monkeypatch):
+    """Issue 53 item 5: precision='auto' chose bf16 where the pipeline was trained; loaded where auto
+    would choose fp32 (another machine, tuning records refreshed), it runs bf16 again."""
+    from contextembed import _devices
+
+    monkeypatch.setenv(_devices.AUTO_CPU_PRECISION_ENV, "bf16")
+    nlp = spacy.blank("en")
+    config = encoder_config(tiny_bert_dir)
+    config["encoder"] = {**config["encoder"], "precision": "auto"}
+    nlp.add_pipe("contextembed", config=config)
+    before = nlp(TEXTS[0]).tensor
+    assert nlp.get_pipe("contextembed").encoder.precision == "bf16"
+    nlp.to_disk(tmp_path / "pipeline")
+    monkeypatch.setenv(_devices.AUTO_CPU_PRECISION_ENV, "fp32")
+    loaded = spacy.load(tmp_path / "pipeline")
+    np.testing.assert_array_equal(loaded(TEXTS[0]).tensor, before)
+    assert loaded.get_pipe("contextembed").encoder.precision == "bf16"
+    other = spacy.blank("en")
+    other.add_pipe("contextembed", config=config).from_bytes(nlp.get_pipe("contextembed").to_bytes())
+    assert other.get_pipe("contextembed").encoder.precision == "bf16"
