@@ -447,11 +447,11 @@ def encode_stored(
     spec = _store.TableSpec(encoder_key, kind, tuple(options), dtype, int(layers), row_width(encoder, kind, options))
     table = store.table(spec)
     keys = [KINDS[kind][0](encoder_key, item, *_key_options(kind, options)) for item in items]
-    places = table.find(keys)
+    places = _find(store, table, keys, encoder.n_layers)
     _log_call(ref, kind, keys, places)
     if any(place is None for place in places):
         with table.encoding():  # another process encoding this table: wait, then take what it stored
-            places = table.find(keys)
+            places = _find(store, table, keys, encoder.n_layers)
             missing: dict[str, object] = {}
             for key, item, place in zip(keys, items, places):
                 if place is None:
@@ -460,8 +460,22 @@ def encode_stored(
                 progress.add(len(missing))
                 _encode_missing(ref, table, list(missing), list(missing.values()), n_jobs, kind, int(layers), dtype,
                                 progress, options)
-                places = table.find(keys)
+                places = _find(store, table, keys, encoder.n_layers)
     return _store.StoredRows(spec, places, keep=store if private else None)
+
+
+def _find(store: _store.FeatureStore, table: _store.Table, keys: list, n_layers: int) -> list:
+    """Where each key's rows are: in ``table``, else in a table of the same rows with more layers
+    (a deeper fit's rows serve one that uses fewer: they hold the same bits for those layers)."""
+    places = table.find(keys)
+    for deeper in range(table.spec.layers + 1, n_layers + 1):
+        missing = [i for i, place in enumerate(places) if place is None]
+        if not missing:
+            break
+        other = store.table(dataclasses.replace(table.spec, layers=deeper))
+        for i, place in zip(missing, other.find([keys[i] for i in missing])):
+            places[i] = place
+    return places
 
 
 def _log_call(ref: EncoderRef, kind: Kind, keys: list, places: list) -> None:

@@ -230,6 +230,13 @@ def test_layers_a_feature_does_not_use_are_never_run(bert, sentences, monkeypatc
     reference = np.concatenate(encoder.encode(sentences, layers=[0, -1]), axis=1)
     np.testing.assert_array_equal(embeddings, reference[0])
     np.testing.assert_array_equal(last, reference[1])
+    depths.clear()
+    clear_cache()
+    TokenEmbedder(bert, layers=-1, combine="concat").fit(sentences).transform(sentences)  # every layer stored
+    depths.clear()
+    again = TokenEmbedder(bert, layers=0, combine="concat").fit(sentences).transform(sentences)
+    assert depths == []  # the deeper rows serve the embeddings: nothing encoded
+    np.testing.assert_array_equal(again, embeddings)
 
 
 def test_rows_beyond_the_budget_are_read_back_from_disk(bert, sentences, monkeypatch):
