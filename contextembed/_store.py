@@ -95,8 +95,6 @@ FORMAT, VERSION = "contextembed-feature-store", 1
 MAX_INDEX_BYTES = 64 << 20
 #: the subdirectory of a ``cache=`` directory that holds its tables
 PERSISTENT_DIR = "contextembed-cache"
-#: the dtypes rows may be kept in
-DTYPES = ("float32", "float16")
 
 _KEY = re.compile(r"[0-9a-f]{40}\Z")
 _SESSION_NAME = re.compile(r"session-(?P<host>[A-Za-z0-9-]{1,64})@(?P<pid>[0-9]+)-[0-9a-f]{8}\Z")
@@ -299,9 +297,11 @@ class TableSpec:
     encoder : str
         The encoder's cache key (model content, device type, precision, backend).
     kind : str
-        ``"words"``, ``"in_context"``, ``"piece_mean"``, ``"text_layers"``, ``"pair_layers"``.
+        What a row is: a word (``"sentence"``, ``"in_context"``, the spaCy component's
+        ``"spacy_words"``), a text (``"piece_mean"``, ``"text_layers"``, ``"input_mean"``,
+        ``"spacy_text"``) or a pair side (``"pair_layers"``).
     options : tuple of str
-        The kind's pooling options (a subword pooling; subword and text pooling).
+        The kind's pooling options (a subword pooling; subword and text pooling; ...).
     dtype : {"float32", "float16"}
     layers : int
         Leading encoder layers each row holds (0 .. layers - 1).
@@ -373,12 +373,17 @@ class _Segment:
         self.open()
         self.data = None
 
-    def rows(self, positions: np.ndarray) -> np.ndarray:
-        """``(len(positions), layers, width)`` rows in the table's dtype, in the order given."""
+    def rows(self, positions: np.ndarray, layers: Optional[Sequence[int]] = None) -> np.ndarray:
+        """``(len(positions), len(layers), width)`` rows (every layer by default) in the table's
+        dtype, in the order given."""
         data = self.data
         if data is not None:
             _touch(self)
-            return data[positions]
+            return data[positions] if layers is None else data[np.ix_(positions, list(layers))]
+        out = self._read(positions)
+        return out if layers is None else out[:, list(layers)]
+
+    def _read(self, positions: np.ndarray) -> np.ndarray:
         if not self.open():
             raise FileNotFoundError(f"the feature store's rows file {self.path} was removed while in use")
         spec = self.spec
@@ -873,10 +878,12 @@ class StoredRows:
     def n_rows(self) -> int:
         return int(self.offsets[-1])
 
-    def take(self, rows: np.ndarray, layers: Sequence[int]) -> np.ndarray:
-        """Rows by their index among all items' rows: ``(len(rows), len(layers), width)`` float32."""
+    def take(self, rows: np.ndarray, layers: Sequence[int], *, layer_major: bool = False) -> np.ndarray:
+        """Rows by their index among all items' rows: ``(len(rows), len(layers), width)`` float32, or
+        with ``layer_major`` ``(len(layers), len(rows), width)`` (contiguous either way)."""
         rows = np.asarray(rows, dtype=np.int64)
-        out = np.empty((len(rows), len(layers), self.spec.width), dtype=np.float32)
+        shape = (len(layers), len(rows), self.spec.width) if layer_major else (len(rows), len(layers), self.spec.width)
+        out = np.empty(shape, dtype=np.float32)
         if not len(rows):
             return out
         item = np.searchsorted(self.offsets, rows, side="right") - 1
@@ -886,7 +893,11 @@ class StoredRows:
         index = list(layers)
         for k in np.unique(segment).tolist():
             mine = np.flatnonzero(segment == k)
-            out[mine] = self._segments[k].rows(position[mine])[:, index]
+            picked = self._segments[k].rows(position[mine], index)
+            if layer_major:
+                out[:, mine] = picked.transpose(1, 0, 2)
+            else:
+                out[mine] = picked
         return out
 
     def items(self, begin: int, end: int, layers: Sequence[int]) -> np.ndarray:

@@ -590,8 +590,13 @@ class LayerRows:
     def width(self) -> int:
         return self._rows.shape[2] if isinstance(self._rows, np.ndarray) else self._rows.spec.width
 
+    @property
+    def row_bytes(self) -> int:
+        """Bytes of one row's selected layers in float32 (what :meth:`take` builds per row)."""
+        return self.n_layers * self.width * 4
+
     def take(self, index: np.ndarray) -> torch.Tensor:
         """Rows ``index``: ``(layers, len(index), width)`` float32."""
         if isinstance(self._rows, np.ndarray):
             return torch.from_numpy(self._rows).index_select(1, torch.from_numpy(np.asarray(index, dtype=np.int64)))
-        return torch.from_numpy(self._rows.take(np.asarray(index, dtype=np.int64), self._layers)).permute(1, 0, 2)
+        return torch.from_numpy(self._rows.take(np.asarray(index, dtype=np.int64), self._layers, layer_major=True))

@@ -354,8 +354,8 @@ class BiLSTMCRFTagger(EntityScoresMixin, BaseEstimator):
         model.eval()
         paths = []
         order = rows[np.argsort([data.lengths[r] for r in rows], kind="stable")]
-        for begin in range(0, len(order), batch_size):
-            paths.extend(model.decode(data.batch(order[begin : begin + batch_size], device)))
+        for batch in _decode_batches(order, data.lengths, batch_size, data.token_bytes):
+            paths.extend(model.decode(data.batch(batch, device)))
         by_row = dict(zip(order.tolist(), paths))
         return [[str(self.classes_[i]) for i in by_row[r]] for r in rows.tolist()]
 
@@ -411,6 +411,11 @@ class _Inputs:
         self.layers, self.lengths, self.offsets = layers, lengths, offsets
         self.extra, self.shapes, self.chars = extra, shapes, chars
 
+    @property
+    def token_bytes(self) -> int:
+        """Bytes of one padded position's layers in a batch (float32, every embedder's)."""
+        return sum(rows.row_bytes for rows in self.layers)
+
     def batch(self, rows: np.ndarray, device: str) -> TaggerBatch:
         lengths = self.lengths[rows]
         seq = int(lengths.max())
@@ -437,6 +442,25 @@ class _Inputs:
         if not bool(torch.isfinite(picked).all()):
             raise FloatingPointError("an encoder produced NaN or inf features; use precision='fp32'")
         return picked.reshape(picked.shape[0], *shape, picked.shape[-1]).to(device)
+
+
+#: bytes of layers one decoding batch holds at most (its padded positions x their layers' widths):
+#: 256 sentences of 124 words with every layer of a base-sized model would take 1.3 GB
+DECODE_BYTES = 64 << 20
+
+
+def _decode_batches(order: np.ndarray, lengths: np.ndarray, batch_size: int, token_bytes: int) -> list[np.ndarray]:
+    """``order`` (sorted by length) cut into batches of at most ``batch_size`` sentences whose padded
+    layers fit :data:`DECODE_BYTES` (a sentence longer than that alone is a batch of its own)."""
+    batches, begin = [], 0
+    while begin < len(order):
+        end = begin + 1
+        while (end < len(order) and end - begin < batch_size
+               and (end - begin + 1) * int(lengths[order[end]]) * token_bytes <= DECODE_BYTES):
+            end += 1
+        batches.append(order[begin:end])
+        begin = end
+    return batches
 
 
 def _padded_tags(codes: list[np.ndarray], rows: np.ndarray, device: str) -> torch.Tensor:

@@ -326,3 +326,20 @@ def test_n_threads_is_a_parameter_clone_and_set_params_keep():
     assert clone(tagger).n_threads == 1
     assert tagger.set_params(n_threads=None).n_threads is None
     assert BiLSTMCRFTagger().n_threads is None
+
+
+def test_decoding_batches_hold_a_bounded_number_of_bytes():
+    """256 sentences of 124 words with every layer of a base-sized model made a 1.3 GB decoding
+    batch (several times that while it was gathered): batches are cut by their padded bytes."""
+    from contextembed.sklearn._neural_tagger import DECODE_BYTES, _decode_batches
+
+    lengths = np.array([3] * 500 + [120] * 30 + [2000])
+    order = np.argsort(lengths, kind="stable")
+    token_bytes = 13 * 768 * 4
+    batches = _decode_batches(order, lengths, 256, token_bytes)
+    assert np.array_equal(np.concatenate(batches), order)  # every sentence once, in order
+    for batch in batches:
+        assert len(batch) <= 256
+        assert len(batch) == 1 or len(batch) * lengths[batch].max() * token_bytes <= DECODE_BYTES
+    assert [len(b) for b in batches][-1] == 1  # a sentence beyond the bound alone
+    assert len(_decode_batches(order, lengths, 256, 4)) == 3  # narrow rows: 256-sentence batches
