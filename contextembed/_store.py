@@ -73,7 +73,8 @@ from typing import Optional, Union
 import numpy as np
 
 from . import _json
-from ._files import UntrustedPathError, make_trusted_directory, open_lock, read_trusted, this_host, untrusted_reason
+from ._files import (UntrustedPathError, make_trusted_directory, open_lock, read_trusted, stat_reason, this_host,
+                     untrusted_reason)
 from .errors import MemoryBudgetError, SettingError
 from .settings import MAX_BYTES, byte_size, cache_directory, parse_byte_size, raw
 
@@ -356,9 +357,13 @@ class _Segment:
         with self._lock:
             if self._fd is not None or self.path is None:
                 return True
+            flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
             try:
-                fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+                fd = os.open(self.path, flags)
             except OSError:
+                return False
+            if stat_reason(os.fstat(fd), directory=False) is not None:  # swapped since it was checked
+                os.close(fd)
                 return False
             self._fd = fd
             weakref.finalize(self, os.close, fd)

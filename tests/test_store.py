@@ -313,3 +313,23 @@ def test_a_full_session_drops_its_oldest_segments_while_readers_keep_theirs(stor
     assert table.find(blocks[0][0]) == [None]
     assert len(list((Path(store.root) / spec.key).glob("*.rows"))) == 2
     np.testing.assert_array_equal(held.items(0, 1, [0, 1, 2]), reference[blocks[0][0][0]])  # still readable
+
+
+def test_a_rows_file_swapped_for_a_fifo_after_its_check_is_not_read(store, monkeypatch):
+    """Checked by name, then opened: a file swapped in between (a FIFO would block a reader for
+    ever) is checked again on the open file, and its items are missing, not hung on."""
+    spec = _spec()
+    (keys, rows, counts), = _blocks(spec, [[2]])[0]
+    store.table(spec).add(keys, rows, counts)
+    index, rows_file = _segment_files(store, spec)
+    fresh = _store.FeatureStore(store.root, shared=True)
+    real_load = _store.Table._load
+
+    def swap_after_check(self, stem):
+        segment = real_load(self, stem)
+        rows_file.unlink()
+        os.mkfifo(rows_file)
+        return segment
+
+    monkeypatch.setattr(_store.Table, "_load", swap_after_check)
+    assert fresh.table(spec).find(keys) == [None]
