@@ -73,8 +73,8 @@ from typing import Optional, Union
 import numpy as np
 
 from . import _json
-from ._files import (UntrustedPathError, make_trusted_directory, open_lock, read_trusted, stat_reason, this_host,
-                     untrusted_reason)
+from ._files import (UntrustedPathError, make_trusted_directory, open_lock, read_trusted, remove_stale_partials,
+                     stat_reason, this_host, untrusted_reason)
 from .errors import MemoryBudgetError, SettingError
 from .settings import MAX_BYTES, byte_size, cache_directory, parse_byte_size, raw
 
@@ -425,6 +425,7 @@ class Table:
         self._index: dict[str, tuple[_Segment, int]] = {}
         self._segments: "OrderedDict[str, _Segment]" = OrderedDict()
         self._skipped: set[str] = set()
+        self._swept = False
         self._lock = threading.RLock()
 
     # -- reading ----------------------------------------------------------------------------------
@@ -449,6 +450,9 @@ class Table:
             names = os.listdir(self.directory)
         except FileNotFoundError:
             return
+        if not self._swept:  # temporaries of writers killed before they could remove them
+            self._swept = True
+            remove_stale_partials(self.directory)
         for name in sorted(names):
             if not name.endswith(".json") or name.startswith("."):
                 continue
@@ -771,14 +775,14 @@ def _write_new(path: str, data: Union[np.ndarray, bytes], directory: str) -> Non
         with os.fdopen(fd, "wb") as handle:
             handle.write(np.ascontiguousarray(data).reshape(-1).view(np.uint8) if isinstance(data, np.ndarray) else data)
         os.rename(temporary, path)
-    except OSError as error:
+    except BaseException as error:  # interrupted too: the temporary goes
         _remove_quietly(temporary)
-        if error.errno == errno.ENOSPC:
-            free = shutil.disk_usage(directory).free
-            raise OSError(errno.ENOSPC, f"the feature store needs {_size(nbytes)} more on disk in {directory}, which "
-                          f"has {_size(free)} free; free some space or set {STORE_DIR_ENV} to a directory on "
-                          "another disk") from None
-        raise
+        if not isinstance(error, OSError) or error.errno != errno.ENOSPC:
+            raise
+        free = shutil.disk_usage(directory).free
+        raise OSError(errno.ENOSPC, f"the feature store needs {_size(nbytes)} more on disk in {directory}, which "
+                      f"has {_size(free)} free; free some space or set {STORE_DIR_ENV} to a directory on "
+                      "another disk") from None
 
 
 def _remove_quietly(path: str) -> None:

@@ -333,3 +333,23 @@ def test_a_rows_file_swapped_for_a_fifo_after_its_check_is_not_read(store, monke
 
     monkeypatch.setattr(_store.Table, "_load", swap_after_check)
     assert fresh.table(spec).find(keys) == [None]
+
+
+def test_a_killed_writers_temporary_is_swept_and_an_interrupted_write_leaves_none(store, monkeypatch):
+    spec = _spec()
+    (keys, rows, counts), = _blocks(spec, [[2]])[0]
+    table = store.table(spec)
+    table.add(keys, rows, counts)
+    directory = Path(store.root) / spec.key
+    dead = directory / f".x.rows.{_store._host()}@999999999-abcdef01.partial"  # its writer was killed
+    dead.write_bytes(b"half")
+    _store.FeatureStore(store.root, shared=True).table(spec).find(keys)
+    assert not dead.exists()
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(_store.os, "rename", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        table.add([_key(50)], rows[:1], np.array([1]))
+    assert not any(name.name.endswith(".partial") for name in directory.iterdir())

@@ -250,6 +250,9 @@ def check_cache(cache: CacheOption) -> None:
         store_for(cache)
     if not isinstance(cache, (str, os.PathLike)):
         store_for(cache)
+    elif not (isinstance(cache, str) and cache == "memory") and os.path.exists(cache) and not os.path.isdir(cache):
+        raise NotADirectoryError(f"cache={os.fspath(cache)!r} is a file, not a directory: pass a directory for the "
+                                 "features kept across sessions, 'memory' or None")
 
 
 def uses_memory(cache: CacheOption) -> bool:

@@ -141,6 +141,13 @@ def test_an_empty_cache_path_is_refused_before_anything_is_written(bert, sentenc
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_cache_path_that_is_a_file_is_refused_at_fit(bert, sentences, tmp_path):
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(NotADirectoryError, match=r"cache='.*notes\.txt' is a file, not a directory"):
+        TokenEmbedder(bert, cache=str(tmp_path / "notes.txt")).fit(sentences)
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
 def test_no_cache_encodes_every_time(bert, sentences, monkeypatch):
     counter = CountingEncoder(monkeypatch, _fitted_ref(bert))
     embedder = TokenEmbedder(bert, cache=None).fit(sentences)
