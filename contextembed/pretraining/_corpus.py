@@ -3,7 +3,8 @@
 CORPUS is a file or a directory. A directory is read recursively in sorted path order, skipping
 hidden files (names starting with ``.``); every file also ends a document. Lines are stripped of
 surrounding white space, and a file's first line of a byte order mark (``EF BB BF``, which some
-editors write first). Lines of any length are read (a single 10 MB line is one sentence; the
+editors write first). Lines end with LF or CR LF: a carriage return anywhere else (a file with CR-only
+line endings) is a ``ValueError`` naming the file and line. Lines of any length are read (a single 10 MB line is one sentence; the
 trainers split long sentences into pieces that fit, nothing is dropped).
 
 Bytes that are not valid UTF-8: with ``encoding_errors="skip"`` (the default) the whole line is
@@ -161,7 +162,7 @@ def _read_file(name: str, encoding_errors: EncodingErrors) -> Iterator[tuple[lis
     with open(name, "rb") as handle:
         for number, raw in enumerate(handle, start=1):
             try:
-                line = _first_line(raw.decode("utf-8")) if number == 1 else raw.decode("utf-8").strip()
+                text = raw.decode("utf-8")
             except UnicodeDecodeError as error:
                 if encoding_errors == "fail":
                     raise ValueError(
@@ -170,12 +171,29 @@ def _read_file(name: str, encoding_errors: EncodingErrors) -> Iterator[tuple[lis
                     ) from None
                 bad.append(number)
                 continue
+            _check_line_end(text, name, number)
+            line = _first_line(text) if number == 1 else text.strip()
             if line:
                 document.append(line)
             elif document:
                 yield document, bad
                 document, bad = [], []
     yield document, bad
+
+
+def _check_line_end(text: str, name: str, number: int) -> None:
+    """Raise ``ValueError`` if a carriage return in ``text`` does not end it as ``\\r\\n``.
+
+    Lines end with LF or CR LF; a file with CR-only line endings (classic Mac OS) would otherwise read
+    as one sentence, its document and sentence boundaries lost.
+    """
+    body = text[:-2] if text.endswith("\r\n") else text.removesuffix("\n")
+    if "\r" in body:
+        raise ValueError(
+            f"{name}, line {number}: a carriage return (CR) at character {body.index(chr(13)) + 1} of the line is "
+            "not followed by a line feed: lines end with LF or CR LF, and a file with CR-only line endings would "
+            "read as one sentence; convert it first (e.g. tr '\\r' '\\n' < old > new)"
+        )
 
 
 def _first_line(text: str) -> str:

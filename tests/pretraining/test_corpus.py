@@ -89,3 +89,24 @@ def test_held_out_split_of_a_single_document():
         split_held_out([["only"]], 0.2)
     with pytest.raises(ValueError, match="between 0 and 0.5"):
         split_held_out([["a"], ["b"]], 0.9)
+
+
+@pytest.mark.parametrize(
+    ("content", "line", "character"),
+    [
+        (b"one a\rone b\r\rtwo a\r", 1, 6),  # classic Mac OS line endings: it used to read as one sentence
+        (b"one a\r\none b\rone c\n", 2, 6),  # a lone CR among CR LF endings
+        (b"one a\nlast\r", 2, 5),  # the last line ended by a lone CR
+    ],
+)
+def test_a_carriage_return_that_ends_no_line_is_an_error_naming_file_and_line(tmp_path, content, line, character):
+    path = tmp_path / "c.txt"
+    path.write_bytes(content)
+    with pytest.raises(ValueError, match=rf"c\.txt, line {line}: a carriage return \(CR\) at character {character} "):
+        read_corpus(path)
+
+
+def test_cr_lf_and_lf_endings_mixed_read_the_same_as_lf(tmp_path):
+    (tmp_path / "a.txt").write_bytes(b"one a\r\none b\n\r\ntwo a\r\n")
+    (tmp_path / "b.txt").write_bytes(b"one a\none b\n\ntwo a\n")
+    assert read_corpus(tmp_path / "a.txt").documents == read_corpus(tmp_path / "b.txt").documents == [["one a", "one b"], ["two a"]]
