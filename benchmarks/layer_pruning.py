@@ -42,6 +42,10 @@ def main() -> None:
     encoder = load_encoder(args.model, device="cpu", precision=args.precision)
     print(f"{describe_model(args.model, model_directory(args.model))}, precision={encoder.precision}, {len(sentences)} sentences, {n_words:,} words")
     rows = {"every layer": "all", **{name: row["layers"] for name, row in TABLE7_ROWS.items()}}
+    middle = encoder.n_layers // 2
+    # beyond Table 7: a middle layer, and a mix of the lower two thirds (where NER features peak in MiniLM)
+    rows[f"layer {middle}"] = middle
+    rows[f"layers 0-{2 * (encoder.n_layers - 1) // 3}"] = list(range(2 * (encoder.n_layers - 1) // 3 + 1))
     encoder.encode(sentences[:32], layers="all")  # warm-up
     best = {name: float("inf") for name in rows}
     full = None

@@ -425,6 +425,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.rounds < 1:
         parser.error(f"--rounds must be at least 1, got {args.rounds}")
+    args.paths = [] if args.paths in (["none"], None) else args.paths
+    args.text_paths = [] if args.text_paths in (["none"], None) else args.text_paths
     unknown = [path for path in args.text_paths if not is_text_path(path)]
     if unknown:
         parser.error(f"unknown text paths {unknown}: use {', '.join(TEXT_PATHS + PEER_PATHS)} or text-BACKEND:PRECISION")
@@ -450,6 +452,12 @@ def main() -> None:
         results = best_of_rounds(args.paths, args.rounds, "words_per_s", run)
     if args.paths:
         print(f"word path, {model_label(args.model)}: last four layers concatenated, first piece per word")
+        print_word_rows(results, features)
+    if args.text_paths:
+        compare_text_paths(args)
+
+
+def print_word_rows(results: dict, features: dict) -> None:
     print(f"{'path':14s} {'words/s':>9s} {'x raw fp32':>10s} {'peak RSS':>9s} {'cos(fp32)':>9s} {'probe F1':>8s} {'dF1':>6s}")
     for path, result, ratio in measured_rows(results, "words_per_s", "raw", 14):
         comparable = "fp32" in features and path in features and features[path].shape == features["fp32"].shape
@@ -463,8 +471,6 @@ def main() -> None:
         if result.get("passes", 1) > 1 and first < 0.9 * result["words_per_s"]:
             print(f"{path}: first pass {first:,.0f} words/s (best of the repeated passes above)")
     print("targets: fp32 >= 0.95x raw; best reduced precision >= 2.5x raw with cos >= 0.99 and F1 loss <= 0.5")
-    if args.text_paths:
-        compare_text_paths(args)
 
 
 if __name__ == "__main__":
