@@ -229,17 +229,35 @@ def _hopeless(stacks: dict) -> dict[str, float]:
     return {name: times["fp32"] / t for name, t in times.items() if name != "fp32" and times["fp32"] / t < _HOPELESS}
 
 
-def best_times(runs: dict[str, Callable[[], object]], rounds: int = _ROUNDS, warmup: int = _WARMUP) -> dict[str, float]:
+def best_times(runs: dict[str, Callable[[], object]], rounds: int = _ROUNDS, warmup: int = _WARMUP,
+               budget: Optional[float] = None) -> dict[str, float]:
     """Best wall time of each run over the rounds after the first ``warmup`` of ``rounds``, the
-    runs alternating (so that all see the same load from other processes)."""
+    runs alternating (so that all see the same load from other processes).
+
+    With ``budget`` (seconds), a measurement whose first round shows that ``rounds`` of them would
+    take longer runs fewer: that round is the one warm-up, and as many rounds follow as the budget
+    holds, at least :data:`MIN_TIMED_ROUNDS` (a base-sized model's probe batch takes about a second a
+    run on a 2-core CPU, where a small model's takes a tenth: the count, not the bound, applies to
+    those).
+    """
     times: dict[str, list[float]] = {name: [] for name in runs}
     with torch.inference_mode():
-        for _ in range(rounds):
+        done = 0
+        while done < rounds:
+            start = time.perf_counter()
             for name, run in runs.items():
-                start = time.perf_counter()
+                begin = time.perf_counter()
                 run()
-                times[name].append(time.perf_counter() - start)
+                times[name].append(time.perf_counter() - begin)
+            done += 1
+            first_round = time.perf_counter() - start
+            if done == 1 and budget is not None and first_round * (rounds - 1) > budget:
+                warmup, rounds = 1, 1 + max(MIN_TIMED_ROUNDS, int(budget // first_round))
     return {name: min(values[warmup:]) for name, values in times.items()}
+
+
+#: the fewest timed rounds a bounded :func:`best_times` runs after its warm-up
+MIN_TIMED_ROUNDS = 2
 
 
 def measured_speedups() -> dict[str, float]:

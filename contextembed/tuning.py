@@ -85,6 +85,7 @@ _RESULTS_LOCK = threading.Lock()
 _WARNED: set[str] = set()
 _ANNOUNCE = contextvars.ContextVar("contextembed_announce", default=False)
 _REFRESH = contextvars.ContextVar("contextembed_refresh", default=False)
+_THOROUGH = contextvars.ContextVar("contextembed_thorough", default=False)
 _FORGET_HOOKS: list[Callable[[], None]] = []
 
 
@@ -124,6 +125,41 @@ def refreshing(enabled: bool = True) -> Iterator[None]:
         yield
     finally:
         _REFRESH.reset(token)
+
+
+@contextlib.contextmanager
+def thorough(enabled: bool = True) -> Iterator[None]:
+    """Within the block (``contextembed tune``), measurements leave out nothing for the sake of time:
+    a measurement made on first use bounds its cost (the engine's int8 of a large model, whose
+    calibration takes minutes, is left to ``tune``), one made here does not."""
+    token = _THOROUGH.set(bool(enabled))
+    try:
+        yield
+    finally:
+        _THOROUGH.reset(token)
+
+
+def measuring_thoroughly() -> bool:
+    """Whether measurements now are :func:`thorough`."""
+    return _THOROUGH.get()
+
+
+def recorded(kind: str, key: Mapping, check: Callable[[dict], None]) -> Optional[dict]:
+    """The result of the measurement ``kind`` for ``key`` if this process has it or a trusted record
+    on this machine holds it (as :func:`remembered` would read it); ``None`` otherwise, measuring
+    nothing. With ``CONTEXTEMBED_TUNING=off`` or ``refresh`` (or inside :func:`refreshing`), only
+    what this process measured."""
+    expected = provenance.record(ARTIFACT, kind=kind, machine=machine(), **key)
+    path = os.path.join(tuning_root(), f"{_slug(kind)}-{_key_hash(expected)}.json")
+    with _RESULTS_LOCK:
+        known = _RESULTS.get(path)
+    if known is not None or mode() != "on" or not _trusted_root():
+        return known
+    result = _read(path, expected, check, quiet=True)
+    if result is not None:
+        with _RESULTS_LOCK:
+            result = _RESULTS.setdefault(path, result)
+    return result
 
 
 def results() -> dict[str, dict]:
@@ -493,6 +529,7 @@ def recorded_implied(value: str, implied: str, name: str, numbers: str) -> str:
 
 
 __all__ = ["ANNOUNCE_AFTER", "ARTIFACT", "LOCK_WAIT", "TUNING_DIR_ENV", "TUNING_ENV", "TUNING_MODES",
-           "TuningWarning", "announce", "announcing", "cpu_flags", "forget", "machine", "mode", "recorded_choice",
+           "TuningWarning", "announce", "announcing", "cpu_flags", "forget", "machine", "measuring_thoroughly", "mode",
+           "recorded", "recorded_choice",
            "recorded_cosine", "recorded_implied", "recorded_keys", "recorded_mapping", "recorded_speedup", "refreshing",
-           "remembered", "results", "tuning_root"]
+           "remembered", "results", "thorough", "tuning_root"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.util
 import io
 import json
@@ -597,3 +598,39 @@ def test_load_encoder_measures_again_over_a_record_nested_deep(tiny_bert_dir, re
     with pytest.warns(TuningWarning, match=rf"{re.escape(str(path))} has a damaged provenance record \(nested 1501"):
         assert load_encoder(str(tiny_bert_dir), device="cpu", precision="auto").precision == "fp32"
     assert json.loads(path.read_text())["result"]  # measured again and recorded
+
+
+def _counted_sleeps(seconds: float) -> tuple[dict, dict]:
+    counts = {"a": 0, "b": 0}
+
+    def run(name: str) -> None:
+        counts[name] += 1
+        time.sleep(seconds)
+
+    return counts, {name: functools.partial(run, name) for name in counts}
+
+
+def test_a_bounded_timing_of_slow_runs_takes_one_warm_up_and_what_the_budget_holds():
+    """At base size 8 rounds of the engine's probe batch took 50 s of backend='auto''s 124 s."""
+    counts, runs = _counted_sleeps(0.05)
+    times = devices.best_times(runs, rounds=12, warmup=4, budget=0.25)  # a round: 0.1 s; 11 more: 1.1 s
+    assert counts == {"a": 3, "b": 3}  # one warm-up and devices.MIN_TIMED_ROUNDS timed rounds
+    assert all(0.05 <= value < 1.0 for value in times.values())
+
+
+def test_a_bounded_timing_of_quick_runs_runs_every_round():
+    counts, runs = _counted_sleeps(0.0)
+    devices.best_times(runs, rounds=12, warmup=4, budget=60.0)
+    assert counts == {"a": 12, "b": 12}
+    counts, runs = _counted_sleeps(0.02)
+    devices.best_times(runs, rounds=5, warmup=2)  # no budget: every round, however long
+    assert counts == {"a": 5, "b": 5}
+
+
+def test_the_engine_times_within_its_budget(monkeypatch):
+    from contextembed.encoders import _engine as engine
+
+    seen = []
+    monkeypatch.setattr(devices, "best_times", lambda runs, rounds, warmup, budget: seen.append(budget) or {})
+    engine.best_times({})
+    assert seen == [engine.TIMING_BUDGET]

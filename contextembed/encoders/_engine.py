@@ -40,6 +40,7 @@ No socket
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import importlib
 import io
@@ -383,12 +384,21 @@ def layer_cosines(reference: Sequence[np.ndarray], other: Sequence[np.ndarray], 
     return cosines
 
 
-def best_times(runs: dict, rounds: int = 8, warmup: int = 3) -> dict[str, float]:
-    """Best wall time of each run (a callable) after ``warmup`` of ``rounds`` alternating rounds
+#: seconds one of ``"auto"``'s timings on the engine may take beyond its first round (the engine's
+#: precisions against each other; the engine against torch): at base size, 8 rounds of a probe
+#: batch took 50 s of the 124 s that ``backend="auto"`` measured on a busy 2-core EPYC, where
+#: rounds of a small model take a tenth of a second and all 8 run (see
+#: :func:`contextembed._devices.best_times`)
+TIMING_BUDGET = 4.0
+
+
+def best_times(runs: dict, rounds: int = 8, warmup: int = 3, budget: Optional[float] = TIMING_BUDGET) -> dict[str, float]:
+    """Best wall time of each run (a callable) after ``warmup`` of ``rounds`` alternating rounds,
+    fewer where they would take longer than ``budget`` seconds
     (:func:`contextembed._devices.best_times`)."""
     from .._devices import best_times as alternating
 
-    return alternating(runs, rounds, warmup)
+    return alternating(runs, rounds, warmup, budget=budget)
 
 
 #: ``backend="auto"`` takes the engine when it runs the probe batch at least this much faster than torch
@@ -427,7 +437,8 @@ def record_key(fingerprint: str, n_layers: int, input_names: Sequence[str], cali
             "engine": ov.__version__, "quantizer": _version("nncf"), "transformers": _version("transformers")}
 
 
-def auto_precision(make, probe: dict[str, np.ndarray], n_layers: int, key: dict) -> "OpenVinoForward":
+def auto_precision(make, probe: dict[str, np.ndarray], n_layers: int, key: dict,
+                   candidates: Optional[tuple[str, ...]] = None, n_parameters: Optional[int] = None) -> "OpenVinoForward":
     """``precision="auto"`` on the engine: the fastest of fp32, bf16 (on CPUs with bf16 units) and int8
     (when it keeps :data:`ENGINE_INT8_MIN_COSINE` on every hidden state of ``probe``), timed on
     ``probe`` in one alternating run with the thresholds of the torch path
@@ -435,7 +446,8 @@ def auto_precision(make, probe: dict[str, np.ndarray], n_layers: int, key: dict)
     once per machine and model: the choice is remembered (:mod:`contextembed.tuning`, ``key``:
     :func:`record_key`). ``CONTEXTEMBED_AUTO_CPU_PRECISION`` fixes the choice as it does for torch.
 
-    ``make(name)`` builds the engine in precision ``name``.
+    ``make(name)`` builds the engine in precision ``name``. ``candidates`` (default:
+    :func:`auto_candidates` of a model of ``n_parameters``) are the precisions timed.
     """
     from .. import tuning
     from .._devices import forced_cpu_precision
@@ -450,11 +462,44 @@ def auto_precision(make, probe: dict[str, np.ndarray], n_layers: int, key: dict)
             built[name] = make(name)
         return built[name]
 
+    def precision_key(names: tuple[str, ...]) -> dict:
+        return {**key, "method": PRECISION_METHOD, "candidates": list(names)}
+
+    if candidates is None:
+        candidates = auto_candidates(n_parameters, "engine precision", precision_key,
+                                     lambda names: functools.partial(check_precision_record, candidates=names))
     result = tuning.remembered(
-        "engine precision", {**key, "method": PRECISION_METHOD, "candidates": list(_auto_candidates())},
-        lambda: _measure_precisions(build, probe, n_layers), check_precision_record,
-        what=f"backend='openvino' precision='auto' is exporting and timing {', '.join(_auto_candidates())}")
+        "engine precision", precision_key(candidates),
+        lambda: _measure_precisions(build, probe, n_layers, candidates),
+        functools.partial(check_precision_record, candidates=candidates),
+        what=f"backend='openvino' precision='auto' is exporting and timing {', '.join(candidates)}")
     return build(result["precision"])
+
+
+#: parameters beyond which a first use of ``precision="auto"`` on the engine leaves its int8 out
+#: (``contextembed tune`` measures it): its calibration (NNCF over the calibration sentences) took
+#: 173 s for all-mpnet-base-v2 (110M parameters) on a busy 2-core AMD EPYC, where a first use
+#: should cost seconds; a model the size of MiniLM-L6 (23M) is calibrated in the measurement
+AUTO_INT8_MAX_PARAMETERS = 40_000_000
+
+
+def auto_candidates(n_parameters: Optional[int], kind: str, key_of, check_of) -> tuple[str, ...]:
+    """The precisions ``"auto"`` times on the engine for a model of ``n_parameters``: those of
+    :func:`_auto_candidates`, less int8 where the model is larger than
+    :data:`AUTO_INT8_MAX_PARAMETERS`, unless the measurement is thorough (``contextembed tune``,
+    :func:`contextembed.tuning.thorough`) or a record of the measurement ``kind`` with int8 among
+    its candidates is there to read (``key_of(candidates)``, ``check_of(candidates)``: its key and
+    check)."""
+    from .. import tuning
+
+    every = _auto_candidates()
+    if "int8" not in every or n_parameters is None or n_parameters <= AUTO_INT8_MAX_PARAMETERS:
+        return every
+    if tuning.measuring_thoroughly() or tuning.recorded(kind, key_of(every), check_of(every)) is not None:
+        return every
+    logger.info("precision='auto' on the engine leaves int8 out for a model of %.0fM parameters (its calibration "
+                "takes minutes): `contextembed tune MODEL` measures it once for this machine", n_parameters / 1e6)
+    return tuple(name for name in every if name != "int8")
 
 
 def _auto_candidates() -> tuple[str, ...]:
@@ -495,15 +540,15 @@ def chosen_precision(speedups: dict[str, float]) -> str:
     return chosen
 
 
-def check_precision_record(result: dict) -> None:
+def check_precision_record(result: dict, candidates: Optional[tuple[str, ...]] = None) -> None:
     """Refuse (``ValueError``) an engine-precision record :func:`_measure_precisions` could not have
-    written on this CPU: other keys, a precision or speedup of the wrong type or out of range, a
-    speedup of a precision not timed here, int8 timed without the cosine that admits it, or a choice
-    its own speedups do not imply."""
+    written on this CPU timing ``candidates`` (default: :func:`_auto_candidates`): other keys, a
+    precision or speedup of the wrong type or out of range, a speedup of a precision not timed here,
+    int8 timed without the cosine that admits it, or a choice its own speedups do not imply."""
     from .. import tuning
 
     tuning.recorded_keys(result, ("precision", "speedups", "int8_cosine"))
-    candidates = _auto_candidates()
+    candidates = _auto_candidates() if candidates is None else candidates
     precision = tuning.recorded_choice(result["precision"], candidates, "precision")
     speedups = tuning.recorded_mapping(result["speedups"], "speedups")
     timed = set(candidates) - {"fp32", "int8"}
@@ -519,13 +564,16 @@ def check_precision_record(result: dict) -> None:
     tuning.recorded_implied(precision, chosen_precision(values), "precision", f"speedups {speedups}")
 
 
-def _measure_precisions(build, probe: dict[str, np.ndarray], n_layers: int) -> dict:
-    """Time the engine's precisions on ``probe``: ``{"precision": chosen, "speedups": {name: fp32
-    time over its time}, "int8_cosine": lowest mean cosine of int8 to fp32 over the hidden states}``."""
+def _measure_precisions(build, probe: dict[str, np.ndarray], n_layers: int,
+                        names: Optional[tuple[str, ...]] = None) -> dict:
+    """Time the engine's precisions ``names`` (default: :func:`_auto_candidates`) on ``probe``:
+    ``{"precision": chosen, "speedups": {name: fp32 time over its time}, "int8_cosine": lowest mean
+    cosine of int8 to fp32 over the hidden states}``."""
+    names = _auto_candidates() if names is None else names
     wanted = tuple(range(n_layers))
-    candidates = {name: build(name) for name in _auto_candidates() if name != "int8"}
+    candidates = {name: build(name) for name in names if name != "int8"}
     cosine = None
-    if "int8" in _auto_candidates():
+    if "int8" in names:
         int8 = build("int8")
         reference = candidates["fp32"](probe, wanted)
         cosine = min(layer_cosines(reference, int8(probe, wanted), probe["attention_mask"]))

@@ -370,6 +370,9 @@ def tune(spec: Union[str, os.PathLike], *, device: str = "auto", precision: str 
     ``contextembed tune`` runs): this CPU's precisions, and for a transformer with ``backend="auto"``
     torch against the OpenVINO engine, whose export and compiled model are cached too. Later
     processes on this machine read the records (:mod:`contextembed.tuning`) instead of measuring.
+    Nothing is left out for the sake of time (:func:`contextembed.tuning.thorough`): the engine's
+    int8 of a model larger than :data:`contextembed.encoders._engine.AUTO_INT8_MAX_PARAMETERS`, which
+    a first use leaves out, is calibrated and timed here.
 
     Parameters
     ----------
@@ -397,7 +400,7 @@ def tune(spec: Union[str, os.PathLike], *, device: str = "auto", precision: str 
     start = time.perf_counter()
     tuning.forget()
     chosen = {}
-    with tuning.refreshing(refresh):
+    with tuning.refreshing(refresh), tuning.thorough():
         for asked in ["torch"] + ([backend] if backend != "torch" else []):
             encoder = load_encoder(spec, device=device, precision=precision, backend=asked)
             chosen[f"backend={asked}"] = {"backend": encoder.backend, "precision": getattr(encoder, "precision", None)}

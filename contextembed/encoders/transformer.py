@@ -568,8 +568,10 @@ class TransformerEncoder(Encoder):
             pad_multiple = 16 if blocked_kernels else 1
         self.pad_multiple = int(pad_multiple)
 
-    def _engine_forward(self, model, precision: str) -> "engine.OpenVinoForward":
-        """The engine for ``model`` in ``precision`` (``"auto"``: :func:`engine.auto_precision`)."""
+    def _engine_forward(self, model, precision: str,
+                        candidates: Optional[tuple[str, ...]] = None) -> "engine.OpenVinoForward":
+        """The engine for ``model`` in ``precision`` (``"auto"``: :func:`engine.auto_precision`, timing
+        ``candidates``, by default :func:`engine.auto_candidates` of the model's size)."""
         names = self._input_names()
         if precision != "auto":
             engine.check_engine_precision(precision, self.device)
@@ -588,7 +590,8 @@ class TransformerEncoder(Encoder):
         if precision != "auto":
             return make(precision)
         key = engine.record_key(self._fingerprint(model), self._n_layers, names, calibration_hash)
-        return engine.auto_precision(make, self._probe_inputs(sentences, names), self._n_layers, key)
+        return engine.auto_precision(make, self._probe_inputs(sentences, names), self._n_layers, key,
+                                     candidates=candidates, n_parameters=_parameter_count(model))
 
     def _input_names(self) -> tuple[str, ...]:
         return ("input_ids", "attention_mask") + (("token_type_ids",) if self._takes_types else ())
@@ -612,25 +615,35 @@ class TransformerEncoder(Encoder):
             return
         measured: dict = {}
 
+        names = self._input_names()
+        sentences = engine.calibration_sentences(self._calibration) if precision in ("int8", "auto") else []
+        base_key = {**engine.record_key(self._fingerprint(model), self._n_layers, names, engine.sentences_hash(sentences)),
+                    "method": BACKEND_METHOD, "precision": precision, "torch_precision": torch_precision}
+        every = engine._auto_candidates()
+
+        def backend_key(candidates: tuple[str, ...]) -> dict:
+            # a measurement that left some of the engine's precisions out is recorded apart
+            return base_key if candidates == every else {**base_key, "engine_candidates": list(candidates)}
+
+        def backend_check(candidates: tuple[str, ...]):
+            return lambda result: check_backend_record(result, precision, candidates)
+
+        candidates = (engine.auto_candidates(_parameter_count(model), "transformer backend", backend_key, backend_check)
+                      if precision == "auto" else every)
+        self._engine_candidates = candidates
+
         def measure() -> dict:
             self._use_torch(copy.deepcopy(model), precision)
             measured["torch"] = True
             try:
-                forward, speedup = self._engine_speedup(model, precision)
+                forward, speedup = self._engine_speedup(model, precision, candidates)
             except EngineError as error:  # a model the engine cannot export (or quantize): torch, which runs it
                 logger.warning("backend='auto' chose torch: %s", error)
                 return {"backend": "torch", "speedup": None}
             measured["forward"] = forward
             return {"backend": chosen_backend(speedup), "speedup": speedup, "engine_precision": forward.precision}
 
-        def check(result: dict) -> None:
-            check_backend_record(result, precision)
-
-        names = self._input_names()
-        sentences = engine.calibration_sentences(self._calibration) if precision in ("int8", "auto") else []
-        key = {**engine.record_key(self._fingerprint(model), self._n_layers, names, engine.sentences_hash(sentences)),
-               "method": BACKEND_METHOD, "precision": precision, "torch_precision": torch_precision}
-        result = tuning.remembered("transformer backend", key, measure, check,
+        result = tuning.remembered("transformer backend", backend_key(candidates), measure, backend_check(candidates),
                                    what="backend='auto' is exporting the model and timing torch against openvino")
         if result["backend"] == "openvino":
             forward = measured.get("forward") or self._recorded_engine(model, precision)
@@ -649,18 +662,20 @@ class TransformerEncoder(Encoder):
         """The engine a tuning record chose, exported (or read from the cache) and compiled now, as it
         was when it was measured; ``None`` (torch, with a warning) where it cannot run here now."""
         try:
-            forward = self._engine_forward(model, precision)
+            forward = self._engine_forward(model, precision, getattr(self, "_engine_candidates", None))
             forward.compiled(self._n_layers - 1)
         except EngineError as error:
             logger.warning("backend='auto' chose torch: %s (the engine its tuning record chose cannot run now)", error)
             return None
         return forward
 
-    def _engine_speedup(self, model, precision: str) -> tuple["engine.OpenVinoForward", float]:
-        """The engine for ``model`` in ``precision`` and its speed over the torch path (``self``) on a
-        probe batch; :class:`~contextembed.errors.EngineError` where the engine cannot run the model."""
+    def _engine_speedup(self, model, precision: str,
+                        candidates: Optional[tuple[str, ...]] = None) -> tuple["engine.OpenVinoForward", float]:
+        """The engine for ``model`` in ``precision`` (``"auto"``: the fastest of ``candidates``) and its
+        speed over the torch path (``self``) on a probe batch; :class:`~contextembed.errors.EngineError`
+        where the engine cannot run the model."""
         names = self._input_names()
-        forward = self._engine_forward(model, precision)
+        forward = self._engine_forward(model, precision, candidates)
         probe = self._probe_inputs(engine.calibration_sentences(self._calibration), names)
         wanted = tuple(range(self._n_layers))
         forward(probe, wanted)  # exports (or raises) before the timing
@@ -1812,10 +1827,11 @@ def chosen_backend(speedup: Optional[float]) -> str:
     return "openvino" if speedup is not None and speedup >= engine.ENGINE_MIN_SPEEDUP else "torch"
 
 
-def check_backend_record(result: dict, precision: str) -> None:
+def check_backend_record(result: dict, precision: str, candidates: Optional[tuple[str, ...]] = None) -> None:
     """Refuse (``ValueError``) a backend record that ``backend="auto"`` with ``precision`` could not
-    have written: other keys, a backend, speedup or engine precision of the wrong type or out of
-    range, or a backend its own speedup does not imply (torch recorded where the engine ran 3x faster)."""
+    have written (the engine's ``precision="auto"`` timing ``candidates``, by default every precision
+    it runs): other keys, a backend, speedup or engine precision of the wrong type or out of range, or
+    a backend its own speedup does not imply (torch recorded where the engine ran 3x faster)."""
     from .. import tuning
 
     if result.get("speedup") is None:  # the engine could not run the model: torch
@@ -1826,10 +1842,15 @@ def check_backend_record(result: dict, precision: str) -> None:
     tuning.recorded_keys(result, ("backend", "speedup", "engine_precision"))
     backend = tuning.recorded_choice(result["backend"], ("torch", "openvino"), "backend")
     speedup = tuning.recorded_speedup(result["speedup"], "speedup")
-    ran = tuning.recorded_choice(result["engine_precision"], engine.ENGINE_PRECISIONS if precision == "auto"
-                                 else (precision,), "engine_precision")
+    ran = tuning.recorded_choice(result["engine_precision"], (candidates or engine.ENGINE_PRECISIONS)
+                                 if precision == "auto" else (precision,), "engine_precision")
     tuning.recorded_implied(backend, chosen_backend(speedup), "backend",
                             f"speedup={speedup!r} of the engine ({ran}) over torch")
+
+
+def _parameter_count(model) -> int:
+    """The number of values in ``model``'s parameters (what its size means to the engine's calibration)."""
+    return sum(parameter.numel() for parameter in model.parameters())
 
 
 def _tokenizer_options(source: str) -> dict:

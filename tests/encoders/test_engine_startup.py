@@ -249,3 +249,53 @@ def test_a_partial_named_with_an_impossible_process_id_is_stale(tmp_path):
     huge = tmp_path / f".a.{2**70}-deadbeef.partial"  # no process can have this id
     huge.mkdir()
     assert remove_stale_partials(tmp_path) == [str(huge)]
+
+
+def test_a_large_models_first_use_leaves_the_engines_int8_to_tune(tiny_bert_dir, records, monkeypatch):
+    """At base size the engine's int8 calibration took 173 s of backend='auto''s first use (issue 52)."""
+    monkeypatch.setattr(engine, "AUTO_INT8_MAX_PARAMETERS", 0)  # the tiny model stands in for a large one
+    monkeypatch.setattr(engine, "_auto_candidates", lambda: ("fp32", "int8"))
+    timed = []
+
+    def measure(build, probe, n_layers, names):
+        timed.append(names)
+        return {"precision": "fp32", "speedups": {}, "int8_cosine": 0.5 if "int8" in names else None}
+
+    monkeypatch.setattr(engine, "_measure_precisions", measure)
+    assert load_encoder(str(tiny_bert_dir), device="cpu", backend="openvino").precision == "fp32"
+    (path,) = records.glob("engine-precision-*.json")
+    assert timed == [("fp32",)] and json.loads(path.read_text())["candidates"] == ["fp32"]
+    tuning.forget()
+    with tuning.thorough():  # what `contextembed tune` measures: int8 too, recorded apart
+        load_encoder(str(tiny_bert_dir), device="cpu", backend="openvino")
+    assert timed == [("fp32",), ("fp32", "int8")] and len(list(records.glob("engine-precision-*.json"))) == 2
+    tuning.forget()  # a later first use reads the thorough record
+    monkeypatch.setattr(engine, "_measure_precisions", _fail)
+    assert load_encoder(str(tiny_bert_dir), device="cpu", backend="openvino").precision == "fp32"
+
+
+def test_backend_auto_records_a_bounded_measurement_apart(tiny_bert_dir, records, monkeypatch):
+    from contextembed.encoders.transformer import TransformerEncoder
+    from contextembed.errors import EngineError
+
+    monkeypatch.setattr(engine, "AUTO_INT8_MAX_PARAMETERS", 0)
+    monkeypatch.setattr(engine, "_auto_candidates", lambda: ("fp32", "int8"))
+    timed = []
+
+    def speedup(self, model, precision, candidates=None):
+        timed.append(candidates)
+        raise EngineError("the engine cannot run it (stand-in)")
+
+    monkeypatch.setattr(TransformerEncoder, "_engine_speedup", speedup)
+    assert load_encoder(str(tiny_bert_dir), device="cpu", backend="auto").backend == "torch"
+    (path,) = records.glob("transformer-backend-*.json")
+    assert timed == [("fp32",)] and json.loads(path.read_text())["engine_candidates"] == ["fp32"]
+    tuning.forget()
+    with tuning.thorough():
+        load_encoder(str(tiny_bert_dir), device="cpu", backend="auto")
+    assert timed == [("fp32",), ("fp32", "int8")]
+    full = [p for p in records.glob("transformer-backend-*.json") if "engine_candidates" not in json.loads(p.read_text())]
+    assert len(full) == 1
+    tuning.forget()
+    monkeypatch.setattr(TransformerEncoder, "_engine_speedup", _fail)
+    assert load_encoder(str(tiny_bert_dir), device="cpu", backend="auto").backend == "torch"
