@@ -299,3 +299,20 @@ def test_backend_auto_records_a_bounded_measurement_apart(tiny_bert_dir, records
     tuning.forget()
     monkeypatch.setattr(TransformerEncoder, "_engine_speedup", _fail)
     assert load_encoder(str(tiny_bert_dir), device="cpu", backend="auto").backend == "torch"
+
+
+def test_the_engine_runs_no_layer_above_the_last_one_wanted(tiny_bert_dir):
+    """An export for hidden states 0..top holds the model's layers up to top only (issue 52): what
+    no output needs is not in the OpenVINO graph, so it never runs; the states it gives are those of
+    the full export."""
+    encoder = load_encoder(str(tiny_bert_dir), device="cpu", precision="fp32", backend="openvino")
+    forward, core = encoder._engine, openvino.Core()
+
+    def matmuls(top: int) -> int:
+        model = core.read_model(os.path.join(forward.exported(top), engine._XML))
+        return sum(op.get_type_name() == "MatMul" for op in model.get_ops())
+
+    per_layer = matmuls(2) - matmuls(1)  # the tiny BERT's two layers
+    assert per_layer >= 4 and matmuls(1) - matmuls(0) == per_layer  # q, k, v, output, feed-forward...
+    batch = {"input_ids": np.array([[2, 7, 9, 3]], dtype=np.int64), "attention_mask": np.ones((1, 4), dtype=np.int64)}
+    np.testing.assert_array_equal(forward(batch, (0, 1))[1], forward(batch, (0, 1, 2))[1])
