@@ -323,6 +323,17 @@ def _refused(path: str, error: Exception, quiet: bool) -> None:
     return None
 
 
+def recordable() -> bool:
+    """Whether records can be read and written in :func:`tuning_root` (made if missing): it is
+    trusted and writable (otherwise one warning says why)."""
+    if not _trusted_root():
+        return False
+    if not os.access(tuning_root(), os.W_OK | os.X_OK):
+        _warn_unwritable(PermissionError(errno.EACCES, os.strerror(errno.EACCES), tuning_root()))
+        return False
+    return True
+
+
 def _trusted_root() -> bool:
     """Whether the tuning directory may be used: made if missing (mode ``0o755``: a directory
     prepared ahead by root is read by every user), and trusted (:func:`contextembed._files.untrusted_reason`).
@@ -530,6 +541,6 @@ def recorded_implied(value: str, implied: str, name: str, numbers: str) -> str:
 
 __all__ = ["ANNOUNCE_AFTER", "ARTIFACT", "LOCK_WAIT", "TUNING_DIR_ENV", "TUNING_ENV", "TUNING_MODES",
            "TuningWarning", "announce", "announcing", "cpu_flags", "forget", "machine", "measuring_thoroughly", "mode",
-           "recorded", "recorded_choice",
+           "recordable", "recorded", "recorded_choice",
            "recorded_cosine", "recorded_implied", "recorded_keys", "recorded_mapping", "recorded_speedup", "refreshing",
            "remembered", "results", "thorough", "tuning_root"]

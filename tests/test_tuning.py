@@ -634,3 +634,23 @@ def test_the_engine_times_within_its_budget(monkeypatch):
     monkeypatch.setattr(devices, "best_times", lambda runs, rounds, warmup, budget: seen.append(budget) or {})
     engine.best_times({})
     assert seen == [engine.TIMING_BUDGET]
+
+
+@pytest.mark.parametrize("problem", ["others can write it", "tuning off"])
+def test_tune_that_could_record_nothing_is_an_error_naming_why(tiny_bert_dir, records, monkeypatch, capsys, problem):
+    """It used to measure and print its summary as if the records were written."""
+    from contextembed.cli import main
+
+    records.mkdir()
+    if problem == "others can write it":
+        records.chmod(0o777)
+        expected = f"the tuning directory {records} cannot hold records"
+    else:
+        monkeypatch.setenv(tuning.TUNING_ENV, "off")
+        expected = f"{tuning.TUNING_ENV}=off: tune would measure and record nothing"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TuningWarning)  # the directory's own warning says what is wrong with it
+        assert main(["tune", str(tiny_bert_dir), "--device", "cpu", "--quiet"]) == 2
+    captured = capsys.readouterr()
+    assert expected in captured.err and captured.out == ""
+    assert list(records.glob("*.json")) == []

@@ -20,7 +20,7 @@ from typing import Optional, Union
 from .._backends import check_backend
 from .._bounds import COUNT, check_setting
 from .._devices import check_settings
-from ..errors import ModelFormatError, ModelNotFoundError
+from ..errors import ModelFormatError, ModelNotFoundError, SettingError
 from ._base import Encoder
 
 
@@ -364,6 +364,19 @@ def _did_you_mean(name: str) -> str:
     return f" Did you mean {guess[0]!r}?" if guess else ""
 
 
+def _check_recordable(tuning) -> None:
+    """Raise :class:`~contextembed.errors.SettingError` where :func:`tune` could record nothing: with
+    ``CONTEXTEMBED_TUNING=off``, or a tuning directory that cannot be made or written, or that another
+    user could write (its records are never read there; the warning before this error says why)."""
+    if tuning.mode() == "off":
+        raise SettingError(f"{tuning.TUNING_ENV}=off: tune would measure and record nothing; unset it, or set it "
+                           "to 'on' or 'refresh'")
+    if not tuning.recordable():
+        raise SettingError(f"the tuning directory {tuning.tuning_root()} cannot hold records (the warning above says "
+                           f"why): tune would measure and record nothing; set {tuning.TUNING_DIR_ENV} to a directory "
+                           "only this user can write")
+
+
 def tune(spec: Union[str, os.PathLike], *, device: str = "auto", precision: str = "auto", backend: str = "auto",
          refresh: bool = False) -> dict:
     """Measure for ``spec`` what ``"auto"`` chooses on this machine and record it (what
@@ -399,6 +412,7 @@ def tune(spec: Union[str, os.PathLike], *, device: str = "auto", precision: str 
 
     start = time.perf_counter()
     tuning.forget()
+    _check_recordable(tuning)
     chosen = {}
     with tuning.refreshing(refresh), tuning.thorough():
         for asked in ["torch"] + ([backend] if backend != "torch" else []):
