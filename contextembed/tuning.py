@@ -149,8 +149,7 @@ def recorded(kind: str, key: Mapping, check: Callable[[dict], None]) -> Optional
     on this machine holds it (as :func:`remembered` would read it); ``None`` otherwise, measuring
     nothing. With ``CONTEXTEMBED_TUNING=off`` or ``refresh`` (or inside :func:`refreshing`), only
     what this process measured."""
-    expected = provenance.record(ARTIFACT, kind=kind, machine=machine(), **key)
-    path = os.path.join(tuning_root(), f"{_slug(kind)}-{_key_hash(expected)}.json")
+    expected, path = _record_path(kind, key)
     with _RESULTS_LOCK:
         known = _RESULTS.get(path)
     if known is not None or mode() != "on" or not _trusted_root():
@@ -250,8 +249,7 @@ def remembered(kind: str, key: Mapping, measure: Callable[[], dict], check: Call
     what : str
         The measurement in words, for the line on stderr and the log.
     """
-    expected = provenance.record(ARTIFACT, kind=kind, machine=machine(), **key)
-    path = os.path.join(tuning_root(), f"{_slug(kind)}-{_key_hash(expected)}.json")
+    expected, path = _record_path(kind, key)
     with _RESULTS_LOCK:
         known = _RESULTS.get(path)
     if known is not None:
@@ -285,6 +283,12 @@ def forget() -> None:
 def on_forget(hook: Callable[[], None]) -> None:
     """Call ``hook`` whenever :func:`forget` runs (a module dropping its copies of results)."""
     _FORGET_HOOKS.append(hook)
+
+
+def _record_path(kind: str, key: Mapping) -> tuple[dict, str]:
+    """The provenance record a result of ``kind`` for ``key`` must carry on this machine, and its file."""
+    expected = provenance.record(ARTIFACT, kind=kind, machine=machine(), **key)
+    return expected, os.path.join(tuning_root(), f"{_slug(kind)}-{_key_hash(expected)}.json")
 
 
 def _read(path: str, expected: dict, check: Callable[[dict], None], quiet: bool = False) -> Optional[dict]:

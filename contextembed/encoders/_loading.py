@@ -364,10 +364,12 @@ def _did_you_mean(name: str) -> str:
     return f" Did you mean {guess[0]!r}?" if guess else ""
 
 
-def _check_recordable(tuning) -> None:
+def _check_recordable() -> None:
     """Raise :class:`~contextembed.errors.SettingError` where :func:`tune` could record nothing: with
     ``CONTEXTEMBED_TUNING=off``, or a tuning directory that cannot be made or written, or that another
     user could write (its records are never read there; the warning before this error says why)."""
+    from .. import tuning
+
     if tuning.mode() == "off":
         raise SettingError(f"{tuning.TUNING_ENV}=off: tune would measure and record nothing; unset it, or set it "
                            "to 'on' or 'refresh'")
@@ -412,7 +414,7 @@ def tune(spec: Union[str, os.PathLike], *, device: str = "auto", precision: str 
 
     start = time.perf_counter()
     tuning.forget()
-    _check_recordable(tuning)
+    _check_recordable()
     chosen = {}
     with tuning.refreshing(refresh), tuning.thorough():
         for asked in ["torch"] + ([backend] if backend != "torch" else []):

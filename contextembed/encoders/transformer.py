@@ -630,7 +630,6 @@ class TransformerEncoder(Encoder):
 
         candidates = (engine.auto_candidates(_parameter_count(model), "transformer backend", backend_key, backend_check)
                       if precision == "auto" else every)
-        self._engine_candidates = candidates
 
         def measure() -> dict:
             self._use_torch(copy.deepcopy(model), precision)
@@ -646,7 +645,7 @@ class TransformerEncoder(Encoder):
         result = tuning.remembered("transformer backend", backend_key(candidates), measure, backend_check(candidates),
                                    what="backend='auto' is exporting the model and timing torch against openvino")
         if result["backend"] == "openvino":
-            forward = measured.get("forward") or self._recorded_engine(model, precision)
+            forward = measured.get("forward") or self._recorded_engine(model, precision, candidates)
             if forward is not None:
                 self._use_engine(model, forward)
             else:
@@ -658,11 +657,12 @@ class TransformerEncoder(Encoder):
                     f" (openvino {result.get('engine_precision')} ran {speedup:.2f}x the speed of torch on a probe "
                     "batch per stream)")
 
-    def _recorded_engine(self, model, precision: str) -> Optional["engine.OpenVinoForward"]:
+    def _recorded_engine(self, model, precision: str,
+                         candidates: tuple[str, ...]) -> Optional["engine.OpenVinoForward"]:
         """The engine a tuning record chose, exported (or read from the cache) and compiled now, as it
         was when it was measured; ``None`` (torch, with a warning) where it cannot run here now."""
         try:
-            forward = self._engine_forward(model, precision, getattr(self, "_engine_candidates", None))
+            forward = self._engine_forward(model, precision, candidates)
             forward.compiled(self._n_layers - 1)
         except EngineError as error:
             logger.warning("backend='auto' chose torch: %s (the engine its tuning record chose cannot run now)", error)
