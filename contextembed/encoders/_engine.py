@@ -483,6 +483,19 @@ def auto_precision(make, probe: dict[str, np.ndarray], n_layers: int, key: dict,
 AUTO_INT8_MAX_PARAMETERS = 40_000_000
 
 
+def measured_at_first_use(n_parameters: int) -> bool:
+    """Whether ``backend="auto"`` exports and times the engine against torch in a use that finds no
+    record of it (:mod:`contextembed.tuning`): for a model of at most
+    :data:`AUTO_INT8_MAX_PARAMETERS`, or where the measurement is thorough (``contextembed tune``).
+    A larger model runs torch until ``contextembed tune`` has measured it: at base size the engine
+    won only in its int8, whose calibration takes minutes (all-mpnet-base-v2 on a 2-core Zen 4 EPYC:
+    its fp32 0.97x torch's, its bf16 0.84x torch's int8), while the export and the timings alone took
+    a bounded first use 68.5 s."""
+    from .. import tuning
+
+    return n_parameters <= AUTO_INT8_MAX_PARAMETERS or tuning.measuring_thoroughly()
+
+
 def auto_candidates(n_parameters: Optional[int], kind: str, key_of, check_of) -> tuple[str, ...]:
     """The precisions ``"auto"`` times on the engine for a model of ``n_parameters``: those of
     :func:`_auto_candidates`, less int8 where the model is larger than

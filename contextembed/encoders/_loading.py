@@ -385,9 +385,10 @@ def tune(spec: Union[str, os.PathLike], *, device: str = "auto", precision: str 
     ``contextembed tune`` runs): this CPU's precisions, and for a transformer with ``backend="auto"``
     torch against the OpenVINO engine, whose export and compiled model are cached too. Later
     processes on this machine read the records (:mod:`contextembed.tuning`) instead of measuring.
-    Nothing is left out for the sake of time (:func:`contextembed.tuning.thorough`): the engine's
-    int8 of a model larger than :data:`contextembed.encoders._engine.AUTO_INT8_MAX_PARAMETERS`, which
-    a first use leaves out, is calibrated and timed here.
+    Nothing is left out for the sake of time (:func:`contextembed.tuning.thorough`): for a model
+    larger than :data:`contextembed.encoders._engine.AUTO_INT8_MAX_PARAMETERS`, a first use of
+    ``backend="auto"`` runs torch without timing the engine, and ``backend="openvino",
+    precision="auto"`` leaves the engine's int8 out; both are measured here.
 
     Parameters
     ----------

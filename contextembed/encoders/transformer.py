@@ -617,19 +617,20 @@ class TransformerEncoder(Encoder):
 
         names = self._input_names()
         sentences = engine.calibration_sentences(self._calibration) if precision in ("int8", "auto") else []
-        base_key = {**engine.record_key(self._fingerprint(model), self._n_layers, names, engine.sentences_hash(sentences)),
+        key = {**engine.record_key(self._fingerprint(model), self._n_layers, names, engine.sentences_hash(sentences)),
                     "method": BACKEND_METHOD, "precision": precision, "torch_precision": torch_precision}
-        every = engine._auto_candidates()
+        candidates = engine._auto_candidates()
 
-        def backend_key(candidates: tuple[str, ...]) -> dict:
-            # a measurement that left some of the engine's precisions out is recorded apart
-            return base_key if candidates == every else {**base_key, "engine_candidates": list(candidates)}
+        def check(result: dict) -> None:
+            check_backend_record(result, precision, candidates)
 
-        def backend_check(candidates: tuple[str, ...]):
-            return lambda result: check_backend_record(result, precision, candidates)
-
-        candidates = (engine.auto_candidates(_parameter_count(model), "transformer backend", backend_key, backend_check)
-                      if precision == "auto" else every)
+        if not engine.measured_at_first_use(_parameter_count(model)) and tuning.recorded(
+                "transformer backend", key, check) is None:
+            self._use_torch(model, precision)
+            logger.info("backend='auto' chose torch without timing the engine for a model of %.0fM parameters (its "
+                        "export and timing take a minute): `contextembed tune MODEL` measures it once for this "
+                        "machine", _parameter_count(model) / 1e6)
+            return
 
         def measure() -> dict:
             self._use_torch(copy.deepcopy(model), precision)
@@ -642,7 +643,7 @@ class TransformerEncoder(Encoder):
             measured["forward"] = forward
             return {"backend": chosen_backend(speedup), "speedup": speedup, "engine_precision": forward.precision}
 
-        result = tuning.remembered("transformer backend", backend_key(candidates), measure, backend_check(candidates),
+        result = tuning.remembered("transformer backend", key, measure, check,
                                    what="backend='auto' is exporting the model and timing torch against openvino")
         if result["backend"] == "openvino":
             forward = measured.get("forward") or self._recorded_engine(model, precision, candidates)
