@@ -202,6 +202,30 @@ class LayerFeaturesBase(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
                        "layers, or layers combined (not 'concat')")
         return np.empty(shape, dtype=np.float32)
 
+    def get_feature_names_out(self, input_features=None) -> np.ndarray:
+        """Names of the output columns, saying where each comes from: the class, the layer
+        (``layer12``; ``layer0`` is the embeddings) or the layers combined into it
+        (``scalar_mix_layers0-12``, ``sum_layers9-12``), the piece a ``"first_last"`` word vector
+        takes it from (``first``, ``last``), and its index within the layer's width, e.g.
+        ``tokenembedder_layer9_17``. ``input_features`` is unused (the input is text)."""
+        check_is_fitted(self, "_n_features_out")
+        prefix = type(self).__name__.lower()
+        return np.asarray([f"{prefix}_{name}" for name in self._column_names()], dtype=object)
+
+    def _column_names(self) -> list[str]:
+        """:meth:`get_feature_names_out` without the class prefix."""
+        # a "first_last" word vector is its first piece's vector, then its last's
+        pieces = ("first_", "last_") if subword_output_width(1, self.subword_pooling_) == 2 else ("",)
+        width = self.width_ // len(pieces)
+        indexes = self.layer_indexes_
+        if self.pooling_.combine == "concat" or len(indexes) == 1:
+            layers = [f"layer{index}" for index in indexes]
+        else:
+            contiguous = list(indexes) == list(range(indexes[0], indexes[0] + len(indexes)))
+            span = f"{indexes[0]}-{indexes[-1]}" if contiguous else "+".join(map(str, indexes))
+            layers = [f"{self.pooling_.combine}_layers{span}"]
+        return [f"{layer}_{piece}{i}" for layer in layers for piece in pieces for i in range(width)]
+
     def _empty(self) -> np.ndarray:
         return self._output(np.zeros((0, self._n_features_out), dtype=np.float32))
 

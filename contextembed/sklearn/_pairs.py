@@ -104,6 +104,15 @@ class TextPairEmbedder(LayerFeaturesBase):
             self._learn_pair_mix(pairs, codes)
         return self
 
+    def _column_names(self) -> list[str]:
+        """Each side's columns (``a_``, ``b_``), then for ``"interactions"`` their absolute difference
+        (``abs_diff_``) and product (``product_``), as :meth:`_pair_features` stacks them."""
+        names = super()._column_names()
+        if self.pair_features_ == "cls":
+            return names
+        parts = ("a", "b") if self.pair_features_ == "segments" else ("a", "b", "abs_diff", "product")
+        return [f"{part}_{name}" for part in parts for name in names]
+
     def _pair_features(self, pairs: list) -> np.ndarray:
         if not pairs:
             return self._empty()

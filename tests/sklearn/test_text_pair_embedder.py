@@ -202,3 +202,22 @@ def test_pair_features_are_the_pair_pieces_pooled_on_the_host_bit_for_bit(bert, 
                 for side in (pair.first, pair.second))
         rows.append(np.concatenate([u, v] if pair_features == "segments" else [u, v, np.abs(u - v), u * v]))
     np.testing.assert_array_equal(got, np.stack(rows))
+
+
+def test_feature_names_say_which_side_and_layer_each_column_comes_from(bert):
+    embedder = TextPairEmbedder(bert, layers=[0, -1], combine="concat", pair_features="interactions",
+                                device="cpu", precision="fp32")
+    got = embedder.fit_transform(PAIRS)
+    names = list(embedder.get_feature_names_out())
+    assert len(names) == got.shape[1] == len(set(names))
+
+    def part(name: str) -> np.ndarray:
+        return got[:, [i for i, n in enumerate(names) if n.startswith(f"textpairembedder_{name}_layer")]]
+
+    a, b = part("a"), part("b")
+    assert a.shape[1] == b.shape[1] == got.shape[1] // 4
+    np.testing.assert_array_equal(part("abs_diff"), np.abs(a - b))
+    np.testing.assert_array_equal(part("product"), a * b)
+    assert names[0] == "textpairembedder_a_layer0_0"
+    cls = TextPairEmbedder(bert, layers=-1, pair_features="cls", device="cpu", precision="fp32").fit(PAIRS)
+    assert cls.get_feature_names_out()[0] == f"textpairembedder_layer{cls.n_layers_ - 1}_0"

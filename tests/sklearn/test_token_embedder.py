@@ -114,7 +114,8 @@ def test_pandas_output(bert, sentences):
     embedder = TokenEmbedder(bert, layers=-1, combine="concat").set_output(transform="pandas")
     frame = embedder.fit(sentences).transform(sentences)
     assert isinstance(frame, pd.DataFrame)
-    assert list(frame.columns) == [f"tokenembedder{i}" for i in range(frame.shape[1])]
+    top = embedder.n_layers_ - 1  # the columns say which layer they come from (issue 54)
+    assert list(frame.columns) == [f"tokenembedder_layer{top}_{i}" for i in range(frame.shape[1])]
 
 
 @pytest.mark.parametrize(
@@ -192,3 +193,22 @@ def test_fit_mix_is_the_public_hook_for_mix_learning_with_context(bert, sentence
     lengths = [len(s) for s in sentences]
     embedder.fit_mix(sentences, codes, window=window_index(lengths, 1), extra=shape_features(sentences))
     assert not np.allclose(embedder.mix_weights_, 1 / embedder.n_layers_) and embedder.n_mix_epochs_ >= 1
+
+
+def test_feature_names_say_which_layer_and_piece_each_column_comes_from(bert, sentences):
+    """A column named ``layerK_last_i`` is column i of layer K's last-piece vector (issue 54)."""
+    concat = TokenEmbedder(bert, layers=[0, -1], combine="concat", subword_pooling="first_last", device="cpu",
+                           precision="fp32")
+    got = concat.fit_transform(sentences)
+    names = concat.get_feature_names_out()
+    top = concat.n_layers_ - 1
+    assert len(names) == got.shape[1] == len(set(names))
+    for layer, piece in ((0, "first"), (top, "first"), (0, "last"), (top, "last")):
+        columns = [i for i, name in enumerate(names) if name.startswith(f"tokenembedder_layer{layer}_{piece}_")]
+        alone = TokenEmbedder(bert, layers=layer, subword_pooling=piece, device="cpu", precision="fp32")
+        assert [names[i].rsplit("_", 1)[1] for i in columns] == [str(i) for i in range(alone.fit(sentences).width_)]
+        np.testing.assert_array_equal(got[:, columns], alone.transform(sentences))
+    mixed = TokenEmbedder(bert, layers="all", combine="scalar_mix", device="cpu", precision="fp32").fit(sentences)
+    assert mixed.get_feature_names_out()[0] == f"tokenembedder_scalar_mix_layers0-{top}_0"
+    summed = TokenEmbedder(bert, layers=[0, top], combine="sum", device="cpu", precision="fp32").fit(sentences)
+    assert summed.get_feature_names_out()[-1] == f"tokenembedder_sum_layers0+{top}_{summed.width_ - 1}"
