@@ -555,5 +555,8 @@ def _discard_stdout() -> None:
         pass
 
 
+# the command's entry point and its parser (the rest is how the command is built and run)
+__all__ = ["build_parser", "main"]
+
 if __name__ == "__main__":
     sys.exit(main())
