@@ -6,8 +6,9 @@ Input formats
     Every input is UTF-8 text (a leading byte-order mark is allowed); lines end with ``\\n`` or
     ``\\r\\n``, mixed as they may be. A byte that is not UTF-8, a NUL byte (binary files, UTF-16), or a
     carriage return not followed by a line feed (a file with CR-only line endings, from classic Mac OS,
-    would read as one line) is a :class:`~contextembed.errors.FileFormatError` naming the file and the line. Every error a reader
-    raises names the file and the line; nothing is coerced or skipped silently.
+    would read as one line) is a :class:`~contextembed.errors.FileFormatError` naming the file and the
+    line. Every error a reader raises names the file and the line; nothing is coerced or skipped
+    silently.
 
     ``text``
         One sentence per line, split by the chosen tokenizer. Every line is a sentence: a blank (or
@@ -39,14 +40,15 @@ Input formats
 
 Documents
     Document context (``context=N``, ``--context N``) reaches across the sentences of one document
-    (:func:`~contextembed.io.read_documents`): CoNLL documents start at ``-DOCSTART-`` lines, CoNLL-U documents at
-    ``# newdoc`` comments, JSONL documents where the optional ``"doc"`` field (a string or a whole
-    number) changes (a document's lines must be consecutive: a ``"doc"`` that comes back is an error
-    naming the line). A JSONL line without ``"doc"`` belongs to the unnamed document of the lines
+    (:func:`~contextembed.io.read_documents`): CoNLL documents start at ``-DOCSTART-`` lines, CoNLL-U
+    documents at ``# newdoc`` comments, JSONL documents where the optional ``"doc"`` field (a string or
+    a whole number) changes (a document's lines must be consecutive: a ``"doc"`` that comes back is an
+    error naming the line). A JSONL line without ``"doc"`` belongs to the unnamed document of the lines
     without one around it: each run of consecutive lines without ``"doc"`` is one document, wherever it
-    stands (before, between or after named documents; a file without any ``"doc"`` is one document),
-    and unlike a name it may come back (the next run is another document). A plain text file is one document: a blank line is an empty sentence, and ends a
-    document only with ``doc_sep="blank"`` (``--doc-sep blank``).
+    stands (before, between or after named documents; a file without any ``"doc"`` is one document), and
+    unlike a name it may come back (the next run is another document). A plain text file is one
+    document: a blank line is an empty sentence, and ends a document only with ``doc_sep="blank"``
+    (``--doc-sep blank``).
 """
 
 from __future__ import annotations
