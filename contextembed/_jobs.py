@@ -36,10 +36,10 @@ Each input file gives one output with the same relative name and the extension o
 Complete outputs
 ----------------
 Every output is written under a temporary name and renamed when complete, and records its
-provenance (:mod:`contextembed.io`: the input's content hash, the model's fingerprint, every option
-that changes the features, the output's own content hash). An existing output is kept only after
-:func:`check_complete` finds that record equal to the one this run would write and the file
-holding what it recorded; anything else (the input edited, another model or option, an output
+provenance (:mod:`contextembed.io._records`: the input's content hash, the model's fingerprint,
+every option that changes the features, the output's own content hash). An existing output is kept
+only after :func:`check_complete` finds that record equal to the one this run would write and the
+file holding what it recorded; anything else (the input edited, another model or option, an output
 with no record, from an older contextembed, or edited, cut or with its ``.npy`` record deleted) is a
 :class:`~contextembed.errors.ProvenanceError` (or ``FileFormatError``) naming the output, the field
 and the fix: ``overwrite=True`` (``--overwrite``) redoes every output.
@@ -56,7 +56,9 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Literal, Optional, get_args
 
-from .io import INPUT_EXTENSIONS, RECORD_SUFFIX, check_reusable, expected_record
+from .io._pipeline import expected_record
+from .io._records import RECORD_SUFFIX, check_reusable
+from .io.readers import INPUT_EXTENSIONS
 from ._options import check_choice
 
 OutputFormat = Literal["npz", "npy"]

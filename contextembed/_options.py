@@ -35,7 +35,7 @@ option                 definition (type and check)
 ``engine``             :data:`contextembed.corpus.Engine`, ``runner`` (dispatch through ``RUNNERS``)
 ``output_format``      :data:`contextembed._jobs.OutputFormat`, checked by ``plan``
 ``context``            ``contextembed._documents.check_context`` (against the encoder)
-``doc_sep``            :data:`contextembed.io.DocSep`, checked by ``read_documents`` and ``embed_file``
+``doc_sep``            :data:`contextembed.io.readers.DocSep`, checked by ``read_documents`` and ``embed_file``
 ``dtype`` (output)     :data:`contextembed.pooling._layers.OutputDtype`, ``check_output_dtype``
                        (the estimators': in ``fit`` and where features are returned)
 =====================  ==================================================================

@@ -237,8 +237,10 @@ def _by_level(name: str, word_none: str = "") -> str:
 def add_embed_parser(subparsers) -> None:
     from ._bounds import CONNECT_TIMEOUT, Bound
     from .corpus import ENGINES, OUTPUT_FORMATS
-    from .extraction import LEVEL_DEFAULTS
-    from .io import DOC_SEPS, INPUT_FORMATS, LEVELS, OUTPUT_DTYPES, TOKENIZERS
+    from .extraction import LEVEL_DEFAULTS, LEVELS
+    from .io._pipeline import OUTPUT_DTYPES
+    from .io.readers import DOC_SEPS, INPUT_FORMATS
+    from .tokenizers import TOKENIZERS
 
     parser = subparsers.add_parser(
         "embed",
@@ -325,7 +327,7 @@ def _single_output(args: argparse.Namespace) -> Optional[str]:
 
 def _run_embed(args: argparse.Namespace) -> int:
     from .corpus import embed_corpus, is_corpus
-    from .io import embed_file
+    from .io._pipeline import embed_file
 
     options = {"input_format": args.format, "tokenizer": args.tokenizer, "layers": args.layers,
                "combine": args.combine, "subword_pooling": args.subword_pooling, "level": args.level,
@@ -356,7 +358,8 @@ def add_distill_parser(subparsers) -> None:
     from ._distillation import Case, Weighting
     from .encoders._static import OovVector
     from .encoders._table_storage import Int8Scale, StoragePrecision
-    from .io import INPUT_FORMATS, TOKENIZERS
+    from .io.readers import INPUT_FORMATS
+    from .tokenizers import TOKENIZERS
     from ._bounds import Bound
 
     parser = subparsers.add_parser(
@@ -425,7 +428,7 @@ def _run_distill(args: argparse.Namespace) -> int:
     from ._distillation import check_output, distill
     from .encoders._table_storage import TableStorage
     from .encoders import load_encoder
-    from .io import read_sentences
+    from .io.readers import read_sentences
     from .tokenizers import get_tokenizer
 
     check_output(args.spec, args.output, overwrite=args.overwrite, flag="--overwrite")
@@ -551,6 +554,9 @@ def _discard_stdout() -> None:
     except (OSError, ValueError):  # no file descriptor (output captured in memory)
         pass
 
+
+# the command's entry point and its parser (the rest is how the command is built and run)
+__all__ = ["build_parser", "main"]
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -46,7 +46,8 @@ from typing import Literal, Optional, Union, get_args
 
 from . import _terminal as terminal
 from ._bounds import CONNECT_TIMEOUT, check_setting
-from .io import check_input, embed_file
+from .io._pipeline import embed_file
+from .io.readers import check_input
 from ._jobs import OUTPUT_FORMATS, Job, OutputFormat, check_complete, find_inputs, is_corpus, plan, walk  # noqa: F401
 from ._options import check_choice
 
@@ -196,7 +197,7 @@ def adopt_recorded(jobs: list[Job], existing: set, options: dict) -> dict:
     from ._devices import PRECISION_NAMES
     from .encoders import _engine as engine
     from .errors import ProvenanceError
-    from .io import read_output_record
+    from .io._records import read_output_record
 
     asked = [name for name, default in ADOPTED.items() if options.get(name, default) == "auto"]
     for job in (job for job in jobs if job in existing) if asked else ():

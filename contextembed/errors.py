@@ -121,3 +121,8 @@ def missing_extra(package: str, extra: str, purpose: str) -> MissingDependencyEr
         f"{purpose} needs the '{package}' package, which is not installed; install it with "
         f'pip install ".[{extra}]" from the contextembed repository (or pip install {package})'
     )
+
+
+# the exception types (missing_extra builds one for the package's own modules)
+__all__ = ["ClusterConnectionError", "EngineError", "FileFormatError", "MemoryBudgetError", "MissingDependencyError",
+           "ModelFormatError", "ModelMismatchError", "ModelNotFoundError", "ProvenanceError", "SettingError"]

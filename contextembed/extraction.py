@@ -39,6 +39,7 @@ from .pooling._text import pool_text_numpy
 from ._sentences import check_sentence_chunks
 
 Level = Literal["word", "text"]
+#: the levels features are for: ``"word"``, one row per word; ``"text"``, one row per text
 LEVELS: tuple[str, ...] = get_args(Level)
 
 #: what an option left ``None`` stands for, per level. At word level ``layers`` and ``combine``
@@ -243,3 +244,6 @@ class FeatureExtractor:
         """``(texts, dim)`` in ``dtype``."""
         rows = list(self.iter_texts(sentences))
         return np.stack(rows) if rows else np.zeros((0, self.dim), dtype=self.dtype)
+
+
+__all__ = ["LEVELS", "LEVEL_DEFAULTS", "FeatureExtractor", "Level"]

@@ -132,6 +132,10 @@ def test_the_layers_below_run_one_way():
         "contextembed._quantization": ("contextembed._devices",),
         "contextembed.encoders._vector_files": ("contextembed.encoders._static",),
         "contextembed.encoders._static_directory": ("contextembed.encoders._static",),
+        # contextembed.io: the readers and the writer below the output records, the records below embed_file
+        "contextembed.io.readers": ("contextembed.io._records", "contextembed.io._pipeline", "contextembed.io.writer"),
+        "contextembed.io.writer": ("contextembed.io._records", "contextembed.io._pipeline", "contextembed.io.readers"),
+        "contextembed.io._records": ("contextembed.io._pipeline", "contextembed.io.readers"),
     }
     for module, above in below.items():
         upward = sorted(m for m in graph[module] if m.startswith(above))

@@ -13,6 +13,7 @@ from contextembed._files import PARTIAL_SUFFIX
 from contextembed.cli import Interrupted, main, signals_interrupt
 from contextembed.errors import FileFormatError
 from contextembed.io import ArrayWriter, embed_file, read_conll, read_sentences
+from contextembed.io import _pipeline  # where embed_file is defined, and the names it calls
 
 TEXT = "the quick fox\n\nNew York Times unaffable\n"
 OLD = b"previous output, must survive"
@@ -251,7 +252,7 @@ def test_embed_errors(tiny_bert_dir, inputs, capsys):
 def test_input_that_changes_between_the_two_readings_writes_nothing(vectors, inputs, monkeypatch):
     out = _old_output(inputs)
     readings = iter([[["a", "b"], ["c"]], [["a", "b"]]])
-    monkeypatch.setattr(contextembed_io, "read_sentences", lambda *args: iter(next(readings)))
+    monkeypatch.setattr(_pipeline, "read_sentences", lambda *args: iter(next(readings)))
     with pytest.raises(ValueError, match="changed while it was being read"):
         embed_file(vectors, str(inputs / "in.txt"), str(out), overwrite=True, show_progress=False)
     assert out.read_bytes() == OLD and _leftovers(inputs) == []
@@ -396,7 +397,7 @@ def test_unexpected_errors_keep_their_traceback(inputs, monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr(contextembed_io, "embed_file", broken)
+    monkeypatch.setattr(_pipeline, "embed_file", broken)
     with pytest.raises(RuntimeError, match="a bug"):
         main(_embed("any", inputs / "in.txt", inputs / "out.npy"))
 
@@ -480,7 +481,7 @@ def test_signal_while_writing_keeps_the_previous_output(vectors, inputs, monkeyp
 
 
 def test_signal_after_the_output_is_in_place_is_reported_not_raised(vectors, inputs, monkeypatch, capsys):
-    real = contextembed_io.embed_file
+    real = _pipeline.embed_file
 
     def then_signal(*args, **kwargs):
         summary = real(*args, **kwargs)
@@ -489,7 +490,7 @@ def test_signal_after_the_output_is_in_place_is_reported_not_raised(vectors, inp
             pass
         return summary
 
-    monkeypatch.setattr(contextembed_io, "embed_file", then_signal)
+    monkeypatch.setattr(_pipeline, "embed_file", then_signal)
     out = inputs / "out.npy"
     assert main(_embed(vectors, inputs / "in.txt", out)) == 0
     assert "SIGTERM arrived after" in capsys.readouterr().err

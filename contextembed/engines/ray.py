@@ -528,7 +528,8 @@ def write_array(dataset, path, source, *, dtype: str = "float32", overwrite: boo
     dict
         ``rows``, ``dim``, ``output``, like :func:`contextembed.io.embed_file`.
     """
-    from ..io import ArrayWriter, check_output
+    from ..io._records import check_output
+    from ..io.writer import ArrayWriter
 
     check_output(path, overwrite=overwrite)
     engine = {k: options.pop(k) for k in ("batch_size", "concurrency", "num_cpus", "num_gpus") if k in options}
@@ -605,7 +606,7 @@ class FileActor:
         return {"summary": np.array(summaries, dtype=object)}
 
     def _embed(self, job: dict) -> dict:
-        from ..io import embed_file
+        from ..io._pipeline import embed_file
 
         spec, target = job.pop("spec"), Job(job.pop("input"), job.pop("output"))
         if os.path.exists(target.output) and not job.get("overwrite"):

@@ -10,7 +10,7 @@ from typing import NamedTuple, Optional, Union
 
 import numpy as np
 
-from ..io import NEW_DOCUMENT, ConllSentence, _conll_items, _lines, _numbered, check_input
+from ..io.readers import NEW_DOCUMENT, ConllSentence, _conll_items, _lines, _numbered, check_input
 
 
 class ConllDocuments(NamedTuple):
@@ -100,7 +100,7 @@ def _checked_path(path, index: int) -> str:
 
 def _conll_files(paths: list[str]) -> Iterator:
     """The sentences of every file as ``(path, ConllSentence)``, and
-    :data:`~contextembed.io.NEW_DOCUMENT` where a file or a ``-DOCSTART-`` starts a document."""
+    :data:`~contextembed.io.readers.NEW_DOCUMENT` where a file or a ``-DOCSTART-`` starts a document."""
     for path in paths:
         yield NEW_DOCUMENT
         for item in _conll_items(path):
@@ -156,7 +156,7 @@ def read_conll_doc_ids(path: Union[str, os.PathLike], limit: Optional[int] = Non
     reads (numbered from 0; documents start at ``-DOCSTART-`` lines)."""
     warnings.warn("read_conll_doc_ids reads the file a second time: use read_conll_documents(path), which returns "
                   "(sentences, tags, doc_ids) in one pass", DeprecationWarning, stacklevel=2)
-    from ..io import read_documents
+    from ..io.readers import read_documents
 
     _check_limit(limit)
     return [document for document, _ in islice(read_documents(os.fspath(path), "conll"), limit)]
