@@ -133,7 +133,7 @@ class SpacyFactory(_Generated):
         title = "The ``contextembed`` component"
         text = config_text("components.contextembed", {"factory": "contextembed", **DEFAULT_CONFIG})
         return [title, "-" * len(title), "", "Every setting at its default:", *_literal_block(text),
-                ".. autofunction:: contextembed.spacy._component.make_contextembed", "   :no-index:", ""]
+                ".. autofunction:: contextembed.spacy.make_contextembed", "   :no-index:", ""]
 
 
 class SpacyRegistry(_Generated):
@@ -196,9 +196,47 @@ def link_docs_pages(app, what, name, obj, options, lines: list[str]) -> None:
         lines[index] = _DOCS_PAGE.sub(lambda m: f":doc:`/{m['page']}`" if m["page"] in pages else m[0], line)
 
 
+def is_private_class(cls) -> bool:
+    """Whether ``cls`` is contextembed's and no public module exports it (``LayerFeaturesBase``).
+
+    A class is public when the module it is defined in, or a package above it with the private
+    parts of the path dropped, has it under its own name (``contextembed.encoders._base.Encoder`` is
+    ``contextembed.Encoder``).
+    """
+    import importlib
+
+    module = getattr(cls, "__module__", "") or ""
+    if module.split(".")[0] != "contextembed":
+        return False
+    parts = module.split(".")
+    public = [p for p in parts if not p.startswith("_")]
+    candidates = {".".join(public[:i]) for i in range(1, len(public) + 1)}
+    if not any(p.startswith("_") for p in parts):
+        candidates.add(module)
+    return cls.__name__.startswith("_") or not any(
+        getattr(importlib.import_module(name), cls.__name__, None) is cls for name in candidates)
+
+
+def public_bases(bases: list) -> list:
+    """``bases`` with each private contextembed class replaced by its own bases, recursively
+    (``LayerFeaturesBase`` becomes scikit-learn's mixins), ``object`` dropped unless it is all."""
+    out: list = []
+    for base in bases:
+        for shown in (public_bases(list(base.__bases__)) if is_private_class(base) else [base]):
+            if shown not in out and shown is not object:
+                out.append(shown)
+    return out or [object]
+
+
+def show_public_bases(app, name, obj, options, bases: list) -> None:
+    """A class page's "Bases:" names no private class (the reader cannot import it)."""
+    bases[:] = public_bases(bases)
+
+
 def setup(app):
     app.add_directive("contextembed-spacy-factory", SpacyFactory)
     app.add_directive("contextembed-spacy-registry", SpacyRegistry)
     app.add_directive("contextembed-examples", Examples)
     app.connect("autodoc-process-docstring", link_docs_pages)
+    app.connect("autodoc-process-bases", show_public_bases)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
