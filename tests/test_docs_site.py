@@ -120,10 +120,27 @@ def resolve(qualified: str):
     return getattr(importlib.import_module(module), name)
 
 
+def numpydoc_of(obj):
+    """``obj``'s docstring as numpydoc reads it (a class's own sections, not its members')."""
+    return ClassDoc(obj, config={"show_class_members": False}) if inspect.isclass(obj) else FunctionDoc(obj)
+
+
+def documented_entries(sections=("Parameters",)):
+    """``(qualified name, names, entry)`` of each entry in ``sections`` of the docstring of every
+    listed class and function (``names``: ``{"window", "stride"}`` for ``window, stride : int``)."""
+    for qualified in listed_names():
+        obj = resolve(qualified)
+        if inspect.isclass(obj) or inspect.isfunction(obj):
+            doc = numpydoc_of(obj)
+            for section in sections:
+                for entry in doc[section]:
+                    yield qualified, {name.strip() for name in entry.name.split(",")}, entry
+
+
 def documented_parameters(obj) -> list[str]:
     """The names in the numpydoc parameter and attribute sections of ``obj``'s docstring
     (``window, stride : int`` gives both)."""
-    doc = ClassDoc(obj, config={"show_class_members": False}) if inspect.isclass(obj) else FunctionDoc(obj)
+    doc = numpydoc_of(obj)
     names = []
     for section in PARAMETER_SECTIONS:
         for parameter in doc[section]:
@@ -196,16 +213,8 @@ def test_every_listed_name_has_its_page_with_every_parameter(site):
 
 
 def test_every_precision_and_backend_parameter_points_to_the_guide():
-    unlinked = []
-    for qualified in listed_names():
-        obj = resolve(qualified)
-        if not (inspect.isclass(obj) or inspect.isfunction(obj)):
-            continue
-        doc = ClassDoc(obj, config={"show_class_members": False}) if inspect.isclass(obj) else FunctionDoc(obj)
-        for parameter in doc["Parameters"]:
-            names = {name.strip() for name in parameter.name.split(",")}
-            if names & {"precision", "backend"} and "docs/choosing.md" not in " ".join(parameter.desc):
-                unlinked.append(f"{qualified}: {parameter.name}")
+    unlinked = [f"{qualified}: {entry.name}" for qualified, names, entry in documented_entries()
+                if names & {"precision", "backend"} and "docs/choosing.md" not in " ".join(entry.desc)]
     assert unlinked == [], "these precision/backend parameters do not name docs/choosing.md"
 
 
@@ -372,20 +381,10 @@ def accepted_precisions(qualified: str) -> set[str]:
 def test_precision_lists_what_the_code_accepts():
     """Every ``precision : {...}`` documented on a listed name lists exactly the values its check
     accepts (the estimators' shared docs once left out ``"int8"``)."""
-    wrong = []
-    for qualified in listed_names():
-        obj = resolve(qualified)
-        if not (inspect.isclass(obj) or inspect.isfunction(obj)):
-            continue
-        doc = ClassDoc(obj, config={"show_class_members": False}) if inspect.isclass(obj) else FunctionDoc(obj)
-        expected = accepted_precisions(qualified)
-        for section in PARAMETER_SECTIONS:
-            for parameter in doc[section]:
-                names = {name.strip() for name in parameter.name.split(",")}
-                if "precision" in names and parameter.type.startswith("{"):
-                    values = set(re.findall(r'"(\w+)"', parameter.type))
-                    if values != expected:
-                        wrong.append(f"{qualified}: {parameter.type} (the code accepts {sorted(expected)})")
+    wrong = [f"{qualified}: {entry.type} (the code accepts {sorted(accepted_precisions(qualified))})"
+             for qualified, names, entry in documented_entries(PARAMETER_SECTIONS)
+             if "precision" in names and entry.type.startswith("{")
+             and set(re.findall(r'"(\w+)"', entry.type)) != accepted_precisions(qualified)]
     assert wrong == []
 
 

@@ -91,13 +91,13 @@ class TextPairEmbedder(LayerFeaturesBase):
         X : sequence of (first, second) pairs
             Pairs of strings (split by ``tokenizer``) or of token lists, or a two-column array or
             DataFrame of texts.
-        y : array-like of shape (n_pairs,), optional
-            Class labels; only used to learn the scalar mix.
+        y
+            As :meth:`fit` takes it.
 
         Returns
         -------
         np.ndarray
-            ``(n_pairs, n_features)`` in ``dtype`` (float32 by default), one row per pair in input order.
+            ``(n_pairs, n_features)``, as :meth:`transform` returns it.
         """
         pairs = check_pairs(X, self.tokenizer, fit=True)
         return self._fit(pairs, y)._pair_features(pairs)

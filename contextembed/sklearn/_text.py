@@ -127,14 +127,14 @@ class TextEmbedder(LayerFeaturesBase):
         Parameters
         ----------
         X : iterable of str, or of token lists
-            Raw texts (split by ``tokenizer``) or pre-tokenized texts, as :meth:`fit` takes them.
-        y : array-like of shape (n_texts,), optional
-            Class labels; only used to learn the scalar mix.
+            Raw texts (split by ``tokenizer``) or pre-tokenized texts.
+        y
+            As :meth:`fit` takes it.
 
         Returns
         -------
         np.ndarray
-            ``(n_texts, n_features)`` in ``dtype`` (float32 by default), one row per text in input order.
+            ``(n_texts, n_features)``, as :meth:`transform` returns it.
         """
         texts = check_texts(X, self.tokenizer, fit=True)
         return self._fit(texts, y)._text_features(texts)

@@ -166,16 +166,13 @@ class TokenEmbedder(LayerFeaturesBase):
         ----------
         X : list of list of str
             Tokenized sentences.
-        y : list of list of labels, or array of one label per token, optional
-            Token labels (e.g. NER tags). Only used to learn the scalar mix.
-        doc_ids : sequence, optional
-            One document id per sentence (see the class docstring).
+        y, doc_ids
+            As :meth:`fit` takes them.
 
         Returns
         -------
         np.ndarray
-            ``(total_tokens, n_features)`` in ``dtype`` (float32 by default), one row per token in input
-            order.
+            ``(total_tokens, n_features)``, as :meth:`transform` returns it.
         """
         sentences = check_token_lists(X, fit=True)
         documents = check_doc_ids(doc_ids, len(sentences))
