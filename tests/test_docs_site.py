@@ -287,8 +287,8 @@ def listed_classes() -> dict[str, type]:
 
 
 def examples_page_sections() -> list[str]:
-    """The qualified names heading the sections of docs/examples.md (``### `name` ``)."""
-    return re.findall(r"^### `([\w.]+)`\s*$", (DOCS / "examples.md").read_text(encoding="utf-8"), re.MULTILINE)
+    """The qualified names heading the sections of docs/examples.md (``## `name` ``)."""
+    return re.findall(r"^## `([\w.]+)`\s*$", (DOCS / "examples.md").read_text(encoding="utf-8"), re.MULTILINE)
 
 
 def private_classes() -> set[str]:

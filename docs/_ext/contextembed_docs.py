@@ -154,9 +154,9 @@ class SpacyRegistry(_Generated):
 #: a fenced code block of a Markdown page (the pattern tests/test_docs.py runs them by)
 _FENCE = re.compile(r"```(?P<language>\w*)\n(?P<body>(?:(?!```).)*)```", re.DOTALL)
 #: the page of one self-contained example per public class, each under a heading that is the
-#: class's qualified name (``### `contextembed.sklearn.TextEmbedder` ``)
+#: class's qualified name (``## `contextembed.sklearn.TextEmbedder` ``)
 EXAMPLES_PAGE = "examples"
-_EXAMPLE_HEADING = re.compile(r"^### `(?P<name>[\w.]+)`\s*$", re.MULTILINE)
+_EXAMPLE_HEADING = re.compile(r"^## `(?P<name>[\w.]+)`\s*$", re.MULTILINE)
 
 
 def guide_blocks(srcdir: str) -> list[tuple[str, str, str]]:
