@@ -130,8 +130,8 @@ def embed_corpus(
         :class:`~contextembed.errors.ClusterConnectionError` naming it
         (:func:`contextembed.engines.ray.check_address`).
     overwrite : bool
-        Redo every output; otherwise an existing output is checked
-        (:func:`contextembed._jobs.check_complete`) and kept.
+        Redo every output; otherwise an existing output is checked (its provenance record must be
+        the one this run would write) and kept.
     show_progress : bool
         One bar over the files (tqdm, on stderr), with the sentences embedded and the outputs kept.
     **options

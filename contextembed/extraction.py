@@ -97,7 +97,7 @@ class FeatureExtractor:
         level="text").texts(sentences)`` equals ``TextEmbedder(encoder).fit_transform(sentences)``.
     context : int
         Word features only: encode each sentence with up to this many pieces of its document's text
-        on each side (:mod:`contextembed._documents`; documents given to :meth:`iter_words`); 0 (the
+        on each side (documents given to :meth:`iter_words`); 0 (the
         default): each sentence alone. Transformers only (a ``ValueError`` for other encoders).
     dtype : {"float32", "float16"}
         Of the word rows (:meth:`iter_words`): transformers round them to float16 where they were
@@ -164,10 +164,9 @@ class FeatureExtractor:
         Raises
         ------
         TypeError, ValueError
-            For ``doc_ids`` that break the rules of :func:`contextembed._documents.checked_doc_ids`
-            (an id missing, a bool or unhashable, a document that comes back after another), or
-            that end before the sentences or go on after them (:func:`contextembed._documents.with_doc_ids`),
-            naming the position. The ids are read along with the sentences, so the error comes
+            For ``doc_ids`` that break the rules of document ids (an id missing, a bool or
+            unhashable, a document that comes back after another), or that end before the sentences
+            or go on after them, naming the position. The ids are read along with the sentences, so the error comes
             where the bad id is read: an id too many once the last sentence is read.
         """
         yield from self._iter_words(sentences, doc_ids, self.dtype, show_progress)

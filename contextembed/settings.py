@@ -9,22 +9,19 @@ or one holding only spaces, takes the default.
 variable                               accepted                                     default
 =====================================  ===========================================  ====================
 ``CONTEXTEMBED_CPU_STREAMS``           whole number >= 1: batches run at once on a  torch's intra-op
-                                       CPU (:mod:`contextembed._streams`); above     thread count
-                                       :data:`STREAMS_PER_CORE` x the cores this
-                                       process may use it is capped there, with a
-                                       warning
+                                       CPU; above :data:`STREAMS_PER_CORE` x the    thread count
+                                       cores this process may use it is capped
+                                       there, with a warning
 ``CONTEXTEMBED_MEMORY_BUDGET``         byte size from 16 MiB to 1 PiB: the          a quarter of the
                                        features contextembed keeps in memory at     memory this
                                        once (the feature store's resident rows      process may use,
-                                       and every feature array a call builds:       at least 1 GiB
-                                       :mod:`contextembed._store`)
+                                       and every feature array a call builds)       at least 1 GiB
 ``CONTEXTEMBED_STORE_DIR``             a directory: where the feature store makes   the user's cache:
                                        its session directories                      ``~/.cache/...``
 ``CONTEXTEMBED_STORE_SESSION``         set by contextembed, not by hand: the        named by the job's
                                        session directory a job's processes share    first process
 ``CONTEXTEMBED_AUTO_CPU_PRECISION``    ``bf16``, ``fp32`` or ``int8``: what         measured on this CPU
                                        ``precision="auto"`` runs on a CPU
-                                       (:mod:`contextembed._devices`)
 ``CONTEXTEMBED_TUNING``                ``on``, ``refresh`` or ``off``: whether      ``on``
                                        what ``auto`` measures is read from and
                                        written to tuning records

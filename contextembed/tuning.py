@@ -1,16 +1,16 @@
 """Measure once per machine, remember it: what ``"auto"`` measured, recorded on disk with its provenance.
 
-``precision="auto"`` and ``backend="auto"`` choose by measuring (:mod:`contextembed._devices`,
-:mod:`contextembed.encoders._engine`). Measured in every process, that cost seconds at each start and
-could choose differently from one process to the next as the machine's load changed. Here, as
+``precision="auto"`` and ``backend="auto"`` choose by measuring. Measured in every process, that
+cost seconds at each start and could choose differently from one process to the next as the
+machine's load changed. Here, as
 FFTW's "wisdom" does for its plans, each measurement is written to a *tuning record* and every
 later process on the same machine reuses it: the same choice everywhere, measured once.
 
 Records
     One JSON file per measurement in :func:`tuning_root` (``CONTEXTEMBED_TUNING_DIR``, default
     ``$XDG_CACHE_HOME/contextembed/tuning``), named by a hash of what it depends on. Its provenance
-    (:mod:`contextembed._provenance`) holds the measurement's kind and inputs (a model's fingerprint,
-    the precision asked for), the machine (:func:`machine`: CPU model, flags, the cores and threads
+    holds the measurement's kind and inputs (a model's fingerprint, the precision asked for), the
+    machine (:func:`machine`: CPU model, flags, the cores and threads
     in use) and the versions of contextembed, torch and the engine. A record is used only if all of
     those match this process and its result passes the measurement's own check (the fields it
     writes, a known choice, a finite speed in range, and the choice its own numbers imply:
@@ -19,17 +19,16 @@ Records
 
 Trust
     A record decides what a process computes, so only one this user or root could have written is
-    used (:func:`contextembed._files.untrusted_reason`): a record that is a link, another user's or
-    writable by group or others is measured again and replaced; a tuning directory that is any of
+    used: a record that is a link, another user's or writable by group or others is measured
+    again and replaced; a tuning directory that is any of
     those is not used at all (one warning naming it and what is wrong; the process measures for
     itself and writes nothing there). The directory is made ``0o755`` and records ``0o644``
     whatever the umask, so that what root prepared ahead is read, and trusted, by every user.
 
 Concurrency
-    Measuring holds a lock file beside the record (opened without following a link:
-    :func:`contextembed._files.open_lock`), so two processes that start untuned at once measure
-    once: the second waits for the first's record (at most :data:`LOCK_WAIT` seconds, then measures
-    alone) and adopts it. Records are written under a temporary name and renamed.
+    Measuring holds a lock file beside the record (opened without following a link), so two
+    processes that start untuned at once measure once: the second waits for the first's record
+    (at most :data:`LOCK_WAIT` seconds, then measures alone) and adopts it. Records are written under a temporary name and renamed.
 
 Settings
     ``CONTEXTEMBED_TUNING``: ``on`` (default: read and write records), ``refresh`` (measure again

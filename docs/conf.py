@@ -66,9 +66,13 @@ suppress_warnings = ["myst.header"]
 
 html_theme = "pydata_sphinx_theme"
 html_title = f"contextembed {release}"
+# the top bar holds the five top-level pages of index.rst (getting started, the guides, the API
+# reference, the command line, the spaCy registry), none hidden under "More"; each guide is listed
+# by its full title in the side bar of the guides (docs/guides.rst)
 html_theme_options = {
     "navigation_with_keys": False,
     "show_toc_level": 2,
+    "header_links_before_dropdown": 6,
 }
 html_static_path = []
 html_last_updated_fmt = None

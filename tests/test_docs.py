@@ -3,9 +3,10 @@
 Each document's blocks run in order, in a temporary directory prepared with the files the document
 names (:data:`PREPARE`):
 
-- ``python`` blocks share one namespace per document. A statement that is a bare expression followed
-  by a comment that starts with a Python literal (``doc.tensor.shape  # (8, 384): ...``) must
-  evaluate to that literal. A ``python`` block followed directly by a ``text`` block must print
+- ``python`` blocks share one namespace per document, but in :data:`SELF_CONTAINED` documents,
+  where each block runs alone, in a namespace and directory of its own. A statement that is a bare
+  expression followed by a comment that starts with a Python literal
+  (``doc.tensor.shape  # (8, 384): ...``) must evaluate to that literal. A ``python`` block followed directly by a ``text`` block must print
   exactly that text.
 - ``bash`` blocks: each ``contextembed ...`` line runs as a subprocess (under the socket guard);
   pretraining commands get ``--max-steps 2`` / ``--epochs 1`` appended so that they finish in
@@ -119,7 +120,10 @@ READERS_DATA = {
                  "corpus": ["an unexpected delight", "nothing works here", ""] * 4},
 }
 #: documents whose examples load the bundled models (installed with the models extra)
-NEEDS_MODELS = {"README.md", "usage.md", "choosing.md", "sklearn.md", "spacy.md", "scale.md"}
+NEEDS_MODELS = {"README.md", "usage.md", "choosing.md", "sklearn.md", "spacy.md", "scale.md", "examples.md"}
+#: documents whose python blocks each stand alone (the examples on the reference's class pages): each
+#: runs in a fresh namespace and a directory of its own, so none leans on an earlier one
+SELF_CONTAINED = {"examples.md"}
 #: documents whose examples start local clusters (loopback traffic, and the extras)
 NEEDS_CLUSTERS = {"scale.md": ("ray", "dask.distributed", "dask_ml")}
 #: documents whose examples need an optional extra (CI installs it: .ci/run)
@@ -341,6 +345,10 @@ def _run_document(document: Path, blocks: list, namespace: dict, tmp_path: Path)
     printed = None
     for index, (language, body, line) in enumerate(blocks):
         where = f"{document.name}:{line}"
+        if language == "python" and document.name in SELF_CONTAINED:
+            namespace = {"__name__": "__docs__"}
+            (tmp_path / f"block-{line}").mkdir()
+            os.chdir(tmp_path / f"block-{line}")  # the test's monkeypatch.chdir restores the directory
         if language == "python":
             printed = _run_python(body, namespace, where)
             following = blocks[index + 1] if index + 1 < len(blocks) else None

@@ -121,10 +121,27 @@ def resolve(qualified: str):
     return getattr(importlib.import_module(module), name)
 
 
+def numpydoc_of(obj):
+    """``obj``'s docstring as numpydoc reads it (a class's own sections, not its members')."""
+    return ClassDoc(obj, config={"show_class_members": False}) if inspect.isclass(obj) else FunctionDoc(obj)
+
+
+def documented_entries(sections=("Parameters",)):
+    """``(qualified name, names, entry)`` of each entry in ``sections`` of the docstring of every
+    listed class and function (``names``: ``{"window", "stride"}`` for ``window, stride : int``)."""
+    for qualified in listed_names():
+        obj = resolve(qualified)
+        if inspect.isclass(obj) or inspect.isfunction(obj):
+            doc = numpydoc_of(obj)
+            for section in sections:
+                for entry in doc[section]:
+                    yield qualified, {name.strip() for name in entry.name.split(",")}, entry
+
+
 def documented_parameters(obj) -> list[str]:
     """The names in the numpydoc parameter and attribute sections of ``obj``'s docstring
     (``window, stride : int`` gives both)."""
-    doc = ClassDoc(obj, config={"show_class_members": False}) if inspect.isclass(obj) else FunctionDoc(obj)
+    doc = numpydoc_of(obj)
     names = []
     for section in PARAMETER_SECTIONS:
         for parameter in doc[section]:
@@ -135,6 +152,12 @@ def documented_parameters(obj) -> list[str]:
 def missing_from(text: str, names) -> list[str]:
     """The names that do not appear as a whole word in ``text``."""
     return [name for name in names if not re.search(rf"(?<![\w.]){re.escape(name)}(?!\w)", text)]
+
+
+def present_in(text: str, names) -> list[str]:
+    """The names that appear as a whole word in ``text``, sorted."""
+    absent = set(missing_from(text, names))
+    return sorted(name for name in names if name not in absent)
 
 
 def cli_words(parser: argparse.ArgumentParser, path=()) -> list[tuple[tuple[str, ...], str]]:
@@ -191,16 +214,8 @@ def test_every_listed_name_has_its_page_with_every_parameter(site):
 
 
 def test_every_precision_and_backend_parameter_points_to_the_guide():
-    unlinked = []
-    for qualified in listed_names():
-        obj = resolve(qualified)
-        if not (inspect.isclass(obj) or inspect.isfunction(obj)):
-            continue
-        doc = ClassDoc(obj, config={"show_class_members": False}) if inspect.isclass(obj) else FunctionDoc(obj)
-        for parameter in doc["Parameters"]:
-            names = {name.strip() for name in parameter.name.split(",")}
-            if names & {"precision", "backend"} and "docs/choosing.md" not in " ".join(parameter.desc):
-                unlinked.append(f"{qualified}: {parameter.name}")
+    unlinked = [f"{qualified}: {entry.name}" for qualified, names, entry in documented_entries()
+                if names & {"precision", "backend"} and "docs/choosing.md" not in " ".join(entry.desc)]
     assert unlinked == [], "these precision/backend parameters do not name docs/choosing.md"
 
 
@@ -242,6 +257,179 @@ def test_entry_points_show_an_example_that_runs(site):
 def test_every_guide_is_a_page(site):
     for page in sorted(DOCS.glob("*.md")):
         assert (site / f"{page.stem}.html").is_file(), f"{page.name} is not on the site"
+
+
+# -- what a new reader meets --------------------------------------------------------------------
+
+README = ROOT / "README.md"
+#: the README's front, which docs/getting_started.md includes between these markers
+FRONT_MARKERS = ("<!-- start: docs/getting_started.md -->", "<!-- end: docs/getting_started.md -->")
+#: a name under a private module (``contextembed._backends``, ``contextembed.sklearn._base.X``)
+PRIVATE_PATH = re.compile(r"(?<![\w.])contextembed(?:\.\w+)*\._\w+(?:\.\w+)*")
+#: private names a page still shows, and why. contextembed/io.py is being made a package in
+#: parallel; its docstring of ``embed_file`` names ``contextembed._documents`` until that lands
+STILL_PRIVATE = {"api/generated/contextembed.io.embed_file.html": {"contextembed._documents"}}
+#: what scikit-learn's inherited docstrings say of ``X``; our estimators take texts or token lists
+SKLEARN_GENERIC_INPUT = "array-like of shape (n_samples, n_features)"
+_NAVBAR = re.compile(r'<ul class="bd-navbar-elements navbar-nav">(?P<items>.*?)</ul>\s*</nav>', re.DOTALL)
+#: the longest label of the top bar that the theme shows whole
+NAVBAR_LABEL_MAX = 30
+
+
+def listed_classes() -> dict[str, type]:
+    """``{qualified name: class}`` of the listed classes with a page of their own, exceptions and
+    warnings left out (their examples are the guides' ``except`` blocks)."""
+    classes = {}
+    for qualified, (page, _) in listed_names().items():
+        obj = resolve(qualified)
+        if page and inspect.isclass(obj) and not issubclass(obj, BaseException):
+            classes[qualified] = obj
+    return classes
+
+
+def examples_page_sections() -> list[str]:
+    """The qualified names heading the sections of docs/examples.md (``## `name` ``)."""
+    return re.findall(r"^## `([\w.]+)`\s*$", (DOCS / "examples.md").read_text(encoding="utf-8"), re.MULTILINE)
+
+
+def private_classes() -> set[str]:
+    """Names of the contextembed classes that listed classes inherit from but the reference does not
+    list (``LayerFeaturesBase``): a reader cannot import them, so no page names them."""
+    listed = {id(resolve(name)) for name in listed_names()}
+    return {base.__name__ for cls in listed_classes().values() for base in cls.__mro__[1:]
+            if base.__module__.split(".")[0] == "contextembed" and id(base) not in listed}
+
+
+def reference_pages(site: Path) -> list[Path]:
+    """The pages of the reference and the front: everything but the guides (which may say where a
+    thing is implemented) and Sphinx's own indexes."""
+    pages = [*sorted((site / "api").rglob("*.html"))]
+    return pages + [site / f"{name}.html" for name in ("index", "getting_started", "guides", "examples", "cli",
+                                                       "spacy_registry")]
+
+
+def docstring_source(cls: type, name: str) -> type:
+    """The class whose ``name`` gives ``cls.name`` its docstring (``cls`` itself when it has one)."""
+    return next(klass for klass in cls.__mro__ if name in vars(klass) and getattr(vars(klass)[name], "__doc__", None)
+                or klass is object)
+
+
+def test_every_public_class_has_its_own_example():
+    sections = examples_page_sections()
+    assert sorted(set(listed_classes()) - set(sections)) == [], "classes without a section in docs/examples.md"
+    assert sorted(set(sections) - set(listed_classes())) == [], "sections of docs/examples.md of no listed class"
+    assert len(sections) == len(set(sections)), "a class with two sections in docs/examples.md"
+
+
+def test_every_public_class_page_shows_its_own_example(site):
+    missing = []
+    for qualified in listed_classes():
+        text = page_text(site / f"api/generated/{qualified}.html")
+        example = text.partition("where this block runs in the test suite on its own")[2]
+        if not re.search(rf"(?<![\w.]){qualified.rpartition('.')[2]}(?!\w)", example):
+            missing.append(qualified)
+    assert missing == [], "class pages without their example from docs/examples.md"
+
+
+def test_no_private_name_on_a_reference_page(site):
+    private = private_classes()
+    assert "LayerFeaturesBase" in private  # the check sees the base the estimators share
+    found = []
+    for page in reference_pages(site):
+        relative = page.relative_to(site).as_posix()
+        text = page_text(page)
+        paths = set(PRIVATE_PATH.findall(text)) - STILL_PRIVATE.get(relative, set())
+        found += [f"{relative}: {name}" for name in sorted(paths) + present_in(text, private)]
+    assert found == [], "private names on public pages (say what the reader can use instead)"
+
+
+def test_no_page_documents_scikit_learns_generic_input(site):
+    pages = [page.relative_to(site).as_posix() for page in sorted(site.rglob("*.html"))
+             if "_static" not in page.parts and SKLEARN_GENERIC_INPUT in page_text(page)]
+    assert pages == [], f"pages that describe X as {SKLEARN_GENERIC_INPUT!r} (an inherited docstring)"
+
+
+def test_every_method_of_a_listed_class_is_documented_by_contextembed():
+    """A method a listed class defines without a docstring would show its base's, written for
+    another input (scikit-learn's ``fit_transform``, spaCy's ``from_bytes``); it needs its own."""
+    foreign = []
+    for qualified, cls in listed_classes().items():
+        for name, member in vars(cls).items():
+            function = member.__func__ if isinstance(member, (classmethod, staticmethod)) else member
+            if name.startswith("_") or name in SKLEARN_ROUTING or not (
+                    inspect.isfunction(function) or isinstance(member, property)):
+                continue
+            source = docstring_source(cls, name)
+            if source is not object and source.__module__.split(".")[0] != "contextembed":
+                foreign.append(f"{qualified}.{name}: the docstring of {source.__module__}.{source.__qualname__}")
+    assert foreign == []
+
+
+def accepted_precisions(qualified: str) -> set[str]:
+    """The values the code accepts for ``precision`` of ``qualified``: the ``typing.get_args`` of the
+    ``Literal`` it is checked against (a stored table's, pretraining's, or inference's)."""
+    from typing import get_args
+
+    from contextembed._precisions import Precision
+    from contextembed.encoders._table_storage import StoragePrecision
+    from contextembed.pretraining._training import TrainingPrecision
+
+    if qualified == "contextembed.encoders.TableStorage":
+        return set(get_args(StoragePrecision))
+    return set(get_args(TrainingPrecision if qualified.startswith("contextembed.pretraining.") else Precision))
+
+
+def test_precision_lists_what_the_code_accepts():
+    """Every ``precision : {...}`` documented on a listed name lists exactly the values its check
+    accepts (the estimators' shared docs once left out ``"int8"``)."""
+    wrong = [f"{qualified}: {entry.type} (the code accepts {sorted(accepted_precisions(qualified))})"
+             for qualified, names, entry in documented_entries(PARAMETER_SECTIONS)
+             if "precision" in names and entry.type.startswith("{")
+             and set(re.findall(r'"(\w+)"', entry.type)) != accepted_precisions(qualified)]
+    assert wrong == []
+
+
+def test_reference_and_command_line_are_one_click_from_every_page(site):
+    problems = []
+    for page in sorted(site.rglob("*.html")):
+        if "_static" in page.parts:
+            continue
+        relative = page.relative_to(site).as_posix()
+        navbar = _NAVBAR.search(page.read_text(encoding="utf-8"))
+        if navbar is None:
+            problems.append(f"{relative}: no top bar")
+            continue
+        if "dropdown" in navbar["items"]:
+            problems.append(f"{relative}: top-bar pages hidden under 'More'")
+        targets = {(page.parent / href.split("#")[0]).resolve() if href.split("#")[0] else page.resolve()
+                   for href in re.findall(r'href="([^"]*)"', navbar["items"])}
+        for wanted in ("api/index.html", "cli.html"):
+            if (site / wanted).resolve() not in targets:
+                problems.append(f"{relative}: no link to {wanted} in the top bar")
+        labels = [" ".join(html.unescape(label).split()) for label in re.findall(r"<a [^>]*>(.*?)</a>", navbar["items"], re.DOTALL)]
+        problems += [f"{relative}: the top-bar label {label!r} is too long to show whole" for label in labels
+                     if len(label) > NAVBAR_LABEL_MAX]
+    assert problems == []
+
+
+def test_getting_started_is_the_readmes_front(site):
+    readme = README.read_text(encoding="utf-8")
+    assert all(marker in readme for marker in FRONT_MARKERS), f"the README lost a marker of its front: {FRONT_MARKERS}"
+    front = readme.split(FRONT_MARKERS[0])[1].split(FRONT_MARKERS[1])[0]
+    text = " ".join(page_text(site / "getting_started.html").split())
+    blocks = re.findall(r"```\w*\n(.*?)```", front, re.DOTALL)
+    assert len(blocks) >= 4, "the README's front lost its install commands or examples"
+    missing = [line for block in blocks for line in block.splitlines()
+               if line.strip() and " ".join(line.split()) not in text]
+    assert missing == [], "lines of the README's front missing from getting_started.html"
+
+
+def test_readme_lists_every_command():
+    from contextembed.cli import build_parser
+
+    subparsers = next(action for action in build_parser()._actions if isinstance(action, argparse._SubParsersAction))
+    row = next(line for line in README.read_text(encoding="utf-8").splitlines() if line.startswith("| `contextembed` command |"))
+    assert [name for name in subparsers.choices if f"`{name}" not in row] == []
 
 
 # -- the checks themselves can fail -------------------------------------------------------------
@@ -312,3 +500,10 @@ def test_every_public_method_of_a_listed_class_is_on_its_page(site):
                 if missing:
                     problems.append(f"{qualified}.{name}: documented parameters missing from {page}: {missing}")
     assert problems == []
+
+
+def test_private_path_finds_names_under_private_modules():
+    text = ("(contextembed._backends) and contextembed.sklearn._base.LayerFeaturesBase, "
+            "not contextembed.sklearn.TextEmbedder nor my_contextembed._x")
+    assert PRIVATE_PATH.findall(text) == ["contextembed._backends", "contextembed.sklearn._base.LayerFeaturesBase"]
+    assert present_in("Bases: LayerFeaturesBase", ["LayerFeaturesBase", "EntityScoresMixin"]) == ["LayerFeaturesBase"]

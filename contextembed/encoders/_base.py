@@ -159,13 +159,13 @@ class Encoder(ABC):
     spec: str = ""
     #: the family name used by ``contextembed info`` (``"static"``, ``"elmo"``, ``"transformer"``)
     family: str = ""
-    #: what runs the forward pass (:mod:`contextembed._backends`): ``"torch"`` for ELMo and for
+    #: what runs the forward pass (the ``backend`` of :func:`contextembed.load_encoder`): ``"torch"`` for ELMo and for
     #: transformers on their own forward, ``"openvino"`` on the engine; static vectors run none
     backend: str = "torch"
     #: the layer pooling used when a caller does not choose one (see :mod:`contextembed.pooling`)
     default_layers: LayerSpec = "all"
     default_combine: str = "concat"
-    #: why this family takes no document context (``context=N``, :mod:`contextembed._documents`);
+    #: why this family takes no document context (the adapters' ``context=N``);
     #: ``None`` for a family that takes it
     no_context: Optional[str] = "this encoder family cannot encode a sentence inside its document"
 
@@ -186,8 +186,7 @@ class Encoder(ABC):
 
     @property
     def max_context(self) -> int:
-        """The most context pieces one side of a sentence can take (``context``,
-        :func:`contextembed._documents.check_context`).
+        """The most context pieces one side of a sentence can take (the adapters' ``context``).
 
         Raises
         ------
@@ -199,9 +198,9 @@ class Encoder(ABC):
     def iter_encode_pieces_in_context(
         self, items: Iterable, layers: LayerSpec = "all", *, show_progress: bool = False
     ) -> Iterator[PieceEncoding]:
-        """Encode each sentence inside the words around it (:class:`contextembed._documents.InContext`,
-        from :func:`contextembed._documents.in_context`), yielding one :class:`PieceEncoding` of its
-        own pieces per item, in input order.
+        """Encode each sentence inside the words around it (each item a sentence with its document's
+        words before and after it, as the adapters' ``context=N`` builds them), yielding one
+        :class:`PieceEncoding` of its own pieces per item, in input order.
 
         Raises
         ------

@@ -212,14 +212,14 @@ def load_encoder(
         ``.txt``, fastText ``.vec``), or a hub id already in the local cache.
     device : {"auto", "cpu", "cuda", "cuda:N"} or torch.device
         ``"auto"`` picks CUDA when present. Static vectors run on the CPU whatever the device, but
-        check it like the others (:func:`contextembed._devices.check_device`).
+        check it like the others.
     precision : {"auto", "fp32", "bf16", "fp16", "int8"}
         Compute precision of transformer and ELMo encoders; ``"auto"`` is bf16 on CUDA and on CPUs
         with native bf16 units, fp32 elsewhere. Static vectors (a float32 table) take ``"auto"`` or
         ``"fp32"`` only.
         Which to choose for a task and a machine: ``docs/choosing.md``.
     backend : {"torch", "openvino", "auto"}
-        What runs a transformer's forward pass (:mod:`contextembed._backends`): its own PyTorch
+        What runs a transformer's forward pass: its own PyTorch
         forward (default), OpenVINO's fused CPU kernels on a cached export (the ``openvino``
         extra), or the faster of the two as measured once per machine and remembered. ELMo and static vectors have one
         path and take ``"torch"`` or ``"auto"``.
@@ -386,9 +386,9 @@ def tune(spec: Union[str, os.PathLike], *, device: str = "auto", precision: str 
     torch against the OpenVINO engine, whose export and compiled model are cached too. Later
     processes on this machine read the records (:mod:`contextembed.tuning`) instead of measuring.
     Nothing is left out for the sake of time (:func:`contextembed.tuning.thorough`): for a model
-    larger than :data:`contextembed.encoders._engine.AUTO_INT8_MAX_PARAMETERS`, a first use of
-    ``backend="auto"`` runs torch without timing the engine, and ``backend="openvino",
-    precision="auto"`` leaves the engine's int8 out; both are measured here.
+    over 40M parameters, a first use of ``backend="auto"`` runs torch without timing the engine,
+    and ``backend="openvino", precision="auto"`` leaves the engine's int8 out; both are measured
+    here.
 
     Parameters
     ----------

@@ -72,10 +72,10 @@ class StaticVectors(Encoder):
         has a vector).
     subwords : SubwordVectors, optional
         Piece vectors of a tokenizer (a distilled table's teacher): a word not in the vocabulary
-        takes the mean of its known pieces' vectors (:mod:`contextembed.encoders._subwords`).
+        takes the mean of its known pieces' vectors.
     storage : TableStorage, optional
         How :meth:`save` stores the vectors (float32 rows by default; float16, int8 or clustered:
-        :mod:`contextembed.encoders._table_storage`). A table loaded from a directory keeps the
+        :class:`contextembed.encoders.TableStorage`). A table loaded from a directory keeps the
         storage it was saved with; in memory the table is float32 either way.
 
     Raises

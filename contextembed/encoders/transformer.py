@@ -402,11 +402,11 @@ class TransformerEncoder(Encoder):
         ``"auto"`` picks CUDA when present.
     precision : {"auto", "fp32", "bf16", "fp16", "int8"}
         Compute precision; outputs are always float32. ``"int8"``: int8 linear layers with a
-        scale per token (CPU only, :mod:`contextembed._quantization`). ``"auto"``: bf16 on CUDA; on
+        scale per token (CPU only). ``"auto"``: bf16 on CUDA; on
         a CPU the fastest of fp32, bf16 and int8 as measured once per machine and remembered
         (:mod:`contextembed.tuning`; bf16 only on CPUs
         with native bf16 units and 1.25x faster than fp32, int8 only 1.15x faster than both:
-        :func:`contextembed._devices.auto_cpu_precision`), int8 only if the quantized model keeps
+        :func:`contextembed.encoders.auto_cpu_precision`), int8 only if the quantized model keeps
         a mean cosine of at least 0.99 to fp32 on every hidden state of a few probe sentences.
         Which to choose for a task and a machine: ``docs/choosing.md``.
     window, stride : int, optional
@@ -433,7 +433,7 @@ class TransformerEncoder(Encoder):
         0.83x the speed and no extra padding moved a sentence's vectors across batch neighbours by at
         most 3.8e-6 (fp32) and 0 (int8) on MiniLM.
     backend : {"torch", "openvino", "auto"}
-        What runs the forward pass (:mod:`contextembed._backends`); ``"auto"`` measures both on a probe
+        What runs the forward pass; ``"auto"`` measures both on a probe
         batch once per machine and model (remembered: :mod:`contextembed.tuning`), and keeps torch
         (logged to ``contextembed``) where the engine is not installed, not on a CPU, or cannot
         export the model.
@@ -443,7 +443,7 @@ class TransformerEncoder(Encoder):
         (a generator will do): token lists, or raw texts, which are split by the tokenizer the
         estimators use for raw text (``tokenizer="auto"``); empty ones are left out, and at most
         300 are used. Only with ``backend="openvino"`` or ``"auto"`` and ``precision="int8"`` or
-        ``"auto"`` (:func:`contextembed._backends.check_calibration`); elsewhere a ``ValueError``.
+        ``"auto"``; elsewhere a ``ValueError``.
         A token that is not a str is a ``TypeError`` naming the sentence and token index.
 
     Raises
@@ -770,8 +770,7 @@ class TransformerEncoder(Encoder):
     def load(cls, name_or_path: Union[str, os.PathLike], **kwargs) -> "TransformerEncoder":
         """Load a local model directory (config, weights, tokenizer); never downloads.
 
-        The directory is checked first and the loaded model against its checkpoint (see
-        :mod:`contextembed.encoders._hf_files`): missing tokenizer files, truncated or corrupt files,
+        The directory is checked first and the loaded model against its checkpoint: missing tokenizer files, truncated or corrupt files,
         and weights that do not cover the configured model raise
         :class:`~contextembed.errors.ModelFormatError` naming the file.
         """
@@ -794,7 +793,7 @@ class TransformerEncoder(Encoder):
     @property
     def sentence_pooling(self) -> Optional[SentencePooling]:
         """How the model's own sentence vector is made, where its directory is a sentence-transformers
-        one (``modules.json``: :mod:`contextembed.encoders._sentence_config`); ``None`` otherwise.
+        one (``modules.json``); ``None`` otherwise.
 
         Raises
         ------
@@ -1076,7 +1075,7 @@ class TransformerEncoder(Encoder):
         """Encode sentence pairs jointly, with the model's own pair template and segment ids.
 
         Each pair is one model input, ``[CLS] A [SEP] B [SEP]`` for BERT, ``<s> A </s></s> B </s>``
-        for RoBERTa (:func:`contextembed._alignment.pair_template`). A pair longer than the model
+        for RoBERTa. A pair longer than the model
         takes is encoded by the window policy of :meth:`_pair_windows`, with one
         :class:`LongPairWarning` per call.
 
@@ -1203,8 +1202,8 @@ class TransformerEncoder(Encoder):
     def iter_encode_pieces_in_context(
         self, items: Iterable[InContext], layers: LayerSpec = "all", *, show_progress: bool = False
     ) -> Iterator[PieceEncoding]:
-        """Each sentence encoded in one input with the context pieces around it (the context rule of
-        :mod:`contextembed._alignment`); a sentence of ``window`` pieces or more in its windows, as
+        """Each sentence encoded in one input with the context pieces around it (as the adapters'
+        ``context=N`` asks); a sentence of ``window`` pieces or more in its windows, as
         alone. Only the sentence's own pieces come out (``cls``: the input's first piece)."""
         for item in self._iter_in_context(items, layers, ("all",), show_progress):
             yield PieceEncoding(item.joined(0), item.pieces.offsets, item.cls, item.pieces.ids)

@@ -5,7 +5,7 @@ batch of rows to features and loads the encoder once per worker process;
 :mod:`contextembed.engines.ray` (``pip install "contextembed[ray]"``) and
 :mod:`contextembed.engines.dask` (``pip install "contextembed[dask]"``) run it on those engines.
 Nothing here is imported by the rest of the package (:data:`contextembed.corpus.RUNNERS` names the
-Ray engine by its module path; the engines import :mod:`contextembed._jobs`, below the corpus), and
+Ray engine by its module path; the engines import only what lies below the corpus), and
 Ray and Dask are imported only by their modules. See ``docs/scale.md``.
 """
 

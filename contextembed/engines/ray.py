@@ -483,7 +483,7 @@ def embed_dataset(
     -------
     ray.data.Dataset
         Word level: ``features`` holds a ``(tokens, dim)`` float32 matrix per row; text level a
-        ``(dim,)`` vector (Arrow layout in :mod:`contextembed.engines._arrow`).
+        ``(dim,)`` vector (Arrow lists of float32: a fixed-size list per token or text).
     """
     ray = import_ray()
     embedder = _embedder(source, options)

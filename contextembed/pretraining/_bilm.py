@@ -68,7 +68,7 @@ class BiLMConfig:
     Attributes
     ----------
     size : {"tiny", "small", "medium", "original"}
-        ELMo size preset (:data:`contextembed.encoders._elmo.SIZE_PRESETS`).
+        ELMo size preset (:func:`contextembed.encoders.elmo_options` gives each one's sizes).
     n_layers : int
         biLSTM layers.
     init : str, optional

@@ -91,7 +91,7 @@ class MLMConfig:
     masking : MaskingOptions
         The masking probabilities.
     encoding_errors : {"skip", "fail"}
-        Lines that are not UTF-8 (see :mod:`contextembed.pretraining._corpus`).
+        Lines that are not UTF-8 (as :func:`contextembed.pretraining.read_corpus` takes them).
     """
 
     size: str = "tiny"

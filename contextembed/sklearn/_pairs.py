@@ -84,6 +84,21 @@ class TextPairEmbedder(LayerFeaturesBase):
         return self._pair_features(check_pairs(X, self.tokenizer))
 
     def fit_transform(self, X, y=None, **fit_params):
+        """:meth:`fit`, then :meth:`transform` of the same pairs (each pair tokenized and checked once).
+
+        Parameters
+        ----------
+        X : sequence of (first, second) pairs
+            Pairs of strings (split by ``tokenizer``) or of token lists, or a two-column array or
+            DataFrame of texts.
+        y
+            As :meth:`fit` takes it.
+
+        Returns
+        -------
+        np.ndarray
+            ``(n_pairs, n_features)``, as :meth:`transform` returns it.
+        """
         pairs = check_pairs(X, self.tokenizer, fit=True)
         return self._fit(pairs, y)._pair_features(pairs)
 

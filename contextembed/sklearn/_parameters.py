@@ -39,11 +39,12 @@ subword_pooling : {"first", "last", "mean", "first_last", "max"}
 RUN_PARAMETERS = """\
 device : str
     ``"auto"`` picks CUDA when present.
-precision : {"auto", "fp32", "bf16", "fp16"}
-    Compute dtype of the encoder; features are float32 either way.
+precision : {"auto", "fp32", "bf16", "fp16", "int8"}
+    Compute dtype of the encoder; features are float32 either way. Static vectors (a float32
+    table) take ``"auto"`` or ``"fp32"`` only.
     Which to choose for a task and a machine: ``docs/choosing.md``.
 backend : {"torch", "openvino", "auto"}
-    What runs a transformer's forward pass (:mod:`contextembed._backends`): its own PyTorch
+    What runs a transformer's forward pass: its own PyTorch
     forward (the exact path), OpenVINO on a cached export (the ``openvino`` extra), or the faster
     of the two as measured once per machine and model (remembered: :mod:`contextembed.tuning`).
     ``"auto"`` is resolved once, in ``fit`` (``backend_``), and
@@ -54,7 +55,7 @@ batch_tokens : int, optional
     Padded pieces per forward pass (default: the encoder's).
 cache : "memory", None, path or joblib.Memory
     Where the encoded rows are kept (the feature store, at the unit the features need: each word's
-    or text's layers, never every piece; :mod:`contextembed._store`). ``"memory"``: the
+    or text's layers, never every piece). ``"memory"``: the
     process-wide store, in memory within the memory budget (:func:`contextembed.set_memory_budget`)
     and beyond it in a temporary directory the job's processes share (joblib workers read what
     another process encoded); a directory path: kept there across sessions, in its subdirectory

@@ -42,7 +42,7 @@ class SequenceTagger(EntityScoresMixin, BaseEstimator):
     window : int
         Neighbouring words on each side whose features are concatenated (0: the token alone).
     shape_features : bool or "auto"
-        Add word-shape flags (:data:`contextembed.sklearn._tagger_features.SHAPE_NAMES`); ``"auto"``
+        Add word-shape flags (:data:`contextembed.sklearn.SHAPE_NAMES`); ``"auto"``
         adds them when the encoder is uncased (lowercases its input).
     show_progress : bool
         Progress bars on stderr: the embedder's (the sentences it encodes, the epochs of mix

@@ -122,6 +122,20 @@ class TextEmbedder(LayerFeaturesBase):
         return self._text_features(check_texts(X, self.tokenizer))
 
     def fit_transform(self, X, y=None, **fit_params):
+        """:meth:`fit`, then :meth:`transform` of the same texts (each text tokenized and checked once).
+
+        Parameters
+        ----------
+        X : iterable of str, or of token lists
+            Raw texts (split by ``tokenizer``) or pre-tokenized texts.
+        y
+            As :meth:`fit` takes it.
+
+        Returns
+        -------
+        np.ndarray
+            ``(n_texts, n_features)``, as :meth:`transform` returns it.
+        """
         texts = check_texts(X, self.tokenizer, fit=True)
         return self._fit(texts, y)._text_features(texts)
 

@@ -33,7 +33,7 @@ class TokenEmbedder(LayerFeaturesBase):
     $model_parameters
     context : int
         Encode each sentence with up to this many pieces of its document's text before it and after
-        it in the same model input (BERT's feature-based NER; :mod:`contextembed._documents`); only
+        it in the same model input (BERT's feature-based NER); only
         the sentence's own words' rows come out. 0 (default): each sentence alone. Transformers
         only; at most the pieces one model input holds. Longer inputs cost more encoding time.
     $run_parameters
@@ -90,8 +90,8 @@ class TokenEmbedder(LayerFeaturesBase):
         codes : np.ndarray
             ``(tokens,)`` int class index of every token, sentence after sentence.
         window : np.ndarray, optional
-            ``(tokens, n_window)`` rows of each token's neighbours, ``-1`` beyond the sentence
-            (:func:`contextembed.sklearn._tagger_features.window_index`); default: the token alone.
+            ``(tokens, n_window)`` rows of each token's neighbours, ``-1`` beyond the sentence (the
+            rows :func:`contextembed.sklearn.context_window` concatenates); default: the token alone.
         extra : np.ndarray, optional
             ``(tokens, n_extra)`` float32 features joined to the mixed vector (e.g. word shape).
         doc_ids : sequence, optional
@@ -160,6 +160,20 @@ class TokenEmbedder(LayerFeaturesBase):
         return np.split(features, bounds) if sentences else []
 
     def fit_transform(self, X, y=None, doc_ids=None, **fit_params):
+        """:meth:`fit`, then :meth:`transform` of the same sentences (each checked once).
+
+        Parameters
+        ----------
+        X : list of list of str
+            Tokenized sentences.
+        y, doc_ids
+            As :meth:`fit` takes them.
+
+        Returns
+        -------
+        np.ndarray
+            ``(total_tokens, n_features)``, as :meth:`transform` returns it.
+        """
         sentences = check_token_lists(X, fit=True)
         documents = check_doc_ids(doc_ids, len(sentences))
         return self.fit(sentences, y, doc_ids=documents)._token_features(sentences, documents)

@@ -340,6 +340,7 @@ class ContextEmbedder(TrainablePipe):
         return False
 
     def get_loss(self, examples, scores) -> None:
+        """``None``: a frozen encoder has no loss (the listeners' components have theirs)."""
         return None
 
     def finish_update(self, sgd: Optimizer) -> None:
@@ -354,6 +355,7 @@ class ContextEmbedder(TrainablePipe):
             listener.layer_indexes()
 
     def add_label(self, label: str) -> int:
+        """Always a ``NotImplementedError``: the component predicts no labels."""
         raise NotImplementedError(f"the {self.name!r} component has no labels")
 
     # -- serialization --------------------------------------------------------------------------
@@ -401,6 +403,8 @@ class ContextEmbedder(TrainablePipe):
         return srsly.msgpack_dumps({"cfg": self._cfg_to_save(None)})
 
     def from_bytes(self, bytes_data: bytes, *, exclude: Iterable[str] = tuple()) -> "ContextEmbedder":
+        """Read what :meth:`to_bytes` wrote: the cfg, checked against its provenance record where it
+        has one; the encoder loads by name, as the cfg says."""
         where = f"the serialized {self.name!r} component"
         packed = _unpack(srsly.msgpack_loads, bytes_data, where)
         cfg = _saved_cfg(packed.get("cfg") if isinstance(packed, dict) else packed, where)

@@ -37,8 +37,8 @@ class ContextListener(Model):
         the pipeline is initialized.
     pooling : Model
         ``(layers, tokens, width)`` -> ``(tokens, out_width)``, e.g.
-        :func:`contextembed.spacy._scalar_mix.ScalarMix` or
-        :func:`contextembed.spacy._combine_layers.CombineLayers`.
+        :func:`~contextembed.spacy.architectures.scalar_mix_v1` or
+        :func:`~contextembed.spacy.architectures.concat_layers_v1`.
     projection : Model, optional
         A ``Floats2d -> Floats2d`` layer applied after pooling (``Linear`` for ``width``).
     """

@@ -58,7 +58,7 @@ def encoder_v2(
         :func:`contextembed.load_encoder` (bf16 on CUDA and on CPUs with native bf16, else fp32).
         Which to choose for a task and a machine: ``docs/choosing.md``.
     backend : {"torch", "openvino", "auto"}
-        What runs a transformer's forward pass (:mod:`contextembed._backends`): its own PyTorch
+        What runs a transformer's forward pass: its own PyTorch
         forward, OpenVINO on a cached export (CPU, the ``openvino`` extra), or the faster of the two
         as measured when the encoder loads. Like ``device`` and ``precision`` it may differ when a
         saved pipeline is loaded: the encoder is frozen and its features are computed again.
@@ -151,7 +151,7 @@ def listener_v1(
 
 @registry.layers("contextembed.ScalarMix.v1")
 def scalar_mix_v1(layer_norm: bool = False, layer_dropout: float = 0.0) -> Model:
-    """ELMo's trainable scalar mix of the chosen layers (see :mod:`contextembed.spacy._scalar_mix`)."""
+    """ELMo's trainable scalar mix of the chosen layers (the formula: :class:`contextembed.ScalarMix`)."""
     return ScalarMix(layer_norm, layer_dropout)
 
 

@@ -7,9 +7,11 @@
     one section per builder that contextembed registers with spaCy (``@misc``, ``@architectures``,
     ``@layers``): its config block, generated from the function's signature, then its docstring.
 ``contextembed-examples NAME``
-    on each API page: the first code block of the guides (``docs/*.md``) that uses the name, and
-    the other guides that do. Those blocks run in the test suite (``tests/test_docs.py``), so the
-    example on a reference page is one that is known to run.
+    on each API page: the name's own example from ``docs/examples.md`` (one self-contained block
+    per public class, under a heading that is its qualified name), else the first code block of the
+    guides (``docs/*.md``) that uses the name; then the other guides that do. Those blocks run in
+    the test suite (``tests/test_docs.py``), so the example on a reference page is one that is
+    known to run.
 
 Both read what spaCy's registry and the component hold at build time, so the page cannot drift
 from the code; tests/test_docs_site.py checks that every entry point of ``pyproject.toml`` has its
@@ -133,7 +135,7 @@ class SpacyFactory(_Generated):
         title = "The ``contextembed`` component"
         text = config_text("components.contextembed", {"factory": "contextembed", **DEFAULT_CONFIG})
         return [title, "-" * len(title), "", "Every setting at its default:", *_literal_block(text),
-                ".. autofunction:: contextembed.spacy._component.make_contextembed", "   :no-index:", ""]
+                ".. autofunction:: contextembed.spacy.make_contextembed", "   :no-index:", ""]
 
 
 class SpacyRegistry(_Generated):
@@ -151,6 +153,10 @@ class SpacyRegistry(_Generated):
 
 #: a fenced code block of a Markdown page (the pattern tests/test_docs.py runs them by)
 _FENCE = re.compile(r"```(?P<language>\w*)\n(?P<body>(?:(?!```).)*)```", re.DOTALL)
+#: the page of one self-contained example per public class, each under a heading that is the
+#: class's qualified name (``## `contextembed.sklearn.TextEmbedder` ``)
+EXAMPLES_PAGE = "examples"
+_EXAMPLE_HEADING = re.compile(r"^## `(?P<name>[\w.]+)`\s*$", re.MULTILINE)
 
 
 def guide_blocks(srcdir: str) -> list[tuple[str, str, str]]:
@@ -162,22 +168,50 @@ def guide_blocks(srcdir: str) -> list[tuple[str, str, str]]:
     return blocks
 
 
+def class_examples(srcdir: str) -> dict[str, str]:
+    """``{qualified name: code}``: the first python block under each heading of the examples page."""
+    path = Path(srcdir) / f"{EXAMPLES_PAGE}.md"
+    if not path.is_file():
+        return {}
+    text = path.read_text(encoding="utf-8")
+    headings = list(_EXAMPLE_HEADING.finditer(text))
+    found = {}
+    for heading, following in zip(headings, [*headings[1:], None]):
+        section = text[heading.end():following.start() if following else len(text)]
+        block = next((m for m in _FENCE.finditer(section) if m["language"] == "python"), None)
+        if block is not None:
+            found[heading["name"]] = block["body"]
+    return found
+
+
+def _code_lines(language: str, code: str) -> list[str]:
+    return [f".. code-block:: {language}", "", *("   " + line if line else "" for line in code.splitlines()), ""]
+
+
 class Examples(SphinxDirective):
-    """The first guide block that calls (or else names) the object, and the other guides using it."""
+    """The class's own example from the examples page; else the first guide block that calls (or
+    else names) the object. Then the other guides that use it."""
 
     required_arguments = 1
 
     def run(self) -> list[nodes.Node]:
-        short = self.arguments[0].rsplit(".", 1)[-1]
+        qualified = self.arguments[0]
+        short = qualified.rsplit(".", 1)[-1]
         named = re.compile(rf"(?<![\w.]){re.escape(short)}(?!\w)")
         called = re.compile(rf"(?<![\w.]){re.escape(short)}\(")
         uses = [block for block in guide_blocks(self.env.srcdir) if named.search(block[2])]
-        if not uses:
+        own = class_examples(self.env.srcdir).get(qualified)
+        if own is not None:
+            page, language, code = EXAMPLES_PAGE, "python", own
+            source = (f"From :doc:`/{EXAMPLES_PAGE}`, where this block runs in the test suite on its own "
+                      "(a fresh interpreter namespace and directory):")
+        elif uses:
+            page, language, code = next((b for b in uses if called.search(b[2])), uses[0])
+            source = f"From :doc:`/{page}`, where this block runs in the test suite:"
+        else:
             return []
-        page, language, code = next((b for b in uses if called.search(b[2])), uses[0])
-        others = sorted({p for p, _, _ in uses} - {page})
-        lines = [".. rubric:: Example", "", f"From :doc:`/{page}`, where this block runs in the test suite:", "",
-                 f".. code-block:: {language}", "", *("   " + line if line else "" for line in code.splitlines()), ""]
+        others = sorted({p for p, _, _ in uses} - {page, EXAMPLES_PAGE})
+        lines = [".. rubric:: Example", "", source, "", *_code_lines(language, code)]
         if others:
             lines += ["Also used in: " + ", ".join(f":doc:`/{p}`" for p in others) + ".", ""]
         container = nodes.container()
@@ -196,9 +230,47 @@ def link_docs_pages(app, what, name, obj, options, lines: list[str]) -> None:
         lines[index] = _DOCS_PAGE.sub(lambda m: f":doc:`/{m['page']}`" if m["page"] in pages else m[0], line)
 
 
+def is_private_class(cls) -> bool:
+    """Whether ``cls`` is contextembed's and no public module exports it (``LayerFeaturesBase``).
+
+    A class is public when the module it is defined in, or a package above it with the private
+    parts of the path dropped, has it under its own name (``contextembed.encoders._base.Encoder`` is
+    ``contextembed.Encoder``).
+    """
+    import importlib
+
+    module = getattr(cls, "__module__", "") or ""
+    if module.split(".")[0] != "contextembed":
+        return False
+    parts = module.split(".")
+    public = [p for p in parts if not p.startswith("_")]
+    candidates = {".".join(public[:i]) for i in range(1, len(public) + 1)}
+    if not any(p.startswith("_") for p in parts):
+        candidates.add(module)
+    return cls.__name__.startswith("_") or not any(
+        getattr(importlib.import_module(name), cls.__name__, None) is cls for name in candidates)
+
+
+def public_bases(bases: list) -> list:
+    """``bases`` with each private contextembed class replaced by its own bases, recursively
+    (``LayerFeaturesBase`` becomes scikit-learn's mixins), ``object`` dropped unless it is all."""
+    out: list = []
+    for base in bases:
+        for shown in (public_bases(list(base.__bases__)) if is_private_class(base) else [base]):
+            if shown not in out and shown is not object:
+                out.append(shown)
+    return out or [object]
+
+
+def show_public_bases(app, name, obj, options, bases: list) -> None:
+    """A class page's "Bases:" names no private class (the reader cannot import it)."""
+    bases[:] = public_bases(bases)
+
+
 def setup(app):
     app.add_directive("contextembed-spacy-factory", SpacyFactory)
     app.add_directive("contextembed-spacy-registry", SpacyRegistry)
     app.add_directive("contextembed-examples", Examples)
     app.connect("autodoc-process-docstring", link_docs_pages)
+    app.connect("autodoc-process-bases", show_public_bases)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
