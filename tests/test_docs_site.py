@@ -266,9 +266,6 @@ README = ROOT / "README.md"
 FRONT_MARKERS = ("<!-- start: docs/getting_started.md -->", "<!-- end: docs/getting_started.md -->")
 #: a name under a private module (``contextembed._backends``, ``contextembed.sklearn._base.X``)
 PRIVATE_PATH = re.compile(r"(?<![\w.])contextembed(?:\.\w+)*\._\w+(?:\.\w+)*")
-#: private names a page still shows, and why. contextembed/io.py is being made a package in
-#: parallel; its docstring of ``embed_file`` names ``contextembed._documents`` until that lands
-STILL_PRIVATE = {"api/generated/contextembed.io.embed_file.html": {"contextembed._documents"}}
 #: what scikit-learn's inherited docstrings say of ``X``; our estimators take texts or token lists
 SKLEARN_GENERIC_INPUT = "array-like of shape (n_samples, n_features)"
 _NAVBAR = re.compile(r'<ul class="bd-navbar-elements navbar-nav">(?P<items>.*?)</ul>\s*</nav>', re.DOTALL)
@@ -338,7 +335,7 @@ def test_no_private_name_on_a_reference_page(site):
     for page in reference_pages(site):
         relative = page.relative_to(site).as_posix()
         text = page_text(page)
-        paths = set(PRIVATE_PATH.findall(text)) - STILL_PRIVATE.get(relative, set())
+        paths = set(PRIVATE_PATH.findall(text))
         found += [f"{relative}: {name}" for name in sorted(paths) + present_in(text, private)]
     assert found == [], "private names on public pages (say what the reader can use instead)"
 

@@ -128,7 +128,7 @@ def embed_file(
     vector (:data:`contextembed.pooling.TEXT_DEFAULTS`, what ``TextEmbedder()`` gives). Text options
     given at word level are an error.
     ``context`` (word level, transformers): each sentence is encoded with up to that many pieces of
-    its document's text on each side (:mod:`contextembed._documents`); the documents are the file's
+    its document's text on each side (as ``TokenEmbedder(context=...)``); the documents are the file's
     (:func:`read_documents`; ``doc_sep="blank"`` makes blank lines of plain text end one).
     The options, the output path (see :func:`check_output`) and the whole input (first of two
     readings) are checked before the model is loaded; the output appears only once complete, and an
