@@ -28,7 +28,7 @@ from typing import Optional
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from contextembed.sklearn import format_report  # noqa: E402
+from contextembed.sklearn.metrics import format_report  # noqa: E402
 from contextembed.sklearn.datasets import read_conll_documents  # noqa: E402
 from examples.corpora import CONLL_SOURCE, conll_dir, epilog  # noqa: E402
 from examples.table7 import format_row, run_rows, table7_configs  # noqa: E402

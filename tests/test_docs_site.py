@@ -40,7 +40,8 @@ BUILT = DOCS / "_build" / "html"
 #: modules whose ``__all__`` is public API, listed in full in the reference
 PUBLIC_PACKAGES = ("contextembed", "contextembed.encoders", "contextembed.pooling", "contextembed.sklearn",
                    "contextembed.spacy", "contextembed.pretraining", "contextembed.engines", "contextembed.heads",
-                   "contextembed.io", "contextembed.errors", "contextembed.extraction")
+                   "contextembed.io", "contextembed.errors", "contextembed.extraction",
+                   "contextembed.sklearn.metrics", "contextembed.sklearn.feature_extraction")
 #: the numpydoc sections whose entries must all appear on the page
 PARAMETER_SECTIONS = ("Parameters", "Other Parameters", "Attributes")
 _ENTRY = re.compile(r"^   (?P<name>\w+)\s*$")

@@ -8,16 +8,13 @@
 from ._encoding import clear_cache, clear_encoders, set_cache_size
 from ._pairs import TextPairEmbedder
 from ._persistence import TRUSTED_TYPES
-from ._tagger_features import SHAPE_NAMES, context_window, shape_features, word_shape
 from ._neural_tagger import BiLSTMCRFTagger
-from ._scoring import detect_scheme, entity_f1, entity_f1_scorer, entity_report, format_report
-from ._tagger import SequenceTagger, is_cased
+from ._tagger import SequenceTagger
 from ._text import TextEmbedder
 from ._token import TokenEmbedder
 
 __all__ = [
     "BiLSTMCRFTagger",
-    "SHAPE_NAMES",
     "SequenceTagger",
     "TRUSTED_TYPES",
     "TextEmbedder",
@@ -25,14 +22,24 @@ __all__ = [
     "TokenEmbedder",
     "clear_cache",
     "clear_encoders",
-    "context_window",
-    "detect_scheme",
-    "entity_f1",
-    "entity_f1_scorer",
-    "entity_report",
-    "format_report",
-    "is_cased",
     "set_cache_size",
-    "shape_features",
-    "word_shape",
 ]
+
+
+#: names that moved to the public module scikit-learn would keep them in; the old ones still import
+MOVED_NAMES = {**{name: "metrics" for name in ("detect_scheme", "entity_f1", "entity_f1_scorer", "entity_report",
+                                               "format_report")},
+               **{name: "feature_extraction" for name in ("SHAPE_NAMES", "context_window", "is_cased",
+                                                          "shape_features", "word_shape")}}
+
+
+def __getattr__(name: str):
+    if name not in MOVED_NAMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+    import warnings
+
+    module = f"{__name__}.{MOVED_NAMES[name]}"
+    warnings.warn(f"{__name__}.{name} moved to {module}.{name}; import it from there", DeprecationWarning,
+                  stacklevel=2)
+    return getattr(importlib.import_module(module), name)

@@ -60,7 +60,7 @@ class BiLSTMCRFTagger(EntityScoresMixin, BaseEstimator):
         Default: ``TokenEmbedder("minilm-l6", layers=[-4, -3, -2, -1], combine="concat")``.
     shape_features : bool or "auto"
         Add word-shape flags and a learned embedding of each word's compact shape (``"Xx"``,
-        ``"d-d"``; :func:`contextembed.sklearn.word_shape`); ``"auto"``: when an encoder is
+        ``"d-d"``; :func:`contextembed.sklearn.feature_extraction.word_shape`); ``"auto"``: when an encoder is
         uncased.
     shape_dim : int
         Width of the word-shape embedding.

@@ -42,7 +42,7 @@ class SequenceTagger(EntityScoresMixin, BaseEstimator):
     window : int
         Neighbouring words on each side whose features are concatenated (0: the token alone).
     shape_features : bool or "auto"
-        Add word-shape flags (:data:`contextembed.sklearn.SHAPE_NAMES`); ``"auto"``
+        Add word-shape flags (:data:`contextembed.sklearn.feature_extraction.SHAPE_NAMES`); ``"auto"``
         adds them when the encoder is uncased (lowercases its input).
     show_progress : bool
         Progress bars on stderr: the embedder's (the sentences it encodes, the epochs of mix
@@ -97,7 +97,7 @@ class SequenceTagger(EntityScoresMixin, BaseEstimator):
         X : list of list of str
             Tokenized sentences.
         y : list of list of str
-            One tag per token (IO, IOB1, IOB2/BIO, IOBES or BILOU; :func:`~contextembed.sklearn.detect_scheme`).
+            One tag per token (IO, IOB1, IOB2/BIO, IOBES or BILOU; :func:`~contextembed.sklearn.metrics.detect_scheme`).
         doc_ids : sequence, optional
             One document id per sentence, handed to the embedder (it matters with its ``context``:
             :class:`TokenEmbedder`); without it ``X``'s order is one document.
