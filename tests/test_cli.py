@@ -595,9 +595,9 @@ def test_an_output_of_other_text_options_is_not_reused(vectors, lines, tmp_path)
 
 
 @pytest.fixture
-def engine_cache(tmp_path, monkeypatch):
+def engine_cache():
+    """The session's engine cache (``tests/conftest.py``); skipped without OpenVINO."""
     pytest.importorskip("openvino", reason='--backend openvino needs pip install ".[openvino]"')
-    monkeypatch.setenv("CONTEXTEMBED_ENGINE_CACHE", str(tmp_path / "engines"))
 
 
 def test_info_says_what_runs(tiny_bert_dir, engine_cache, capsys):

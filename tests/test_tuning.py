@@ -444,10 +444,9 @@ def test_nothing_is_adopted_from_an_output_without_a_readable_record(tiny_bert_d
 # -- contextembed tune ---------------------------------------------------------------------------------
 
 
-def test_tune_measures_records_and_then_reads(tiny_bert_dir, records, tmp_path, monkeypatch):
+def test_tune_measures_records_and_then_reads(tiny_bert_dir, records, monkeypatch):
     from contextembed.cli import main
 
-    monkeypatch.setenv("CONTEXTEMBED_ENGINE_CACHE", str(tmp_path / "engines"))
     monkeypatch.delenv(devices.AUTO_CPU_PRECISION_ENV, raising=False)
     monkeypatch.setattr(devices, "_SPEEDUPS", {})
     printed = io.StringIO()

@@ -36,9 +36,10 @@ SENTENCES = [
 FP32_TOLERANCE = 1e-4
 
 
-@pytest.fixture(autouse=True)
+@pytest.fixture
 def engine_cache(tmp_path, monkeypatch) -> Path:
-    """Every test exports into its own cache (never the user's)."""
+    """A cache of this test's own, for tests that count, damage or inspect exports (the others share
+    the session's, see ``tests/conftest.py``: never the user's)."""
     root = tmp_path / "engines"
     monkeypatch.setenv(engine.ENGINE_CACHE_ENV, str(root))
     return root
@@ -137,7 +138,7 @@ def test_an_export_is_reused_from_the_cache(tiny_bert_dir, monkeypatch, engine_c
     assert not [p for p in engine_cache.iterdir() if p.name.endswith(".partial")]
 
 
-def test_a_moved_model_keeps_its_export_and_a_changed_one_does_not(tiny_bert_dir, tmp_path, monkeypatch):
+def test_a_moved_model_keeps_its_export_and_a_changed_one_does_not(tiny_bert_dir, tmp_path, monkeypatch, engine_cache):
     import shutil
 
     from transformers import BertModel
@@ -281,7 +282,7 @@ def test_without_openvino_the_error_names_the_extra(tiny_bert_dir, monkeypatch):
     assert load_encoder(str(tiny_bert_dir), device="cpu", precision="fp32", backend="auto").backend == "torch"
 
 
-def test_a_model_the_engine_cannot_export_names_its_type(tiny_bert_dir, monkeypatch):
+def test_a_model_the_engine_cannot_export_names_its_type(tiny_bert_dir, monkeypatch, engine_cache):
     def refuse(*args, **kwargs):
         raise RuntimeError("unsupported operation aten::frobnicate")
 
@@ -291,7 +292,7 @@ def test_a_model_the_engine_cannot_export_names_its_type(tiny_bert_dir, monkeypa
         encoder.encode(SENTENCES[:1])
 
 
-def test_auto_keeps_torch_for_a_model_the_engine_cannot_export(tiny_bert_dir, monkeypatch, caplog):
+def test_auto_keeps_torch_for_a_model_the_engine_cannot_export(tiny_bert_dir, monkeypatch, caplog, engine_cache):
     def refuse(*args, **kwargs):
         raise RuntimeError("unsupported operation aten::frobnicate")
 

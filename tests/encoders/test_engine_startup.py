@@ -24,8 +24,10 @@ from contextembed.encoders import _engine as engine  # noqa: E402
 SENTENCES = [["the", "quick", "brown", "fox"], ["New", "York"] * 12, ["naïve", "café"], ["a"]] * 40
 
 
-@pytest.fixture(autouse=True)
+@pytest.fixture
 def engine_cache(tmp_path, monkeypatch) -> Path:
+    """A cache of this test's own, for tests that inspect it or start from no export (the others
+    share the session's, see ``tests/conftest.py``)."""
     root = tmp_path / "engines"
     monkeypatch.setenv(engine.ENGINE_CACHE_ENV, str(root))
     return root

@@ -286,11 +286,10 @@ def test_a_damaged_embedded_copy_of_a_pipeline_saved_before_records_is_refused(t
         spacy.load(tmp_path / "pipeline")
 
 
-def test_the_backend_is_saved_in_the_config_and_may_change_when_loading(tiny_bert_dir, tmp_path, monkeypatch):
+def test_the_backend_is_saved_in_the_config_and_may_change_when_loading(tiny_bert_dir, tmp_path):
     """As ``device`` and ``precision``: the encoder is frozen, so a pipeline saved on one backend
     loads on another and its features are computed again there (within the engine's fp32 bar)."""
     pytest.importorskip("openvino")
-    monkeypatch.setenv("CONTEXTEMBED_ENGINE_CACHE", str(tmp_path / "engines"))
     nlp = spacy.blank("en")
     nlp.add_pipe("contextembed", config=encoder_config(tiny_bert_dir, backend="openvino"))
     saved = nlp(TEXTS[0]).tensor
