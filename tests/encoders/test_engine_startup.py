@@ -45,6 +45,7 @@ HANG_SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_two_streams_first_calls_never_hang(tiny_bert_dir, engine_cache):
     """Issue 37: two stream threads making their first call into a fresh compiled model hung once in
     23 runs. Fresh processes (the one-time set-up is per process), each with a time limit."""
@@ -144,6 +145,7 @@ def test_a_partial_whose_process_id_was_reused_is_stale(tmp_path):
     assert remove_stale_partials(tmp_path) == [str(reused)]
 
 
+@pytest.mark.slow
 def test_a_killed_export_leaves_a_partial_that_the_next_export_removes(tiny_bert_dir, engine_cache):
     """SIGKILL during an export: the partial directory stays until the next export cleans it."""
     code = textwrap.dedent("""
@@ -227,6 +229,7 @@ def test_a_recorded_backend_is_followed(tiny_bert_dir, records, recorded):
         assert np.abs(a - b).max() < 1e-4
 
 
+@pytest.mark.slow
 def test_engine_precision_auto_is_remembered(tiny_bert_dir, records, monkeypatch):
     first = load_encoder(str(tiny_bert_dir), device="cpu", backend="openvino")
     (path,) = records.glob("engine-precision-*.json")
