@@ -31,17 +31,6 @@ SENTENCES = [
 ] * 7
 
 
-@pytest.fixture(autouse=True)
-def empty_encode_cache():
-    """Leave the process-wide encode cache as found: in fp32 an entry holds the vectors of the batch
-    it was encoded in (within 1e-5), and later tests that compare a fresh encoding with a cached
-    one bit for bit (tests/robustness/test_model_binding.py) must not see ours."""
-    from contextembed.sklearn import clear_cache
-
-    yield
-    clear_cache()
-
-
 @pytest.fixture(scope="session")
 def tiny_vectors(tmp_path_factory) -> str:
     """Static vectors covering part of the test words (the rest are out of vocabulary)."""
