@@ -203,6 +203,7 @@ def test_engines_without_their_extras_say_how_to_install(monkeypatch):
         dask_engine.embed_bag([], "glove-6b-50d")
 
 
+@pytest.mark.slow
 def test_the_core_never_imports_the_engines():
     import subprocess
 

@@ -108,6 +108,7 @@ def test_pretrain_bilm_writes_an_elmo_directory_that_load_encoder_reads(pretrain
     assert (out / "vocab.txt").read_text().splitlines()[:3] == ["<S>", "</S>", "<UNK>"]
 
 
+@pytest.mark.slow
 def test_bilm_resume_rejects_another_architecture(tmp_path, corpus_file, pretrained_bilm):
     import shutil
 
@@ -161,6 +162,7 @@ def test_init_without_a_saved_lm_head_builds_a_new_vocabulary(tmp_path, corpus_f
         torch.testing.assert_close(adapted.state_dict()[name], value, atol=1e-6, rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_bf16_autocast_trains_the_adaptive_softmax_and_evaluates(tmp_path, corpus_file):
     """bf16 autocast: the LSTM's in-place step and the adaptive softmax's fp32 buffer took bf16 rows."""
     import math

@@ -106,7 +106,8 @@ def test_class_labels_of_pairs_are_named_per_pair(bert):
         TextPairEmbedder(bert, layers="all").fit(pairs, [0, None, 1])
 
 
-@pytest.mark.parametrize("bad", [None, 3, "EU rejects"], ids=["None", "int", "str"])
+@pytest.mark.parametrize("bad", [None, pytest.param(3, marks=pytest.mark.slow),
+                                 pytest.param("EU rejects", marks=pytest.mark.slow)], ids=["None", "int", "str"])
 def test_every_entry_point_refuses_what_is_not_x(bert, sentences, tags, bad):
     """The entry points of all five estimators, each through its one check."""
     token = _embedder(bert).fit(sentences)

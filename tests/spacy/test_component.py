@@ -204,6 +204,7 @@ def test_gpu_after_require_gpu(tiny_bert_dir):
         spacy.require_cpu()
 
 
+@pytest.mark.slow
 @pytest.mark.pretrained
 def test_minilm_component(minilm):
     nlp = spacy.blank("en")

@@ -21,7 +21,8 @@ from thinc.api import Adam
 from _scenario import run_scenario
 
 SCENARIO = Path(__file__).with_name("multiprocessing_scenario.py")
-ORDERS = ["cold", "call", "pipe1"]
+#: each order is a scenario of its own (seconds): the quick tier runs the last
+ORDERS = [pytest.param("cold", marks=pytest.mark.slow), pytest.param("call", marks=pytest.mark.slow), "pipe1"]
 
 
 @pytest.fixture(scope="module")
