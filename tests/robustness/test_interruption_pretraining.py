@@ -67,6 +67,7 @@ def test_a_diverging_learning_rate_stops_mlm_and_writes_no_nan_model(corpus, siz
     assert records[-1]["step"] == int(found[1]) and "diverged" in records[-1]
 
 
+@pytest.mark.slow
 def test_after_a_divergence_the_last_good_checkpoint_continues(corpus, size, tmp_path, capsys):
     out = tmp_path / "out"
     assert main(_mlm(corpus, out, size, "--max-steps", "2", "--checkpoint-every", "2", "--lr", "1e-3")) == 0

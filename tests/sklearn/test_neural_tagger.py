@@ -21,6 +21,7 @@ def _tagger(bert, **options):
     return BiLSTMCRFTagger(embedder, **{**FAST, **options})
 
 
+@pytest.mark.slow
 def test_fits_its_training_data_and_learns_the_mix(bert, sentences, tags):
     tagger = _tagger(bert, char_dim=8).fit(sentences, tags)
     assert tagger.score(sentences, tags) == 1.0
@@ -41,6 +42,7 @@ def test_predictions_are_valid_sequences_of_training_tags(bert, sentences, tags)
                 assert previous[2:] == tag[2:] and previous != "O"
 
 
+@pytest.mark.slow
 def test_learned_scores_past_any_finite_penalty_never_make_a_forbidden_move(static_path, sentences, tags):
     """With learning_rate=1000 the allowed scores grew past the -1e4 of forbidden moves and a sentence
     started with I-PER under IOB2; forbidden moves are now impossible whatever was learned."""
@@ -62,6 +64,7 @@ def test_huge_mix_logits_give_finite_mix_weights(bert, sentences, tags):
     np.testing.assert_allclose(tagger.mix_weights_[0], [1.0, 0.0, 0.0], atol=1e-6)
 
 
+@pytest.mark.slow
 def test_iob1_b_after_o_is_a_chunk_start_it_can_learn(bert):
     """CoNLL-2003's training file has B-MISC after O; an IOB1 tagger trains on it, not refuses it."""
     sentences = [["EU", "rejects", "German", "call"], ["Peter", "met", "the", "British", "team"]] * 3
@@ -71,6 +74,7 @@ def test_iob1_b_after_o_is_a_chunk_start_it_can_learn(bert):
     assert [len(p) for p in tagger.predict(sentences)] == [4, 5] * 3
 
 
+@pytest.mark.slow
 def test_io_tags_train_a_crf_that_allows_every_move(bert, sentences, tags):
     """Issue 38 item 3: bare types (PER, LOC, O) are the IO scheme: every CRF move is valid, and the
     report names the types."""
@@ -95,6 +99,7 @@ def test_deterministic_with_random_state(bert, sentences, tags):
         np.testing.assert_array_equal(value, second.model_state_[name], err_msg=name)
 
 
+@pytest.mark.slow
 def test_stacked_encoders_and_softmax_head(bert, static_path, sentences, tags):
     stacked = [TokenEmbedder(bert, layers=[-2, -1], combine="concat", device="cpu", precision="fp32"),
                TokenEmbedder(static_path)]
@@ -103,6 +108,7 @@ def test_stacked_encoders_and_softmax_head(bert, static_path, sentences, tags):
     assert len(tagger.embedders_) == 2
 
 
+@pytest.mark.slow
 def test_persistence_round_trips(bert, sentences, tags):
     skops_io = pytest.importorskip("skops.io")
     from contextembed.sklearn import TRUSTED_TYPES
@@ -117,6 +123,7 @@ def test_persistence_round_trips(bert, sentences, tags):
     assert skops_io.loads(data, trusted=TRUSTED_TYPES).predict(sentences) == before
 
 
+@pytest.mark.slow
 def test_sklearn_contract(bert, sentences, tags):
     tagger = _tagger(bert, max_epochs=2)
     assert clone(tagger).get_params().keys() == tagger.get_params().keys()
@@ -174,6 +181,7 @@ def test_random_state_takes_what_scikit_learn_takes(static_path, sentences, tags
     assert [len(p) for p in tagger.fit(sentences, tags).predict(sentences)] == [len(s) for s in sentences]
 
 
+@pytest.mark.slow
 def test_a_random_state_instance_gives_a_reproducible_sequence_of_fits(static_path, sentences, tags):
     def two_fits():
         state = np.random.RandomState(1)
