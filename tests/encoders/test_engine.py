@@ -386,6 +386,7 @@ def test_an_export_another_user_could_have_written_is_exported_again(tiny_bert_d
     engine.check_export(str(export), again._engine.expected_record(2))  # trusted and whole again
 
 
+@pytest.mark.slow
 def test_exports_are_written_so_that_this_user_trusts_them_whatever_the_umask(tiny_bert_dir, engine_cache,
                                                                               monkeypatch):
     saved = os.umask(0o002)  # user private groups: OpenVINO's files would be group-writable

@@ -279,6 +279,7 @@ def test_a_large_models_first_use_leaves_the_engines_int8_to_tune(tiny_bert_dir,
     assert load_encoder(str(tiny_bert_dir), device="cpu", backend="openvino").precision == "fp32"
 
 
+@pytest.mark.slow
 def test_a_large_models_first_use_of_backend_auto_leaves_the_engine_to_tune(tiny_bert_dir, records, monkeypatch):
     """At base size the export and timings alone took backend='auto''s bounded first use 68.5 s
     (issue 52): a large model runs torch, records nothing, and `contextembed tune` measures it."""
@@ -306,6 +307,7 @@ def test_a_large_models_first_use_of_backend_auto_leaves_the_engine_to_tune(tiny
     assert later.backend == "openvino" and later.encode(words)[0].shape == first.encode(words)[0].shape
 
 
+@pytest.mark.slow
 def test_the_engine_runs_no_layer_above_the_last_one_wanted(tiny_bert_dir):
     """An export for hidden states 0..top holds the model's layers up to top only (issue 52): what
     no output needs is not in the OpenVINO graph, so it never runs; the states it gives are those of

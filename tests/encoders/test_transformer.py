@@ -82,6 +82,7 @@ def test_independent_of_batch_composition_and_order(tiny):
         assert np.abs(shuffled[list(shuffled_order).index(i)] - a).max(initial=0) <= 1e-5
 
 
+@pytest.mark.slow
 def test_long_input_windows(tiny):
     """3,000 words -> 3,000 rows; words inside a window's owned middle match a single pass of it."""
     rng = np.random.default_rng(1)
@@ -150,6 +151,7 @@ def test_cls(tiny):
     assert np.abs(cls[0, 0] - direct_cls[-1]).max() < 1e-5
 
 
+@pytest.mark.slow
 @pytest.mark.pretrained
 def test_minilm_matches_raw_transformers(minilm):
     """Per-layer first-piece vectors equal AutoModel's hidden states at each word's first piece."""

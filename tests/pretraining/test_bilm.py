@@ -128,6 +128,7 @@ def test_bilm_config_errors():
         BiLMConfig(size="huge")
 
 
+@pytest.mark.slow
 def test_init_continues_from_an_elmo_directory(tmp_path, corpus_file, pretrained_bilm):
     base, base_summary = pretrained_bilm
     config = BiLMConfig(init=str(base), size="small", n_layers=1)  # size and n_layers are ignored
@@ -142,6 +143,7 @@ def test_init_continues_from_an_elmo_directory(tmp_path, corpus_file, pretrained
         BiLMConfig(init=str(tmp_path))
 
 
+@pytest.mark.slow
 def test_init_without_a_saved_lm_head_builds_a_new_vocabulary(tmp_path, corpus_file, pretrained_bilm):
     import shutil
 

@@ -54,6 +54,7 @@ def _finite_checkpoints(out) -> list[str]:
     return names
 
 
+@pytest.mark.slow
 def test_a_diverging_learning_rate_stops_mlm_and_writes_no_nan_model(corpus, size, tmp_path, capsys):
     out = tmp_path / "out"
     assert main(_mlm(corpus, out, size, "--lr", "1e6", "--max-steps", "4", "--checkpoint-every", "1")) == 2

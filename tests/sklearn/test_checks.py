@@ -34,6 +34,7 @@ def _embedder(spec):
     return TokenEmbedder(spec, layers="all", combine="scalar_mix", device="cpu", precision="fp32", max_epochs=2)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("make", [lambda spec: SequenceTagger(_embedder(spec)),
                                   lambda spec: BiLSTMCRFTagger(_embedder(spec), **FAST)], ids=["sequence", "bilstm"])
 def test_a_tagger_checks_each_sentence_once_per_call(bert, sentences, tags, make, checked):

@@ -57,6 +57,7 @@ def test_learned_scores_past_any_finite_penalty_never_make_a_forbidden_move(stat
             assert not tag.startswith("I-") or previous[2:] == tag[2:] != "", path
 
 
+@pytest.mark.slow
 def test_huge_mix_logits_give_finite_mix_weights(bert, sentences, tags):
     tagger = _tagger(bert, max_epochs=1).fit(sentences, tags)
     tagger.model_state_["poolings.0.mix.weights"] = np.array([1000.0, 0.0, -5.0], dtype=np.float32)  # np.exp overflowed
@@ -92,6 +93,7 @@ def test_io_tags_train_a_crf_that_allows_every_move(bert, sentences, tags):
         _tagger(bert).fit(sentences, mixed)
 
 
+@pytest.mark.slow
 def test_deterministic_with_random_state(bert, sentences, tags):
     first = _tagger(bert, max_epochs=5, validation_fraction=0.2).fit(sentences, tags)
     second = _tagger(bert, max_epochs=5, validation_fraction=0.2).fit(sentences, tags)
@@ -195,6 +197,7 @@ def test_a_random_state_instance_gives_a_reproducible_sequence_of_fits(static_pa
     assert any(not np.array_equal(first[name], second[name]) for name in first)  # a new seed per fit
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("change", [{"crf": False}, {"hidden_size": 8}, {"projection": 4}, {"num_layers": 2},
                                     {"char_dim": 4}, {"shape_features": False}, {"shape_dim": 3}],
                          ids=lambda change: next(iter(change)))
@@ -246,6 +249,7 @@ def _with_empty(items, empty):
     return [empty] + items[:3] + [empty] + items[3:] + [empty]
 
 
+@pytest.mark.slow
 def test_empty_sentences_contribute_nothing(static_path, sentences, tags):
     """An empty training sentence was a CRF error ("the end cannot follow the start"); now it adds no
     row: the tagger learns exactly what it learns without it, and predicts [] for it."""
@@ -267,6 +271,7 @@ def test_training_data_without_tokens_is_refused(bert):
         _tagger(bert).fit([[], [], []], [[], [], []])
 
 
+@pytest.mark.slow
 def test_missing_or_dataframe_input_is_named(bert, sentences, tags):
     import pandas as pd
 
@@ -284,6 +289,7 @@ def test_missing_or_dataframe_input_is_named(bert, sentences, tags):
 # -- n_threads (issue 38 item 9) ----------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_n_threads_sets_torch_threads_while_training_and_predicting_and_restores_them(bert, sentences, tags,
                                                                                        monkeypatch):
     import torch
