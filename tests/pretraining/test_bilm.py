@@ -81,6 +81,7 @@ def pretrained_bilm(tmp_path_factory, corpus_file):
     return out, summary
 
 
+@pytest.mark.slow
 def test_pretrain_bilm_writes_an_elmo_directory_that_load_encoder_reads(pretrained_bilm):
     from safetensors.torch import load_file
 

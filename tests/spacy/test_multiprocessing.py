@@ -21,8 +21,9 @@ from thinc.api import Adam
 from _scenario import run_scenario
 
 SCENARIO = Path(__file__).with_name("multiprocessing_scenario.py")
-#: each order is a scenario of its own (seconds): the quick tier runs the last
-ORDERS = [pytest.param("cold", marks=pytest.mark.slow), pytest.param("call", marks=pytest.mark.slow), "pipe1"]
+ORDERS = ["cold", "call", "pipe1"]
+#: each order is a scenario in a process of its own, after a NER is trained: seconds each
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
