@@ -2,7 +2,9 @@
 
 Ray reads its environment at import: :data:`contextembed.engines.ray.LOCAL_ENVIRONMENT` (no usage
 report, loopback node address) is set before any test imports it. The clusters are module-scoped
-(starting Ray costs seconds); tests that use them are marked ``loopback``.
+(starting Ray costs seconds); tests that use them are marked ``loopback``. Not session-scoped: each
+serves one module (``test_ray.py``, ``test_dask.py``), and ``test_ray_terminal.py`` needs Ray not
+running in this process when it starts its own.
 """
 
 from __future__ import annotations
