@@ -1,16 +1,22 @@
-"""Starting the ``contextembed`` console command in a subprocess: the one place that does it.
+"""Running the ``contextembed`` console command from tests: the one place that does it.
 
 Every test that runs the CLI as a subprocess goes through :func:`start_cli` (or :func:`run_cli`),
-so the subprocesses' environment is set here and only here (:func:`cli_environment`).
+so the subprocesses' environment is set here and only here (:func:`cli_environment`). A subprocess
+costs an interpreter start and the imports (seconds on a loaded machine), so tests of a command's
+arguments, output and exit status call it in this process with :func:`call_cli`; the subprocess is
+kept for what only a real process shows: signals, pipes, forks, the console module itself.
 """
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import subprocess
 import sys
 import tempfile
+import traceback
+from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import socket_guard
@@ -65,3 +71,38 @@ def run_cli(args, timeout: float = 120, **popen_kwargs) -> subprocess.CompletedP
         raise
     check_no_sockets(process)
     return subprocess.CompletedProcess(process.args, process.returncode, out, err)
+
+
+def call_cli(args) -> subprocess.CompletedProcess:
+    """Run ``contextembed *args`` in this process (:func:`contextembed.cli.main`, from
+    :data:`REPO_ROOT` as :func:`run_cli` does) and return what :func:`run_cli` would: the exit
+    status, stdout and stderr as text. As in a process of its own, an exception that ``main`` lets
+    through prints its traceback on stderr with status 1, and ``SystemExit`` (the parser's errors,
+    ``--help``) gives its code. Network attempts fail the test through the suite's ``no_network``
+    fixture (``tests/conftest.py``), which watches this process."""
+    from contextembed.cli import main
+
+    argv = [str(arg) for arg in args]
+    out, err = io.StringIO(), io.StringIO()
+    previous = os.getcwd()
+    os.chdir(REPO_ROOT)
+    try:
+        with redirect_stdout(out), redirect_stderr(err):
+            status = _status_of(main, argv)
+    finally:
+        os.chdir(previous)
+    return subprocess.CompletedProcess(["contextembed", *argv], status, out.getvalue(), err.getvalue())
+
+
+def _status_of(main, argv: list[str]) -> int:
+    """``main(argv)``'s exit status as the interpreter would report it."""
+    try:
+        return main(argv)
+    except SystemExit as stop:
+        if stop.code is None or isinstance(stop.code, int):
+            return stop.code or 0
+        print(stop.code, file=sys.stderr)
+        return 1
+    except Exception:  # noqa: BLE001 - an uncaught error ends a real process with its traceback and status 1
+        traceback.print_exc()
+        return 1

@@ -26,11 +26,15 @@ CORPUS = [
 
 def pytest_configure(config):
     """Refuse network sockets for the whole session (see ``tests/socket_guard.py``), and keep the
-    session's tuning records (:mod:`contextembed.tuning`) and feature store (:mod:`contextembed._store`)
-    in directories of their own, shared with the processes its tests start: a user's records and
-    features neither steer nor receive the suite's."""
+    session's tuning records (:mod:`contextembed.tuning`), feature store (:mod:`contextembed._store`)
+    and engine exports (:mod:`contextembed.encoders._engine`) in directories of their own, shared
+    with the processes its tests start: a user's records, features and exports neither steer nor
+    receive the suite's. An export is keyed by the model's fingerprint and checked before reuse, so
+    the session exports each tiny model once; a test that counts, damages or inspects exports asks
+    for a fresh cache of its own (``engine_cache`` in ``tests/encoders/test_engine.py``)."""
     socket_guard.install()
     os.environ["CONTEXTEMBED_TUNING_DIR"] = tempfile.mkdtemp(prefix="contextembed-tuning-")
+    os.environ["CONTEXTEMBED_ENGINE_CACHE"] = tempfile.mkdtemp(prefix="contextembed-engines-")
     # the feature store's session directories too (a user's store is neither read nor filled)
     os.environ["CONTEXTEMBED_STORE_DIR"] = tempfile.mkdtemp(prefix="contextembed-store-")
     config.addinivalue_line("markers", "loopback: may connect to this machine's loopback (local clusters)")

@@ -497,6 +497,7 @@ def test_signal_after_the_output_is_in_place_is_reported_not_raised(vectors, inp
     assert np.load(out).shape == (7, 4)
 
 
+@pytest.mark.slow
 def test_console_module_runs(tiny_bert_dir, inputs):
     result = run_cli(["info", tiny_bert_dir])
     assert result.returncode == 0 and '"n_layers": 3' in result.stdout
@@ -596,9 +597,9 @@ def test_an_output_of_other_text_options_is_not_reused(vectors, lines, tmp_path)
 
 
 @pytest.fixture
-def engine_cache(tmp_path, monkeypatch):
+def engine_cache():
+    """The session's engine cache (``tests/conftest.py``); skipped without OpenVINO."""
     pytest.importorskip("openvino", reason='--backend openvino needs pip install ".[openvino]"')
-    monkeypatch.setenv("CONTEXTEMBED_ENGINE_CACHE", str(tmp_path / "engines"))
 
 
 def test_info_says_what_runs(tiny_bert_dir, engine_cache, capsys):
@@ -696,6 +697,7 @@ def test_embed_help_gives_the_ray_install_line_and_pretrain_static_offers_no_res
         assert "--resume" in helps[f"contextembed pretrain {resumable}"]
 
 
+@pytest.mark.slow
 def test_info_into_a_closed_pipe_ends_quietly(vectors):
     """`contextembed info ... | head -1`: the reader closes the pipe before the output is written."""
     from _cli import check_no_sockets, start_cli

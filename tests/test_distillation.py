@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from _cli import run_cli
+from _cli import call_cli
 from contextembed import StaticVectors, distill, load_encoder, _provenance as provenance
 from contextembed._distillation import DISTILLATION_FILE, middle_layers, whole_words
 from contextembed.encoders import TableStorage
@@ -238,22 +238,22 @@ def test_cli(tiny_bert_dir, tmp_path):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("the cat sat\nthe dog ran home\n\na cat ran\n", encoding="utf-8")
     out = tmp_path / "student"
-    result = run_cli(["distill", str(tiny_bert_dir), str(out), "--corpus", str(corpus), "--layers=-2,-1",
-                      "--dim", "3", "--precision", "fp32", "--quiet"])
+    result = call_cli(["distill", str(tiny_bert_dir), str(out), "--corpus", str(corpus), "--layers=-2,-1",
+                       "--dim", "3", "--precision", "fp32", "--quiet"])
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout.strip().splitlines()[-1]) == {"output": str(out), "words": 7, "dim": 3,
                                                                   "backend": "torch", "precision": "fp32"}
     assert load_encoder(out).width == 3 and load_encoder(out).subwords.width == 3
-    folded = run_cli(["distill", str(tiny_bert_dir), str(tmp_path / "folded"), "--corpus", str(corpus),
-                      "--case", "fold", "--no-subwords", "--precision", "fp32", "--quiet"])
+    folded = call_cli(["distill", str(tiny_bert_dir), str(tmp_path / "folded"), "--corpus", str(corpus),
+                       "--case", "fold", "--no-subwords", "--precision", "fp32", "--quiet"])
     assert folded.returncode == 0, folded.stderr
     record = json.loads((tmp_path / "folded" / DISTILLATION_FILE).read_text())
     assert record["case"] == "fold" and record["subword_pieces"] is None and load_encoder(tmp_path / "folded").lowercase
-    again = run_cli(["distill", str(tiny_bert_dir), str(out), "--corpus", str(corpus), "--quiet"])
+    again = call_cli(["distill", str(tiny_bert_dir), str(out), "--corpus", str(corpus), "--quiet"])
     assert again.returncode == 2 and "already exists" in again.stderr
     empty = tmp_path / "empty.txt"
     empty.write_text("", encoding="utf-8")
-    failed = run_cli(["distill", str(tiny_bert_dir), str(tmp_path / "other"), "--corpus", str(empty), "--quiet"])
+    failed = call_cli(["distill", str(tiny_bert_dir), str(tmp_path / "other"), "--corpus", str(empty), "--quiet"])
     assert failed.returncode == 2 and "no words" in failed.stderr and not (tmp_path / "other").exists()
 
 
@@ -321,7 +321,6 @@ def test_the_distilled_directory_records_its_provenance(teacher, tmp_path):
 
 def test_a_teacher_spec_runs_on_the_backend_asked_and_the_record_says_so(tiny_bert_dir, bert, tmp_path, monkeypatch):
     pytest.importorskip("openvino", reason='backend="openvino" needs pip install ".[openvino]"')
-    monkeypatch.setenv("CONTEXTEMBED_ENGINE_CACHE", str(tmp_path / "engines"))
     monkeypatch.setenv("CONTEXTEMBED_AUTO_CPU_PRECISION", "fp32")  # precision="auto" on the engine: fp32
     student = distill(str(tiny_bert_dir), tmp_path / "engine", corpus=CORPUS, layers=[-1], backend="openvino")
     record = json.loads((tmp_path / "engine" / DISTILLATION_FILE).read_text())
@@ -338,13 +337,12 @@ def test_a_backend_with_a_loaded_teacher_is_refused(bert, tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-def test_distill_command_takes_the_backend(tiny_bert_dir, tmp_path, monkeypatch):
+def test_distill_command_takes_the_backend(tiny_bert_dir, tmp_path):
     pytest.importorskip("openvino", reason='--backend openvino needs pip install ".[openvino]"')
-    monkeypatch.setenv("CONTEXTEMBED_ENGINE_CACHE", str(tmp_path / "engines"))  # the command's environment
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("the cat sat\nthe dog ran home\n", encoding="utf-8")
-    result = run_cli(["distill", str(tiny_bert_dir), str(tmp_path / "out"), "--corpus", str(corpus), "--quiet",
-                      "--device", "cpu", "--precision", "fp32", "--backend", "openvino"])
+    result = call_cli(["distill", str(tiny_bert_dir), str(tmp_path / "out"), "--corpus", str(corpus), "--quiet",
+                       "--device", "cpu", "--precision", "fp32", "--backend", "openvino"])
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)
     assert (summary["backend"], summary["precision"]) == ("openvino", "fp32")

@@ -147,14 +147,14 @@ def test_word_count_files_are_read_strictly(tmp_path, text, message):
 
 
 def test_cli_weighting_pca_and_storage(tiny_bert_dir, tmp_path):
-    from _cli import run_cli
+    from _cli import call_cli
 
     counts = tmp_path / "counts.txt"
     counts.write_text("the 5\ncat 2\n", encoding="utf-8")
     out = tmp_path / "out"
-    done = run_cli(["distill", str(tiny_bert_dir), str(out), "--layers=-1", "--dim", "none",
-                    "--weighting", "sif", "--sif-a", "0.01", "--frequencies", str(counts),
-                    "--storage", "int8", "--int8-scale", "dimension", "--quiet"])
+    done = call_cli(["distill", str(tiny_bert_dir), str(out), "--layers=-1", "--dim", "none",
+                     "--weighting", "sif", "--sif-a", "0.01", "--frequencies", str(counts),
+                     "--storage", "int8", "--int8-scale", "dimension", "--quiet"])
     assert done.returncode == 0, done.stderr
     record = json.loads((out / DISTILLATION_FILE).read_text())
     assert (record["weighting"], record["sif_a"], record["frequencies"]) == ("sif", 0.01, "word counts")
@@ -168,6 +168,6 @@ def test_cli_weighting_pca_and_storage(tiny_bert_dir, tmp_path):
                            (["--exact-columns", "0", "--clusters", "4"], "--exact-columns"),
                            (["--clusters", "4", "--exact-columns", "32", "--dim", "none", "--layers=-1"],
                             "exact_columns=32 leaves none of the table's 32 columns")]:
-        done = run_cli(["distill", str(tiny_bert_dir), str(tmp_path / "bad"), *flags, "--quiet"])
+        done = call_cli(["distill", str(tiny_bert_dir), str(tmp_path / "bad"), *flags, "--quiet"])
         assert done.returncode != 0 and message in done.stderr, done.stderr
     assert not (tmp_path / "bad").exists()

@@ -27,6 +27,7 @@ def forked(tiny_bert_dir, tmp_path_factory) -> dict[str, np.ndarray]:
         return {name: data[name] for name in data.files}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", WORKERS)
 def test_forked_workers_encode_like_the_parent(forked, workers):
     """DataLoader workers, a fork Pool, and a fork Pool keeping the parent's threads: no hang (with
@@ -37,6 +38,7 @@ def test_forked_workers_encode_like_the_parent(forked, workers):
         np.testing.assert_array_equal(forked[f"{workers}_{i}"], forked[f"parent_{i}"], err_msg=f"sentence {i}")
 
 
+@pytest.mark.slow
 def test_thread_counts_in_forked_workers(forked):
     """One torch thread per forked worker by default; ``set_child_threads(None)`` keeps the parent's."""
     assert set(forked["pool_threads"]) == {1}

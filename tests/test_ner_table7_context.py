@@ -42,6 +42,7 @@ def table7(tmp_path, monkeypatch):
     return module
 
 
+@pytest.mark.slow
 def test_context_rows_of_another_transformer(table7, tiny_bert_dir, tmp_path):
     out = tmp_path / "rows.jsonl"
     assert table7.main(["--context", "0", "4", "--context-rows", "last hidden", "--taggers", "lr",
@@ -53,6 +54,7 @@ def test_context_rows_of_another_transformer(table7, tiny_bert_dir, tmp_path):
     assert table7.cache_bounds == [int(0.01 * (1 << 30))]
 
 
+@pytest.mark.slow
 def test_table_rows_of_another_model(table7, tiny_bert_dir, tmp_path):
     """--model picks the transformer of the Table 7 rows; every TokenEmbedder stores its rows under
     --cache-dir in --cache-dtype; each JSON line records the spec as given, the settings, the wall

@@ -44,6 +44,7 @@ def test_small_strided_or_foreign_arrays_start_nothing(monkeypatch):
         pages._madvise.cache_clear()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="madvise(MADV_POPULATE_WRITE) is Linux's")
 def test_word_rows_are_the_same_with_their_pages_populated_or_not(tiny_bert_dir, monkeypatch):
     """The picked words' chunk output is populated while the chunk is tokenized; the rows are those

@@ -195,6 +195,7 @@ def test_a_skops_file_saved_before_the_rename_loads_with_the_trusted_types(name)
     _check_outputs(name, estimator)
 
 
+@pytest.mark.slow
 def test_a_fresh_process_unpickles_an_old_path_first():
     """The first import a process makes may be an old path (pickle.load of a 0.1 file)."""
     code = ("import pickle, sys, warnings; warnings.simplefilter('ignore', DeprecationWarning)\n"

@@ -111,6 +111,7 @@ def test_gpt2_style_models_quantize_their_conv1d_layers(tiny_roberta_dir, tmp_pa
     assert all(np.array_equal(a, b) for a, b in zip(reloaded, exact))
 
 
+@pytest.mark.slow
 @pytest.mark.pretrained
 def test_minilm_int8_keeps_fp32_quality(minilm):
     """The issue's bar: mean cosine >= 0.99 to fp32 on the concatenated last four layers."""

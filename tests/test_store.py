@@ -162,6 +162,7 @@ def test_a_private_store_spills_beyond_the_budget_and_removes_its_files(budget):
 # -- sharing and trust ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_another_process_reads_what_one_wrote(store, tmp_path):
     spec = _spec()
     (keys, rows, counts), = _blocks(spec, [[2, 3]])[0]
@@ -263,6 +264,7 @@ def test_an_untrusted_cache_directory_is_not_used(tmp_path, monkeypatch):
     assert store is _store.session_store()
 
 
+@pytest.mark.slow
 def test_a_session_is_shared_with_child_processes_and_removed_when_its_owner_exits(tmp_path):
     """The first process names the session in its environment; a child it starts writes there, the
     parent reads what the child wrote, and the directory goes when the parent exits."""

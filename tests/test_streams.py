@@ -237,6 +237,7 @@ def test_streams_ran_the_batches(tiny_bert_dir, two_threads, monkeypatch):
     assert len(names) > 2 and {name.startswith("contextembed-stream") for name in names} == {True}
 
 
+@pytest.mark.slow
 def test_forked_child_starts_its_own_streams():
     """A child forked after the parent's streams started runs streams of its own (the parent's
     threads were not copied) instead of waiting for them forever."""
@@ -274,6 +275,7 @@ atexit.register(at_exit, encoder)
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", ["transformer", "elmo"])
 def test_encode_from_an_atexit_handler_runs_in_the_callers_thread(tiny_bert_dir, tiny_elmo_dir, tmp_path, family):
     """``encode()`` in an ``atexit`` handler raised "cannot schedule new futures after shutdown"

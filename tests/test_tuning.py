@@ -340,6 +340,7 @@ def test_slow_steps_are_announced_on_stderr_only_when_announcing(records, monkey
     assert err[1].startswith("contextembed: testing: done in ")
 
 
+@pytest.mark.slow
 def test_cpu_precision_is_remembered_across_processes(records):
     """Fresh interpreters: the first measures (and says so), the second reads the same choice."""
     code = ("import contextembed.tuning as t, contextembed._devices as d; t.ANNOUNCE_AFTER = 0\n"
@@ -444,10 +445,10 @@ def test_nothing_is_adopted_from_an_output_without_a_readable_record(tiny_bert_d
 # -- contextembed tune ---------------------------------------------------------------------------------
 
 
-def test_tune_measures_records_and_then_reads(tiny_bert_dir, records, tmp_path, monkeypatch):
+@pytest.mark.slow
+def test_tune_measures_records_and_then_reads(tiny_bert_dir, records, monkeypatch):
     from contextembed.cli import main
 
-    monkeypatch.setenv("CONTEXTEMBED_ENGINE_CACHE", str(tmp_path / "engines"))
     monkeypatch.delenv(devices.AUTO_CPU_PRECISION_ENV, raising=False)
     monkeypatch.setattr(devices, "_SPEEDUPS", {})
     printed = io.StringIO()

@@ -36,9 +36,10 @@ SENTENCES = [
 FP32_TOLERANCE = 1e-4
 
 
-@pytest.fixture(autouse=True)
+@pytest.fixture
 def engine_cache(tmp_path, monkeypatch) -> Path:
-    """Every test exports into its own cache (never the user's)."""
+    """A cache of this test's own, for tests that count, damage or inspect exports (the others share
+    the session's, see ``tests/conftest.py``: never the user's)."""
     root = tmp_path / "engines"
     monkeypatch.setenv(engine.ENGINE_CACHE_ENV, str(root))
     return root
@@ -86,7 +87,7 @@ def test_fp32_engine_gives_the_torch_features(tiny_dir):
 BATCH_TOLERANCE = 1e-5
 
 
-@pytest.mark.parametrize("precision", ["fp32", "int8"])
+@pytest.mark.parametrize("precision", ["fp32", pytest.param("int8", marks=pytest.mark.slow)])
 def test_a_sentence_does_not_depend_on_its_batch(tiny_bert_dir, precision):
     """Batch invariance on the engine without extra padding: alone or among longer neighbours."""
     encoder = load_encoder(str(tiny_bert_dir), device="cpu", precision=precision, backend="openvino",
@@ -137,7 +138,8 @@ def test_an_export_is_reused_from_the_cache(tiny_bert_dir, monkeypatch, engine_c
     assert not [p for p in engine_cache.iterdir() if p.name.endswith(".partial")]
 
 
-def test_a_moved_model_keeps_its_export_and_a_changed_one_does_not(tiny_bert_dir, tmp_path, monkeypatch):
+@pytest.mark.slow
+def test_a_moved_model_keeps_its_export_and_a_changed_one_does_not(tiny_bert_dir, tmp_path, monkeypatch, engine_cache):
     import shutil
 
     from transformers import BertModel
@@ -159,8 +161,9 @@ def test_a_moved_model_keeps_its_export_and_a_changed_one_does_not(tiny_bert_dir
     assert _largest_difference(reference.encode(SENTENCES[:2]), got) < FP32_TOLERANCE
 
 
-@pytest.mark.parametrize("damage", ["truncated weights", "edited graph", "other engine version", "no record",
-                                    "missing weights"])
+@pytest.mark.parametrize("damage", ["truncated weights", *(pytest.param(damage, marks=pytest.mark.slow) for damage in
+                                                          ("edited graph", "other engine version", "no record",
+                                                           "missing weights"))])
 def test_a_damaged_or_stale_export_is_exported_again(tiny_bert_dir, engine_cache, monkeypatch, damage):
     reference, encoder = _pair(tiny_bert_dir)
     want = reference.encode(SENTENCES)
@@ -189,6 +192,7 @@ def test_a_damaged_or_stale_export_is_exported_again(tiny_bert_dir, engine_cache
     engine.check_export(str(folder), again._engine.expected_record(2))  # whole again
 
 
+@pytest.mark.slow
 def test_int8_on_the_engine_keeps_the_features(minilm, engine_cache):
     """Static int8 (NNCF, the bundled calibration text) on the real MiniLM: mean cosine at least
     0.995 to fp32 on every hidden state, one row per word."""
@@ -207,6 +211,7 @@ def test_int8_on_the_engine_keeps_the_features(minilm, engine_cache):
     assert record["precision"] == "int8" and record["calibration"] and record["quantizer"]
 
 
+@pytest.mark.slow
 def test_calibration_text_is_part_of_the_cache_key(tiny_bert_dir, engine_cache, monkeypatch):
     monkeypatch.setattr(engine, "MAX_CALIBRATION", 8)
     ours = [["the", "quick", "fox"], ["New", "York", "officials"]] * 4
@@ -281,7 +286,7 @@ def test_without_openvino_the_error_names_the_extra(tiny_bert_dir, monkeypatch):
     assert load_encoder(str(tiny_bert_dir), device="cpu", precision="fp32", backend="auto").backend == "torch"
 
 
-def test_a_model_the_engine_cannot_export_names_its_type(tiny_bert_dir, monkeypatch):
+def test_a_model_the_engine_cannot_export_names_its_type(tiny_bert_dir, monkeypatch, engine_cache):
     def refuse(*args, **kwargs):
         raise RuntimeError("unsupported operation aten::frobnicate")
 
@@ -291,7 +296,7 @@ def test_a_model_the_engine_cannot_export_names_its_type(tiny_bert_dir, monkeypa
         encoder.encode(SENTENCES[:1])
 
 
-def test_auto_keeps_torch_for_a_model_the_engine_cannot_export(tiny_bert_dir, monkeypatch, caplog):
+def test_auto_keeps_torch_for_a_model_the_engine_cannot_export(tiny_bert_dir, monkeypatch, caplog, engine_cache):
     def refuse(*args, **kwargs):
         raise RuntimeError("unsupported operation aten::frobnicate")
 
@@ -356,11 +361,14 @@ def test_an_engine_cache_another_user_could_write_is_a_setting_error(untuned, ti
 
 @pytest.mark.parametrize("loosen, reason", [
     (lambda export: os.chmod(export, 0o777), r"is writable by its group and others"),
-    (lambda export: os.chown(export, ANOTHER_USER, -1), rf"is owned by user {ANOTHER_USER}"),
-    (lambda export: os.chmod(export / "contextembed_provenance.json", 0o666), r"contextembed_provenance\.json is "
-                                                                             r"writable by its group and others"),
-    (lambda export: os.chown(export / "model.bin", ANOTHER_USER, -1), rf"model\.bin is owned by user {ANOTHER_USER}"),
-    (lambda export: os.chmod(export / "model.xml", 0o664), r"model\.xml is writable by its group"),
+    pytest.param(lambda export: os.chown(export, ANOTHER_USER, -1), rf"is owned by user {ANOTHER_USER}",
+                 marks=pytest.mark.slow),
+    pytest.param(lambda export: os.chmod(export / "contextembed_provenance.json", 0o666),
+                 r"contextembed_provenance\.json is writable by its group and others", marks=pytest.mark.slow),
+    pytest.param(lambda export: os.chown(export / "model.bin", ANOTHER_USER, -1),
+                 rf"model\.bin is owned by user {ANOTHER_USER}", marks=pytest.mark.slow),
+    pytest.param(lambda export: os.chmod(export / "model.xml", 0o664), r"model\.xml is writable by its group",
+                 marks=pytest.mark.slow),
 ], ids=["folder-writable", "folder-another-users", "record-writable", "weights-another-users", "graph-writable"])
 def test_an_export_another_user_could_have_written_is_exported_again(tiny_bert_dir, engine_cache, monkeypatch,
                                                                      loosen, reason):
@@ -378,6 +386,7 @@ def test_an_export_another_user_could_have_written_is_exported_again(tiny_bert_d
     engine.check_export(str(export), again._engine.expected_record(2))  # trusted and whole again
 
 
+@pytest.mark.slow
 def test_exports_are_written_so_that_this_user_trusts_them_whatever_the_umask(tiny_bert_dir, engine_cache,
                                                                               monkeypatch):
     saved = os.umask(0o002)  # user private groups: OpenVINO's files would be group-writable
@@ -443,6 +452,7 @@ def test_streams_give_the_same_vectors(tiny_bert_dir, monkeypatch):
     assert _largest_difference(one, two) < 1e-6
 
 
+@pytest.mark.slow
 def test_export_and_quantization_open_no_socket(tiny_bert_dir, tmp_path):
     """Outside pytest (NNCF only silences its telemetry inside pytest), with no consent file in a
     fresh HOME: exporting and quantizing send nothing and write no telemetry files."""
@@ -501,6 +511,7 @@ except KeyboardInterrupt:
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="sigaltstack and /proc/self/maps")
 def test_a_signal_after_the_engine_is_freed_on_another_thread_is_handled(tiny_bert_dir, tmp_path):
     """OpenVINO installs its own alternate signal stack on the thread that compiles and frees it

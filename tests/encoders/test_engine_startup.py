@@ -24,8 +24,10 @@ from contextembed.encoders import _engine as engine  # noqa: E402
 SENTENCES = [["the", "quick", "brown", "fox"], ["New", "York"] * 12, ["naïve", "café"], ["a"]] * 40
 
 
-@pytest.fixture(autouse=True)
+@pytest.fixture
 def engine_cache(tmp_path, monkeypatch) -> Path:
+    """A cache of this test's own, for tests that inspect it or start from no export (the others
+    share the session's, see ``tests/conftest.py``)."""
     root = tmp_path / "engines"
     monkeypatch.setenv(engine.ENGINE_CACHE_ENV, str(root))
     return root
@@ -43,6 +45,7 @@ HANG_SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_two_streams_first_calls_never_hang(tiny_bert_dir, engine_cache):
     """Issue 37: two stream threads making their first call into a fresh compiled model hung once in
     23 runs. Fresh processes (the one-time set-up is per process), each with a time limit."""
@@ -142,6 +145,7 @@ def test_a_partial_whose_process_id_was_reused_is_stale(tmp_path):
     assert remove_stale_partials(tmp_path) == [str(reused)]
 
 
+@pytest.mark.slow
 def test_a_killed_export_leaves_a_partial_that_the_next_export_removes(tiny_bert_dir, engine_cache):
     """SIGKILL during an export: the partial directory stays until the next export cleans it."""
     code = textwrap.dedent("""
@@ -225,6 +229,7 @@ def test_a_recorded_backend_is_followed(tiny_bert_dir, records, recorded):
         assert np.abs(a - b).max() < 1e-4
 
 
+@pytest.mark.slow
 def test_engine_precision_auto_is_remembered(tiny_bert_dir, records, monkeypatch):
     first = load_encoder(str(tiny_bert_dir), device="cpu", backend="openvino")
     (path,) = records.glob("engine-precision-*.json")
@@ -274,6 +279,7 @@ def test_a_large_models_first_use_leaves_the_engines_int8_to_tune(tiny_bert_dir,
     assert load_encoder(str(tiny_bert_dir), device="cpu", backend="openvino").precision == "fp32"
 
 
+@pytest.mark.slow
 def test_a_large_models_first_use_of_backend_auto_leaves_the_engine_to_tune(tiny_bert_dir, records, monkeypatch):
     """At base size the export and timings alone took backend='auto''s bounded first use 68.5 s
     (issue 52): a large model runs torch, records nothing, and `contextembed tune` measures it."""
@@ -301,6 +307,7 @@ def test_a_large_models_first_use_of_backend_auto_leaves_the_engine_to_tune(tiny
     assert later.backend == "openvino" and later.encode(words)[0].shape == first.encode(words)[0].shape
 
 
+@pytest.mark.slow
 def test_the_engine_runs_no_layer_above_the_last_one_wanted(tiny_bert_dir):
     """An export for hidden states 0..top holds the model's layers up to top only (issue 52): what
     no output needs is not in the OpenVINO graph, so it never runs; the states it gives are those of

@@ -56,6 +56,7 @@ def test_bad_device_and_precision(tiny_bert_dir):
             load_encoder(str(tiny_bert_dir), device="cuda")
 
 
+@pytest.mark.slow
 def test_hub_id_loads_from_the_local_cache_only(tmp_path, tiny_bert_dir):
     """A hub id already in the Hugging Face cache loads (offline); the same id absent does not."""
     import os

@@ -166,6 +166,7 @@ def test_missing_local_path_gets_no_hub_advice(tmp_path):
     assert "hf download" not in str(raised.value)
 
 
+@pytest.mark.slow
 def test_uncached_hub_id_never_opens_a_socket(tmp_path):
     """In a fresh process (so nothing is cached from earlier tests), with HF_HUB_OFFLINE unset."""
     log = tmp_path / "sockets.log"

@@ -24,6 +24,8 @@ SENTENCES = [
     ["Peter", "Blackburn"],
 ]
 DOC_IDS = [0, 0, 0, 1, 1]
+#: the tiny models, and the real MiniLM (seconds a case: the quick tier leaves it out)
+MODELS = ["bert", "roberta", pytest.param("minilm", marks=pytest.mark.slow)]
 
 
 @pytest.fixture(scope="module", params=["bert", "roberta"])
@@ -323,7 +325,7 @@ def _many_sentences(request, model: str, options: dict):
 
 @pytest.mark.parametrize("options", [{}, {"max_batch_size": 3, "window": 7, "stride": 3}],
                          ids=["default", "small batches and windows"])
-@pytest.mark.parametrize("model", ["bert", "roberta", "minilm"])
+@pytest.mark.parametrize("model", MODELS)
 def test_piece_means_are_a_plain_loop_over_the_pieces_bit_for_bit(request, model, options):
     """``encode_piece_means`` builds its model inputs and batches as arrays: the rows, the batches
     (MiniLM's fp32 vectors change with a sentence's batch neighbours) and the sums are those of the
@@ -412,7 +414,7 @@ def _pending_rows(encoder, sentences, pooling, method) -> list[np.ndarray]:
 
 @pytest.mark.parametrize("options", [{}, {"max_batch_size": 3, "window": 7, "stride": 3, "chunk_size": 4}],
                          ids=["default", "small batches, windows and chunks"])
-@pytest.mark.parametrize("model", ["bert", "roberta", "minilm"])
+@pytest.mark.parametrize("model", MODELS)
 def test_picked_words_are_the_pending_paths_bit_for_bit(request, model, options):
     """Words picked by their first or last pieces are planned as arrays per chunk (``_WordUnits``): the
     same model inputs in the same batches as the path with an object per sentence, so the same bits
@@ -514,7 +516,7 @@ def _selected_pooling(n_layers: int, combine: str, layer_norm: bool = False) -> 
 @pytest.mark.parametrize("options", [{}, {"max_batch_size": 3, "window": 7, "stride": 3, "chunk_size": 5}],
                          ids=["default", "small batches, windows and chunks"])
 @pytest.mark.parametrize("combine", COMBINES)
-@pytest.mark.parametrize("model", ["bert", "roberta", "minilm"])
+@pytest.mark.parametrize("model", MODELS)
 def test_piece_means_pooled_where_the_model_ran_are_the_hosts_pooling_bit_for_bit(request, model, combine, options):
     """``encode_piece_means(pooling=...)`` combines each batch's means where the model ran (and a
     sentence in several windows once its windows are in): the bits of combining the layers of the

@@ -32,6 +32,7 @@ def _direct_hidden(encoder, ids):
     return hidden[:, len(prefix) : len(prefix) + len(ids)], hidden[:, 0]
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None)
 @given(sentences=SENTENCES)
 def test_rows_equal_words_and_come_from_own_pieces(tiny, sentences):
@@ -81,6 +82,7 @@ def test_independent_of_batch_composition_and_order(tiny):
         assert np.abs(shuffled[list(shuffled_order).index(i)] - a).max(initial=0) <= 1e-5
 
 
+@pytest.mark.slow
 def test_long_input_windows(tiny):
     """3,000 words -> 3,000 rows; words inside a window's owned middle match a single pass of it."""
     rng = np.random.default_rng(1)
@@ -149,6 +151,7 @@ def test_cls(tiny):
     assert np.abs(cls[0, 0] - direct_cls[-1]).max() < 1e-5
 
 
+@pytest.mark.slow
 @pytest.mark.pretrained
 def test_minilm_matches_raw_transformers(minilm):
     """Per-layer first-piece vectors equal AutoModel's hidden states at each word's first piece."""
@@ -175,6 +178,7 @@ def test_minilm_matches_raw_transformers(minilm):
         assert np.abs(got - hidden[:, first]).max() <= 1e-4
 
 
+@pytest.mark.slow
 @pytest.mark.pretrained
 def test_minilm_3000_words(minilm):
     words = ("The European Commission said on Thursday it disagreed with German advice to consumers "
@@ -266,6 +270,7 @@ def _engine_folders(cache):
     return sorted(folder for folder in cache.iterdir() if (folder / "contextembed_provenance.json").exists())
 
 
+@pytest.mark.slow
 def test_raw_calibration_texts_calibrate_on_words_and_share_the_token_lists_cache(tiny_bert_dir, tmp_path,
                                                                                    monkeypatch):
     """Issue 38 item 1: texts are split by tokenizer="auto", so the export is the one the same token
@@ -288,6 +293,7 @@ def test_raw_calibration_texts_calibrate_on_words_and_share_the_token_lists_cach
     assert record["calibration"] != engine.sentences_hash([list(text) for text in texts])
 
 
+@pytest.mark.slow
 def test_a_calibration_generator_is_read_once_with_backend_auto(tiny_bert_dir, tmp_path, monkeypatch):
     """Issue 38 item 4: backend="auto" used to read the generator twice (export, then the probe) and
     fail with "calibration holds no non-empty sentence"."""

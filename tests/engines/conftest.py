@@ -2,7 +2,9 @@
 
 Ray reads its environment at import: :data:`contextembed.engines.ray.LOCAL_ENVIRONMENT` (no usage
 report, loopback node address) is set before any test imports it. The clusters are module-scoped
-(starting Ray costs seconds); tests that use them are marked ``loopback``.
+(starting Ray costs seconds); tests that use them are marked ``loopback``. Not session-scoped: each
+serves one module (``test_ray.py``, ``test_dask.py``), and ``test_ray_terminal.py`` needs Ray not
+running in this process when it starts its own.
 """
 
 from __future__ import annotations
@@ -29,17 +31,6 @@ SENTENCES = [
     ["Peter", "Blackburn", "met", "EU", "officials"],
     ["ça", "coûte", "3,5", "€", "naïve", "café", "東京", "😀"],
 ] * 7
-
-
-@pytest.fixture(autouse=True)
-def empty_encode_cache():
-    """Leave the process-wide encode cache as found: in fp32 an entry holds the vectors of the batch
-    it was encoded in (within 1e-5), and later tests that compare a fresh encoding with a cached
-    one bit for bit (tests/robustness/test_model_binding.py) must not see ours."""
-    from contextembed.sklearn import clear_cache
-
-    yield
-    clear_cache()
 
 
 @pytest.fixture(scope="session")

@@ -203,6 +203,7 @@ def test_engines_without_their_extras_say_how_to_install(monkeypatch):
         dask_engine.embed_bag([], "glove-6b-50d")
 
 
+@pytest.mark.slow
 def test_the_core_never_imports_the_engines():
     import subprocess
 
@@ -237,9 +238,9 @@ def test_workers_pick_the_precision_the_driver_measured(tiny_bert_dir, monkeypat
 
 
 @pytest.fixture
-def engine_cache(tmp_path, monkeypatch):
+def engine_cache():
+    """The session's engine cache (``tests/conftest.py``); skipped without OpenVINO."""
     pytest.importorskip("openvino", reason='backend="openvino" needs pip install ".[openvino]"')
-    monkeypatch.setenv("CONTEXTEMBED_ENGINE_CACHE", str(tmp_path / "engines"))
 
 
 def test_backend_auto_is_resolved_on_the_driver_and_shipped_pinned(tiny_bert_dir, engine_cache):

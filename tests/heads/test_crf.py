@@ -107,6 +107,7 @@ def _valid(path, allowed) -> bool:
     return all(bool(allowed[a, b]) for a, b in moves)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scheme", ["IOB2", "IOBES"])
 def test_no_learned_score_however_large_makes_a_forbidden_move_win(scheme):
     """Forbidden moves were scored -1e4: allowed scores past that (a learning rate of 1000 reaches

@@ -81,6 +81,7 @@ def pretrained_bilm(tmp_path_factory, corpus_file):
     return out, summary
 
 
+@pytest.mark.slow
 def test_pretrain_bilm_writes_an_elmo_directory_that_load_encoder_reads(pretrained_bilm):
     from safetensors.torch import load_file
 
@@ -108,6 +109,7 @@ def test_pretrain_bilm_writes_an_elmo_directory_that_load_encoder_reads(pretrain
     assert (out / "vocab.txt").read_text().splitlines()[:3] == ["<S>", "</S>", "<UNK>"]
 
 
+@pytest.mark.slow
 def test_bilm_resume_rejects_another_architecture(tmp_path, corpus_file, pretrained_bilm):
     import shutil
 
@@ -127,6 +129,7 @@ def test_bilm_config_errors():
         BiLMConfig(size="huge")
 
 
+@pytest.mark.slow
 def test_init_continues_from_an_elmo_directory(tmp_path, corpus_file, pretrained_bilm):
     base, base_summary = pretrained_bilm
     config = BiLMConfig(init=str(base), size="small", n_layers=1)  # size and n_layers are ignored
@@ -141,6 +144,7 @@ def test_init_continues_from_an_elmo_directory(tmp_path, corpus_file, pretrained
         BiLMConfig(init=str(tmp_path))
 
 
+@pytest.mark.slow
 def test_init_without_a_saved_lm_head_builds_a_new_vocabulary(tmp_path, corpus_file, pretrained_bilm):
     import shutil
 
@@ -161,6 +165,7 @@ def test_init_without_a_saved_lm_head_builds_a_new_vocabulary(tmp_path, corpus_f
         torch.testing.assert_close(adapted.state_dict()[name], value, atol=1e-6, rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_bf16_autocast_trains_the_adaptive_softmax_and_evaluates(tmp_path, corpus_file):
     """bf16 autocast: the LSTM's in-place step and the adaptive softmax's fp32 buffer took bf16 rows."""
     import math

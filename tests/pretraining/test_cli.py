@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from contextembed.cli import main
 
 
@@ -11,6 +13,7 @@ def _mlm_args(corpus, out, size, *extra):
             "--device", "cpu", "--quiet", "--held-out-fraction", "0.2", *extra]
 
 
+@pytest.mark.slow
 def test_mlm_command_saves_the_resolved_config_and_the_model(tmp_path, corpus_file, tiny_size, capsys):
     out = tmp_path / "out"
     assert main(_mlm_args(corpus_file, out, tiny_size, "--nsp")) == 0
@@ -54,6 +57,7 @@ def test_static_command(tmp_path, corpus_file, capsys):
     assert main(argv + ["--overwrite"]) == 0
 
 
+@pytest.mark.slow
 def test_bilm_command(tmp_path, corpus_file, capsys):
     from contextembed import load_encoder
 
@@ -68,6 +72,7 @@ def test_bilm_command(tmp_path, corpus_file, capsys):
     assert printed["steps"] == 2 and "forward_loss" in printed["held_out"]
 
 
+@pytest.mark.slow
 def test_mlm_command_resume(tmp_path, corpus_file, tiny_size, capsys):
     out = tmp_path / "out"
     assert main(_mlm_args(corpus_file, out, tiny_size, "--checkpoint-every", "2")) == 0

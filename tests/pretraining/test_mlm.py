@@ -82,6 +82,7 @@ def test_log_and_held_out_records(pretrained_mlm):
     assert sorted(p.name for p in (out / "checkpoints").glob("step-*.pt")) == ["step-00000002.pt", "step-00000004.pt"]
 
 
+@pytest.mark.slow
 def test_resume_continues_and_rejects_incompatible_checkpoints(tmp_path, corpus_file, tiny_size):
     config = MLMConfig(size=tiny_size, vocab_size=120, max_length=32, min_frequency=1)
     out = tmp_path / "run"
@@ -143,6 +144,7 @@ def test_bad_corpora(tmp_path, tiny_size):
         pretrain_mlm(one_document, tmp_path / "o2", nsp, tiny_training(held_out_fraction=0.0))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("megabytes", [1, pytest.param(10, marks=pytest.mark.slow)])
 def test_a_huge_line_is_cut_into_examples_not_dropped(pretrained_mlm, megabytes):
     from transformers import AutoTokenizer

@@ -43,6 +43,7 @@ def test_write_json_interrupted_midway_keeps_the_previous_file(tmp_path):
     assert os.listdir(tmp_path) == ["held_out.json"]
 
 
+@pytest.mark.slow
 def test_sigterm_stops_pretraining_cleanly_and_resume_continues(tmp_path, corpus_file, tiny_size, monkeypatch, capsys):
     import signal
 

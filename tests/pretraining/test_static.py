@@ -90,6 +90,7 @@ def _read_binary_like_gensim(path):
     return words, np.vstack(vectors)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("architecture", ["skipgram", "cbow"])
 def test_pretrain_static_writes_vectors_that_load_back(tmp_path, architecture):
     corpus = write_corpus(tmp_path / "c.txt", make_documents(60, 10, seed=3))

@@ -40,6 +40,7 @@ def test_every_precision_has_a_dtype():
     assert set(get_args(TrainingPrecision)) <= set(PRECISIONS)
 
 
+@pytest.mark.slow
 def test_bf16_autocast_and_gradient_accumulation(tmp_path, corpus_file, tiny_size):
     config = MLMConfig(size=tiny_size, vocab_size=120, max_length=32, min_frequency=1)
     single = pretrain_mlm(corpus_file, tmp_path / "a", config,

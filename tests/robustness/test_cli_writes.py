@@ -37,7 +37,9 @@ import pytest
 from _cli import check_no_sockets, start_cli
 from contextembed._files import PARTIAL_SUFFIX
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="POSIX signals, /proc/<pid>/status")
+# every test signals a real process (seconds each): none is in the quick tier
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(not sys.platform.startswith("linux"), reason="POSIX signals, /proc/<pid>/status")]
 
 OLD = b"the previous output: it must survive every interrupted run"
 SEED = int(os.environ.get("CONTEXTEMBED_SIGNAL_SEED", "20240611"))

@@ -29,6 +29,7 @@ def auto_chooses(monkeypatch):
     clear_cache()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("estimator", [TextEmbedder, TokenEmbedder])
 def test_transform_runs_the_precision_fit_chose(tiny_bert_dir, auto_chooses, estimator):
     X = TEXTS if estimator is TextEmbedder else [t.split() for t in TEXTS]

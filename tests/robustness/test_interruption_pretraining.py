@@ -54,6 +54,7 @@ def _finite_checkpoints(out) -> list[str]:
     return names
 
 
+@pytest.mark.slow
 def test_a_diverging_learning_rate_stops_mlm_and_writes_no_nan_model(corpus, size, tmp_path, capsys):
     out = tmp_path / "out"
     assert main(_mlm(corpus, out, size, "--lr", "1e6", "--max-steps", "4", "--checkpoint-every", "1")) == 2
@@ -67,6 +68,7 @@ def test_a_diverging_learning_rate_stops_mlm_and_writes_no_nan_model(corpus, siz
     assert records[-1]["step"] == int(found[1]) and "diverged" in records[-1]
 
 
+@pytest.mark.slow
 def test_after_a_divergence_the_last_good_checkpoint_continues(corpus, size, tmp_path, capsys):
     out = tmp_path / "out"
     assert main(_mlm(corpus, out, size, "--max-steps", "2", "--checkpoint-every", "2", "--lr", "1e-3")) == 0

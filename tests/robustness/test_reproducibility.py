@@ -48,6 +48,7 @@ def test_transformer_vectors_do_not_depend_on_the_batch(tiny_bert_dir, precision
     _assert_batch_invariant(encoder, _sentences(40, seed=0), TOLERANCE[precision])
 
 
+@pytest.mark.slow
 @pytest.mark.pretrained
 @pytest.mark.parametrize("precision", ["bf16", "int8", "fp32"])
 def test_minilm_vectors_do_not_depend_on_the_batch(minilm, precision):

@@ -99,6 +99,7 @@ def _encoders(family: str, vectors_path, tiny_bert_dir, tiny_elmo_dir):
     return load_encoder(str(spec), device="cpu", precision="fp32", chunk_size=32), 150
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", ["static", "transformer", "elmo"])
 def test_iter_encode_memory_is_bounded_by_the_chunk(family, vectors_path, tiny_bert_dir, tiny_elmo_dir, monkeypatch):
     encoder, n = _encoders(family, vectors_path, tiny_bert_dir, tiny_elmo_dir)
@@ -111,6 +112,7 @@ def test_iter_encode_memory_is_bounded_by_the_chunk(family, vectors_path, tiny_b
     ("transformer", "cls"),  # from the pieces
     ("elmo", "piece_mean"),
 ])
+@pytest.mark.slow
 def test_feature_extractor_memory_is_bounded_by_the_chunk(
     family, text_pooling, vectors_path, tiny_bert_dir, tiny_elmo_dir, monkeypatch
 ):

@@ -95,6 +95,7 @@ def test_nothing_listening_fails_at_once_naming_the_address():
     assert "ray start --head" in message and "--connect-timeout" in message  # what to check
 
 
+@pytest.mark.slow
 def test_a_silent_port_fails_after_the_timeout_not_minutes():
     with _listener() as (address, accepted):
         message, elapsed = _fails_in_time(lambda: ray_engine.check_address(address, TIMEOUT))
@@ -108,6 +109,7 @@ def test_a_port_that_answers_as_something_else_is_refused():
     assert address in message and "not as a Ray cluster (gRPC) does" in message
 
 
+@pytest.mark.slow
 def test_embed_corpus_with_an_unanswering_address_fails_in_time_and_writes_nothing(corpus):
     with _listener() as (address, _):
         _fails_in_time(lambda: embed_corpus(str(corpus / "vectors.txt"), str(corpus / "in"), str(corpus / "out"),

@@ -113,6 +113,7 @@ def test_the_old_cache_variable_is_not_read_silently(monkeypatch, budget):
         _store.memory_budget()
 
 
+@pytest.mark.slow
 def test_a_bad_setting_does_not_break_the_import():
     """``import contextembed`` (and its scikit-learn adapters) with every variable set wrong; the
     first use then names the variable."""

@@ -212,6 +212,7 @@ def _stop_moving_in_at(monkeypatch, name: str) -> None:
     monkeypatch.setattr(os, "replace", stopping)
 
 
+@pytest.mark.slow
 def test_a_run_stopped_while_it_moves_the_model_in_leaves_no_model_to_load(corpus, config, tmp_path, monkeypatch):
     """Part of the earlier ELMo gone, the new BERT's config moved in, its weights not: OUT is refused
     by the loader, and the next run replaces every file of both as a set."""

@@ -222,6 +222,7 @@ def damages(draw, clean):
     return damage, data[:at] + b" " + number + data[at:]
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(st.data())
 def test_damaged_files_read_exactly_or_raise_file_format_error(tmp_path, data):

@@ -34,6 +34,7 @@ def _embedder(spec):
     return TokenEmbedder(spec, layers="all", combine="scalar_mix", device="cpu", precision="fp32", max_epochs=2)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("make", [lambda spec: SequenceTagger(_embedder(spec)),
                                   lambda spec: BiLSTMCRFTagger(_embedder(spec), **FAST)], ids=["sequence", "bilstm"])
 def test_a_tagger_checks_each_sentence_once_per_call(bert, sentences, tags, make, checked):
@@ -51,6 +52,7 @@ def test_a_tagger_checks_each_sentence_once_per_call(bert, sentences, tags, make
 
 def test_token_embedder_entry_points_check_once(bert, sentences, checked):
     embedder = _embedder(bert).fit(sentences)
+    embedder.transform(sentences)  # cached now, here and not by an earlier test: only the entry points check
     for call in (embedder.transform, embedder.transform_sentences, embedder.transform_layers):
         checked.clear()
         call(sentences)
@@ -106,7 +108,8 @@ def test_class_labels_of_pairs_are_named_per_pair(bert):
         TextPairEmbedder(bert, layers="all").fit(pairs, [0, None, 1])
 
 
-@pytest.mark.parametrize("bad", [None, 3, "EU rejects"], ids=["None", "int", "str"])
+@pytest.mark.parametrize("bad", [None, pytest.param(3, marks=pytest.mark.slow),
+                                 pytest.param("EU rejects", marks=pytest.mark.slow)], ids=["None", "int", "str"])
 def test_every_entry_point_refuses_what_is_not_x(bert, sentences, tags, bad):
     """The entry points of all five estimators, each through its one check."""
     token = _embedder(bert).fit(sentences)

@@ -100,6 +100,7 @@ def test_sequence_tagger_routes_doc_ids(bert, sentences, tags):
     assert 0.0 <= tagger.score(sentences, tags, doc_ids=DOCS) <= 1.0
 
 
+@pytest.mark.slow
 def test_bilstm_tagger_routes_doc_ids_to_every_embedder(bert, sentences, tags, monkeypatch):
     received = []
     original = TokenEmbedder.layer_rows
@@ -173,6 +174,7 @@ def test_doc_ids_of_any_hashable_kind():
     assert check_doc_ids(checked, 2) is checked  # checked once, handed on as it is
 
 
+@pytest.mark.slow
 def test_grid_search_over_context_reuses_the_encodings(bert, sentences, tags, monkeypatch):
     _encoding.clear_cache()
     search = GridSearchCV(SequenceTagger(_embedder(bert), window=0, shape_features=False),

@@ -175,7 +175,7 @@ def test_encode_stored_deduplicates_and_keeps_order(bert, sentences, monkeypatch
     np.testing.assert_array_equal(stored.take(rows, [1, 0]), direct[rows][:, [1, 0]])
 
 
-@pytest.mark.parametrize("backend", ["loky", "threading"])
+@pytest.mark.parametrize("backend", [pytest.param("loky", marks=pytest.mark.slow), "threading"])
 def test_n_jobs_gives_identical_results(bert, sentences, monkeypatch, backend):
     from joblib import parallel_backend
 

@@ -10,12 +10,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from _scenario import run_scenario
 
 SCENARIO = Path(__file__).with_name("joblib_scenario.py")
 
 
+@pytest.mark.slow
 def test_forked_n_jobs_after_the_parent_encoded(tiny_bert_dir, tmp_path):
     """Default precision: the forked workers' features equal the parent's exactly."""
     run_scenario(SCENARIO, tiny_bert_dir, tmp_path / "features.npz", timeout=120)

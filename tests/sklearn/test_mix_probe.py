@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from contextembed.sklearn._probe import ProbeSettings, learn_mix
 from contextembed.sklearn._tagger_features import window_index
@@ -15,6 +16,7 @@ def _layers(n_rows: int, informative: int, signal: np.ndarray, seed: int = 0) ->
     return hidden
 
 
+@pytest.mark.slow
 def test_probe_puts_most_weight_on_the_informative_layer():
     rng = np.random.default_rng(1)
     labels = rng.integers(0, 2, size=1200)
@@ -27,6 +29,7 @@ def test_probe_puts_most_weight_on_the_informative_layer():
     assert 1 <= result.epochs <= 15
 
 
+@pytest.mark.slow
 def test_window_lets_the_probe_read_the_previous_word():
     # the label of a token is the sign of its left neighbour's feature: learnable only with a window
     rng = np.random.default_rng(2)
@@ -44,6 +47,7 @@ def test_window_lets_the_probe_read_the_previous_word():
     assert windowed.best_loss < 0.5 * alone.best_loss
 
 
+@pytest.mark.slow
 def test_extra_features_are_used():
     rng = np.random.default_rng(3)
     labels = rng.integers(0, 2, size=600)

@@ -21,6 +21,7 @@ def _tagger(bert, **options):
     return BiLSTMCRFTagger(embedder, **{**FAST, **options})
 
 
+@pytest.mark.slow
 def test_fits_its_training_data_and_learns_the_mix(bert, sentences, tags):
     tagger = _tagger(bert, char_dim=8).fit(sentences, tags)
     assert tagger.score(sentences, tags) == 1.0
@@ -41,6 +42,7 @@ def test_predictions_are_valid_sequences_of_training_tags(bert, sentences, tags)
                 assert previous[2:] == tag[2:] and previous != "O"
 
 
+@pytest.mark.slow
 def test_learned_scores_past_any_finite_penalty_never_make_a_forbidden_move(static_path, sentences, tags):
     """With learning_rate=1000 the allowed scores grew past the -1e4 of forbidden moves and a sentence
     started with I-PER under IOB2; forbidden moves are now impossible whatever was learned."""
@@ -55,6 +57,7 @@ def test_learned_scores_past_any_finite_penalty_never_make_a_forbidden_move(stat
             assert not tag.startswith("I-") or previous[2:] == tag[2:] != "", path
 
 
+@pytest.mark.slow
 def test_huge_mix_logits_give_finite_mix_weights(bert, sentences, tags):
     tagger = _tagger(bert, max_epochs=1).fit(sentences, tags)
     tagger.model_state_["poolings.0.mix.weights"] = np.array([1000.0, 0.0, -5.0], dtype=np.float32)  # np.exp overflowed
@@ -62,6 +65,7 @@ def test_huge_mix_logits_give_finite_mix_weights(bert, sentences, tags):
     np.testing.assert_allclose(tagger.mix_weights_[0], [1.0, 0.0, 0.0], atol=1e-6)
 
 
+@pytest.mark.slow
 def test_iob1_b_after_o_is_a_chunk_start_it_can_learn(bert):
     """CoNLL-2003's training file has B-MISC after O; an IOB1 tagger trains on it, not refuses it."""
     sentences = [["EU", "rejects", "German", "call"], ["Peter", "met", "the", "British", "team"]] * 3
@@ -71,6 +75,7 @@ def test_iob1_b_after_o_is_a_chunk_start_it_can_learn(bert):
     assert [len(p) for p in tagger.predict(sentences)] == [4, 5] * 3
 
 
+@pytest.mark.slow
 def test_io_tags_train_a_crf_that_allows_every_move(bert, sentences, tags):
     """Issue 38 item 3: bare types (PER, LOC, O) are the IO scheme: every CRF move is valid, and the
     report names the types."""
@@ -88,6 +93,7 @@ def test_io_tags_train_a_crf_that_allows_every_move(bert, sentences, tags):
         _tagger(bert).fit(sentences, mixed)
 
 
+@pytest.mark.slow
 def test_deterministic_with_random_state(bert, sentences, tags):
     first = _tagger(bert, max_epochs=5, validation_fraction=0.2).fit(sentences, tags)
     second = _tagger(bert, max_epochs=5, validation_fraction=0.2).fit(sentences, tags)
@@ -95,6 +101,7 @@ def test_deterministic_with_random_state(bert, sentences, tags):
         np.testing.assert_array_equal(value, second.model_state_[name], err_msg=name)
 
 
+@pytest.mark.slow
 def test_stacked_encoders_and_softmax_head(bert, static_path, sentences, tags):
     stacked = [TokenEmbedder(bert, layers=[-2, -1], combine="concat", device="cpu", precision="fp32"),
                TokenEmbedder(static_path)]
@@ -103,6 +110,7 @@ def test_stacked_encoders_and_softmax_head(bert, static_path, sentences, tags):
     assert len(tagger.embedders_) == 2
 
 
+@pytest.mark.slow
 def test_persistence_round_trips(bert, sentences, tags):
     skops_io = pytest.importorskip("skops.io")
     from contextembed.sklearn import TRUSTED_TYPES
@@ -117,6 +125,7 @@ def test_persistence_round_trips(bert, sentences, tags):
     assert skops_io.loads(data, trusted=TRUSTED_TYPES).predict(sentences) == before
 
 
+@pytest.mark.slow
 def test_sklearn_contract(bert, sentences, tags):
     tagger = _tagger(bert, max_epochs=2)
     assert clone(tagger).get_params().keys() == tagger.get_params().keys()
@@ -174,6 +183,7 @@ def test_random_state_takes_what_scikit_learn_takes(static_path, sentences, tags
     assert [len(p) for p in tagger.fit(sentences, tags).predict(sentences)] == [len(s) for s in sentences]
 
 
+@pytest.mark.slow
 def test_a_random_state_instance_gives_a_reproducible_sequence_of_fits(static_path, sentences, tags):
     def two_fits():
         state = np.random.RandomState(1)
@@ -187,6 +197,7 @@ def test_a_random_state_instance_gives_a_reproducible_sequence_of_fits(static_pa
     assert any(not np.array_equal(first[name], second[name]) for name in first)  # a new seed per fit
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("change", [{"crf": False}, {"hidden_size": 8}, {"projection": 4}, {"num_layers": 2},
                                     {"char_dim": 4}, {"shape_features": False}, {"shape_dim": 3}],
                          ids=lambda change: next(iter(change)))
@@ -238,6 +249,7 @@ def _with_empty(items, empty):
     return [empty] + items[:3] + [empty] + items[3:] + [empty]
 
 
+@pytest.mark.slow
 def test_empty_sentences_contribute_nothing(static_path, sentences, tags):
     """An empty training sentence was a CRF error ("the end cannot follow the start"); now it adds no
     row: the tagger learns exactly what it learns without it, and predicts [] for it."""
@@ -259,6 +271,7 @@ def test_training_data_without_tokens_is_refused(bert):
         _tagger(bert).fit([[], [], []], [[], [], []])
 
 
+@pytest.mark.slow
 def test_missing_or_dataframe_input_is_named(bert, sentences, tags):
     import pandas as pd
 
@@ -276,6 +289,7 @@ def test_missing_or_dataframe_input_is_named(bert, sentences, tags):
 # -- n_threads (issue 38 item 9) ----------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_n_threads_sets_torch_threads_while_training_and_predicting_and_restores_them(bert, sentences, tags,
                                                                                        monkeypatch):
     import torch

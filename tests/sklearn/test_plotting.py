@@ -68,6 +68,7 @@ def test_text_and_pair_embedders(bert):
     _check_one_mix(plot_layer_weights(pair), pair.mix_weights_, pair.gamma_)
 
 
+@pytest.mark.slow
 def test_sequence_tagger_on_given_axes(bert, sentences, tags):
     tagger = SequenceTagger(TokenEmbedder(bert, layers=[1, 2], combine="scalar_mix", max_epochs=3, **CPU))
     tagger.fit(sentences, tags)
@@ -77,6 +78,7 @@ def test_sequence_tagger_on_given_axes(bert, sentences, tags):
     _check_one_mix(ax, tagger.mix_weights_, tagger.gamma_, layers=("layer 1", "layer 2"))
 
 
+@pytest.mark.slow
 def test_bilstm_crf_tagger_with_stacked_mixes(bert, sentences, tags):
     embedders = [TokenEmbedder(bert, **MIX), TokenEmbedder(bert, layers=-1, **CPU),
                  TokenEmbedder(bert, layers=[1, 2], combine="scalar_mix", **CPU)]
@@ -127,6 +129,7 @@ def test_a_refit_without_labels_forgets_the_learned_weights(bert, sentences, tag
         plot_layer_weights(embedder.fit(sentences))
 
 
+@pytest.mark.slow
 def test_a_tagger_refit_with_a_fixed_combine_drops_its_mix(bert, sentences, tags):
     tagger = SequenceTagger(TokenEmbedder(bert, **MIX, max_epochs=2)).fit(sentences, tags)
     assert hasattr(tagger, "mix_weights_")

@@ -112,6 +112,7 @@ def test_joblib_workers_draw_no_bar_of_their_own(bert, sentences, monkeypatch, c
     assert [_count(bar) for bar in _bars(capsys.readouterr().err, "encoding")] == [(6, 6)]
 
 
+@pytest.mark.slow
 def test_grid_search_clones_stay_silent_unless_asked(bert, sentences, tags, capfd):
     clear_cache()
     capfd.readouterr()

@@ -121,6 +121,7 @@ def test_scorer_in_model_selection(bert, sentences, tags):
     np.testing.assert_allclose(default, scores)
 
 
+@pytest.mark.slow
 def test_classifier_parameters_are_searchable(bert, sentences, tags):
     from contextembed.sklearn._tagger import DEFAULT_C
 
@@ -319,6 +320,7 @@ def test_blas_pools_another_thread_holds_are_named_once_not_silently_left(monkey
     limit.control.shutdown()
 
 
+@pytest.mark.slow
 def test_two_taggers_fitted_at_once_in_two_threads_leave_the_pools_as_they_were(static_path, sentences, tags):
     import threading
 

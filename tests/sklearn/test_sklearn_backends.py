@@ -53,6 +53,7 @@ def test_the_engine_gives_the_torch_features_and_the_cache_keeps_them_apart(bert
     assert np.array_equal(on_engine.transform(sentences), got)  # recomputed on the engine: the same
 
 
+@pytest.mark.slow
 def test_auto_is_resolved_once_in_fit_and_pinned(bert, sentences):
     embedder = _token_embedder(bert, backend="auto").fit(sentences)
     assert embedder.backend == "auto"
@@ -81,6 +82,7 @@ def test_the_engine_precision_auto_chose_is_pinned_for_workers(bert, sentences, 
     assert (embedder.encoder_ref_.backend, embedder.encoder_ref_.precision) == ("openvino", "fp32")
 
 
+@pytest.mark.slow
 def test_joblib_workers_run_the_pinned_backend(bert, sentences, monkeypatch):
     from contextembed.sklearn import _encoding
 

@@ -168,10 +168,10 @@ def test_a_contextembed_data_that_is_no_directory_is_named(tmp_path, monkeypatch
         _load("feature_based_ner").load_data(False)
 
 
-@pytest.mark.parametrize("script, corpus, source", [
-    ("feature_based_ner.py", "conll2003", "clips.uantwerpen.be/conll2003"),
-    ("sentence_pairs.py", "conll2003", "clips.uantwerpen.be/conll2003"),
-    ("sklearn_text_classification.py", "sst2/train.tsv", "gluebenchmark.com"),
+@pytest.mark.parametrize("script, corpus, source", [  # an interpreter each: the quick tier runs the last
+    pytest.param("feature_based_ner.py", "conll2003", "clips.uantwerpen.be/conll2003", marks=pytest.mark.slow),
+    pytest.param("sentence_pairs.py", "conll2003", "clips.uantwerpen.be/conll2003", marks=pytest.mark.slow),
+    pytest.param("sklearn_text_classification.py", "sst2/train.tsv", "gluebenchmark.com", marks=pytest.mark.slow),
     ("spacy_ner/run.py", "conll2003", "clips.uantwerpen.be/conll2003"),
 ])
 def test_each_example_s_help_says_where_its_data_is_and_where_to_get_it(script, corpus, source):

@@ -37,6 +37,7 @@ def _fresh_process_state():
     clear_encoders()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("round_trip", [_pickle_round_trip, _joblib_round_trip])
 def test_fitted_estimators_round_trip_bit_identical(bert, sentences, tags, round_trip):
     fitted = {
@@ -70,6 +71,7 @@ def test_grid_search_best_estimator_round_trips(bert):
     np.testing.assert_array_equal(restored.predict_proba(TEXTS), before)
 
 
+@pytest.mark.slow
 def test_pickle_holds_a_reference_not_the_weights(bert, sentences, tags):
     embedder = TokenEmbedder(bert, max_epochs=2).fit(sentences, tags)
     small = pickle.dumps(embedder)
@@ -79,6 +81,7 @@ def test_pickle_holds_a_reference_not_the_weights(bert, sentences, tags):
     assert len(embedded) > weights
 
 
+@pytest.mark.slow
 def test_embedded_weights_load_without_the_original_model(bert, sentences, tags, tmp_path):
     path = tmp_path / "model"
     shutil.copytree(bert, path)
@@ -158,6 +161,7 @@ def test_unfitted_estimators_pickle(bert):
         assert _pickle_round_trip(estimator).get_params().keys() == estimator.get_params().keys()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("embed_weights", [False, True])
 def test_skops_round_trip_needs_only_the_documented_types(bert, sentences, tags, embed_weights):
     skops_io = pytest.importorskip("skops.io")
@@ -192,6 +196,7 @@ def test_pickled_state_holds_no_torch_objects(bert, sentences, tags):
     assert isinstance(embedder.pooling_, torch.nn.Module) and "_embedded_encoder" not in embedder.__dict__
 
 
+@pytest.mark.slow
 def test_embedded_encoders_unpack_into_a_folder_removed_at_exit(bert, sentences, tmp_path):
     """Nothing is left in the system temporary directory once the process that unpacked ends."""
     import os

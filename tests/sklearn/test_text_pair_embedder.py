@@ -115,6 +115,7 @@ def test_sklearn_contract_on_pair_data(bert):
     assert len(search.cv_results_["params"]) == 4 and 0.0 <= search.score(PAIRS, LABELS) <= 1.0
 
 
+@pytest.mark.slow
 def test_each_pair_is_encoded_once_per_pooling_across_a_grid_search(bert, monkeypatch):
     from contextembed.sklearn._encoding import EncoderRef, get_encoder
 

@@ -88,6 +88,7 @@ def test_static_vectors_work_as_encoder(static_path, sentences):
     np.testing.assert_array_equal(out, np.concatenate(encoder.encode(sentences), axis=1)[0])
 
 
+@pytest.mark.slow
 def test_scalar_mix_learns_from_token_labels(bert, sentences, tags):
     fitted = TokenEmbedder(bert, max_epochs=5).fit(sentences, tags)
     assert fitted.mix_weights_.shape == (fitted.n_layers_,)

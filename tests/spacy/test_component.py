@@ -66,6 +66,7 @@ def test_doc_vector_is_text_embedders_default_vector(make_nlp, tiny_bert_dir, op
     assert docs[2].vector.shape == (32,) and not docs[2].vector.any()
 
 
+@pytest.mark.slow
 def test_doc_vector_of_static_vectors(tmp_path):
     from contextembed.encoders import write_word2vec
     from contextembed.sklearn import TextEmbedder
@@ -204,6 +205,7 @@ def test_gpu_after_require_gpu(tiny_bert_dir):
         spacy.require_cpu()
 
 
+@pytest.mark.slow
 @pytest.mark.pretrained
 def test_minilm_component(minilm):
     nlp = spacy.blank("en")
@@ -266,6 +268,7 @@ def test_feature_cache_stays_within_the_memory_budget(monkeypatch):
     _store.clear()
 
 
+@pytest.mark.slow
 def test_similarity_with_other_features_is_a_clear_error(make_nlp):
     doc = make_nlp()(TEXT)
     other = make_nlp(tensor_layers=[-2, -1], tensor_combine="concat")("EU officials")

@@ -22,6 +22,8 @@ from _scenario import run_scenario
 
 SCENARIO = Path(__file__).with_name("multiprocessing_scenario.py")
 ORDERS = ["cold", "call", "pipe1"]
+#: each order is a scenario in a process of its own, after a NER is trained: seconds each
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")

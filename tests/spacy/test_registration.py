@@ -44,6 +44,7 @@ def test_registry_names():
     assert "contextembed" in spacy.registry.factories
 
 
+@pytest.mark.slow
 def test_installed_entry_points_are_found_without_import(tmp_path):
     """Only meaningful where the package is installed (a venv with ``pip install -e .``)."""
     from importlib.metadata import entry_points

@@ -96,6 +96,7 @@ def test_to_bytes_roundtrip(tiny_bert_dir):
     assert_same_output(nlp, loaded)
 
 
+@pytest.mark.slow
 def test_a_pickled_pipeline_keeps_its_mix_and_loads_the_same_encoder_again(tiny_bert_dir):
     """The loaded transformer does not pickle (its forward hooks are local functions); the copy
     leaves it out and loads the same model when first used. nlp.pipe(n_process=...) pickles the
@@ -118,6 +119,7 @@ def test_pickled_doc_keeps_vectors(make_nlp):
     assert restored[0].similarity(restored[1]) == pytest.approx(doc[0].similarity(doc[1]))
 
 
+@pytest.mark.slow
 @pytest.mark.pretrained
 def test_named_model_is_saved_by_name(minilm, tmp_path):
     nlp = spacy.blank("en")
@@ -286,11 +288,11 @@ def test_a_damaged_embedded_copy_of_a_pipeline_saved_before_records_is_refused(t
         spacy.load(tmp_path / "pipeline")
 
 
-def test_the_backend_is_saved_in_the_config_and_may_change_when_loading(tiny_bert_dir, tmp_path, monkeypatch):
+@pytest.mark.slow
+def test_the_backend_is_saved_in_the_config_and_may_change_when_loading(tiny_bert_dir, tmp_path):
     """As ``device`` and ``precision``: the encoder is frozen, so a pipeline saved on one backend
     loads on another and its features are computed again there (within the engine's fp32 bar)."""
     pytest.importorskip("openvino")
-    monkeypatch.setenv("CONTEXTEMBED_ENGINE_CACHE", str(tmp_path / "engines"))
     nlp = spacy.blank("en")
     nlp.add_pipe("contextembed", config=encoder_config(tiny_bert_dir, backend="openvino"))
     saved = nlp(TEXTS[0]).tensor
@@ -316,6 +318,7 @@ def test_a_pipeline_configured_with_encoder_v1_runs_torch(tiny_bert_dir):
 # -- what the component's own cfg may and may not decide ---------------------------------------
 
 
+@pytest.mark.slow
 def test_overrides_of_store_layers_and_embed_weights_take_effect_when_loading(tmp_path):
     """They used to be replaced, silently, by the values saved in the component's cfg: the loaded
     pipeline stored no layers and saved no weights while its config said it would."""
