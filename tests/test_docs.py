@@ -299,7 +299,14 @@ def _check_ini(body: str, where: str) -> None:
 # -- the test -----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("document", DOCUMENTS, ids=lambda path: path.name)
+#: pages whose blocks fit, train or start processes for seconds to a minute: out of the quick tier
+#: (``-m "not slow"``), in the full run
+SLOW_DOCUMENTS = {"README.md", "elmo.md", "examples.md", "pairs.md", "pretraining.md", "reliability.md", "scale.md",
+                  "sklearn.md", "spacy.md", "speed.md", "usage.md"}
+
+
+@pytest.mark.parametrize("document", [pytest.param(path, marks=pytest.mark.slow) if path.name in SLOW_DOCUMENTS
+                                      else path for path in DOCUMENTS], ids=lambda path: path.name)
 def test_document_runs(document, tmp_path, monkeypatch, tiny_bert_dir, tiny_elmo_dir):
     blocks = _blocks(document)
     if not blocks:

@@ -38,6 +38,9 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 BUILT = DOCS / "_build" / "html"
 #: modules whose ``__all__`` is public API, listed in full in the reference
+#: the site is built (or read) once for the module: a full-run check, out of the quick tier
+pytestmark = pytest.mark.slow
+
 PUBLIC_PACKAGES = ("contextembed", "contextembed.encoders", "contextembed.pooling", "contextembed.sklearn",
                    "contextembed.spacy", "contextembed.pretraining", "contextembed.engines", "contextembed.heads",
                    "contextembed.io", "contextembed.errors", "contextembed.extraction",

@@ -10,7 +10,9 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import GridSearchCV, KFold, cross_val_score
 
 from contextembed import load_encoder
-from contextembed.sklearn import SequenceTagger, TokenEmbedder, entity_f1, entity_f1_scorer, is_cased
+from contextembed.sklearn import SequenceTagger, TokenEmbedder
+from contextembed.sklearn.feature_extraction import is_cased
+from contextembed.sklearn.metrics import entity_f1, entity_f1_scorer
 from contextembed.sklearn._tagger_features import SHAPE_NAMES
 
 

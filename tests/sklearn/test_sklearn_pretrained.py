@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from contextembed.sklearn import SequenceTagger, TextEmbedder, TokenEmbedder, is_cased
+from contextembed.sklearn import SequenceTagger, TextEmbedder, TokenEmbedder
+from contextembed.sklearn.feature_extraction import is_cased
 
 pytestmark = pytest.mark.pretrained
 
