@@ -198,3 +198,19 @@ def test_the_table7_configurations_live_beside_their_scripts():
     assert list(table7.table7_configs(1)) == ["vectors"]
     for script in ("examples/feature_based_ner.py", "benchmarks/ner_table7.py"):
         assert "from examples.table7 import" in (PACKAGE.parent / script).read_text(encoding="utf-8")
+
+
+def test_every_public_module_says_what_it_exports():
+    """A module without a leading underscore anywhere in its path lists its public names (``__all__``),
+    each of which it defines or imports (issue 54)."""
+    missing, wrong = [], []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        name = _module_name(path)
+        if any(part.startswith("_") for part in name.split(".")[1:]):
+            continue
+        module = importlib.import_module(name)
+        if not hasattr(module, "__all__"):
+            missing.append(name)
+            continue
+        wrong += [f"{name}.{item}" for item in module.__all__ if not hasattr(module, item)]
+    assert missing == [] and wrong == []

@@ -1857,3 +1857,6 @@ def _tokenizer_options(source: str) -> dict:
     """Byte-level BPE tokenizers need ``add_prefix_space`` to take pre-split words."""
     model_type = read_config(source).get("model_type")
     return {"add_prefix_space": True} if isinstance(model_type, str) and model_type in _BYTE_LEVEL_TYPES else {}
+
+
+__all__ = ["TransformerEncoder"]

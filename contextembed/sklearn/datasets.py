@@ -197,3 +197,6 @@ def read_labelled_text(path: Union[str, os.PathLike], limit: Optional[int] = Non
         texts.append(text)
         labels.append(int(label))
     return texts, labels
+
+
+__all__ = ["ConllDocuments", "read_conll", "read_conll_doc_ids", "read_conll_documents", "read_labelled_text"]

@@ -171,3 +171,7 @@ def mean_layers_v1() -> Model:
 def sum_layers_v1() -> Model:
     """The sum of the chosen layers."""
     return CombineLayers("sum")
+
+
+__all__ = ["concat_layers_v1", "encoder_v1", "encoder_v2", "listener_v1", "listener_v2", "mean_layers_v1",
+           "scalar_mix_v1", "sum_layers_v1"]
