@@ -214,3 +214,15 @@ def test_every_public_module_says_what_it_exports():
             continue
         wrong += [f"{name}.{item}" for item in module.__all__ if not hasattr(module, item)]
     assert missing == [] and wrong == []
+
+
+def test_the_encoder_registry_lives_below_the_adapters():
+    """The engines and the spaCy layer load encoders through the one registry
+    (``contextembed.encoders._registry``), not through scikit-learn's encoding internals (issue 54;
+    the public estimators they accept are imported from ``contextembed.sklearn``)."""
+    graph = _graph()
+    reaching = sorted(name for name, imported in graph.items()
+                      if name.startswith(("contextembed.engines", "contextembed.spacy"))
+                      and "contextembed.sklearn._encoding" in imported)
+    assert reaching == []
+    assert not any(m.startswith("contextembed.sklearn") for m in graph["contextembed.encoders._registry"])

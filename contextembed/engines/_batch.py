@@ -6,7 +6,7 @@ encoder spec and the same options as :class:`~contextembed.extraction.FeatureExt
 :class:`~contextembed.sklearn.TextEmbedder` (with its learned scalar mix). Pickling it sends only
 the spec and the options (or the estimator, whose pickle holds a model reference unless
 ``embed_weights=True``); the encoder is loaded in the worker process on first use, through the
-process-wide registry (:func:`contextembed.sklearn._encoding.get_encoder`), so once per process
+process-wide registry (:func:`contextembed.encoders._registry.get_encoder`), so once per process
 however many tasks or batches run there.
 
 A batch is a ``pyarrow.Table``, a ``pandas.DataFrame``, a dict of NumPy arrays (Ray's batch
@@ -119,7 +119,7 @@ class BatchEmbedder:
     def load(self) -> "BatchEmbedder":
         """Load the encoder in this process now (a worker calls it once, at start-up)."""
         from .._devices import adopt_speedups
-        from ..sklearn._encoding import EncoderRef, get_encoder
+        from ..encoders._registry import EncoderRef, get_encoder
 
         adopt_speedups(self._speedups)
         if self.estimator is not None:
@@ -349,11 +349,11 @@ def pinned_backend(spec: str, device: str, precision: str, backend: str,
                    batch_tokens: Optional[int] = None) -> dict[str, str]:
     """``{"backend", "precision"}`` for workers: as given, except that ``backend="auto"`` (and
     ``precision="auto"`` on the engine, whose measurement workers cannot adopt) is resolved here by
-    loading the encoder once in this process (:func:`contextembed.sklearn._encoding.resolved`), so
+    loading the encoder once in this process (:func:`contextembed.encoders._registry.resolved`), so
     that every worker runs the path chosen here rather than measuring on its own."""
     if backend != "auto" and not (backend == "openvino" and precision == "auto"):
         return {"backend": backend, "precision": precision}
-    from ..sklearn._encoding import EncoderRef, resolved
+    from ..encoders._registry import EncoderRef, resolved
 
     ref = resolved(EncoderRef(spec, device, precision, batch_tokens, backend=backend))
     return {"backend": ref.backend, "precision": ref.precision}

@@ -3,7 +3,7 @@
 ``pip install "contextembed[dask]"``. The task function is a
 :class:`~contextembed.engines.BatchEmbedder`, whose pickle holds the spec and options (or a fitted
 estimator); each worker process loads the encoder on its first task and keeps it in the
-process-wide registry (:func:`contextembed.sklearn._encoding.get_encoder`), so later tasks on that
+process-wide registry (:func:`contextembed.encoders._registry.get_encoder`), so later tasks on that
 worker reuse it::
 
     import dask.bag as db

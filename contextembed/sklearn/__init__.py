@@ -5,7 +5,8 @@
 >>> tagger.fit(train_tokens, train_tags).score(dev_tokens, dev_tags)  # doctest: +SKIP
 """
 
-from ._encoding import clear_cache, clear_encoders, set_cache_size
+from ..encoders._registry import clear_encoders
+from ._encoding import clear_cache, set_cache_size
 from ._pairs import TextPairEmbedder
 from ._persistence import TRUSTED_TYPES
 from ._neural_tagger import BiLSTMCRFTagger

@@ -31,7 +31,8 @@ from ._threads import blas_threads
 from ._embedded import pack_encoder, unpack_encoder
 from ._checks import check_targets, class_labels
 from .. import _store
-from ._encoding import UNITS, EncoderRef, Kind, LayerRows, check_cache, encode_stored, get_encoder, resolved
+from ..encoders._registry import EncoderRef, get_encoder, resolved
+from ._encoding import UNITS, Kind, LayerRows, check_cache, encode_stored
 from ._probe import MixResult, ProbeSettings, learn_mix
 from ._progress import EncodingProgress
 

@@ -44,7 +44,7 @@ from .. import _provenance as provenance
 from ..encoders._base import Encoder
 from ..encoders._identity import ModelIdentity, fingerprint
 from ..errors import ModelFormatError
-from ._encoding import EncoderRef
+from ..encoders._registry import EncoderRef
 
 #: the provenance record's kind of artifact
 ARTIFACT = "embedded encoder"

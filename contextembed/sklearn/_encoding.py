@@ -8,8 +8,9 @@ at that unit, within the memory budget and beyond it on disk; layer choices (``l
 ``combine``) are applied afterwards, so a grid search over them runs the encoder once per distinct
 sentence, and a fit reads its rows a batch at a time.
 
-- :func:`get_encoder` keeps one loaded encoder per ``(spec, device, precision, options)`` in the
-  process, so clones made by ``GridSearchCV`` never reload the model.
+- :func:`~contextembed.encoders._registry.get_encoder` keeps one loaded encoder per ``(spec,
+  device, precision, options)`` in the process, so clones made by ``GridSearchCV`` never reload
+  the model.
 - ``cache=`` names the store (:func:`store_for`): the process-wide one (``"memory"``, whose
   session directory the job's processes share), a directory's (kept across sessions, in its
   subdirectory :data:`DISK_CACHE_DIR` and nothing else of the directory), or none (``None``: a
@@ -19,8 +20,8 @@ sentence, and a fit reads its rows a batch at a time.
   (any joblib backend, dask and ray included); the blocks do not depend on ``n_jobs``, so the
   results are identical to ``n_jobs=1``.
 
-Logged to ``contextembed.sklearn._encoding``: at INFO what each loaded encoder runs on (device,
-precision, batch size: what ``"auto"`` chose), at DEBUG how many items of every call were stored.
+Logged to ``contextembed.sklearn._encoding`` at DEBUG: how many items of every call were stored
+(what each loaded encoder runs on is logged by the registry, ``contextembed.encoders._registry``).
 """
 
 from __future__ import annotations
@@ -29,9 +30,7 @@ import dataclasses
 import hashlib
 import logging
 import os
-import threading
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import Literal, Optional, Union
 
 import numpy as np
@@ -40,13 +39,12 @@ import torch
 from .. import _store
 from .._documents import InContext
 from .._store import _hash_tokens, sentence_key
-from .._devices import fitted_precision
 from ..encoders._base import Encoder, ShowProgress
-from ..encoders._identity import ModelIdentity, fingerprint, identify, locate
-from ..encoders._loading import load_encoder
 from ..pooling._layers import LayerPooling
 from ..pooling._subword import subword_output_width
 from ._progress import SILENT, EncodingProgress
+# EncoderRef stays importable here: pickles and skops files of fitted estimators name it by this path
+from ..encoders._registry import EncoderRef, get_encoder
 
 logger = logging.getLogger(__name__)
 
@@ -57,134 +55,6 @@ BLOCK_SIZE = 512
 #: core busy to the end of the block. One block size whatever ``n_jobs``, so the batches, and so the
 #: bits, are the same in a worker and in the caller.
 POOLED_BLOCK_SIZE = 4096
-
-
-@dataclass(frozen=True)
-class EncoderRef:
-    """Everything needed to load an encoder again and to name its outputs in a cache.
-
-    Attributes
-    ----------
-    spec : str
-        What :func:`contextembed.load_encoder` receives (a name, an absolute path, a hub id).
-    device, precision : str
-        Passed to :func:`contextembed.load_encoder`.
-    backend : str
-        Passed to :func:`contextembed.load_encoder`; a fitted estimator's is never ``"auto"``
-        (:func:`resolved`).
-    batch_tokens : int or None
-        Padded pieces per forward pass (``None``: the encoder's default).
-    identity : ModelIdentity or None
-        The model the estimator was fitted with (recorded by ``fit``); loading checks that the
-        files found are still that model (:func:`~contextembed.encoders._identity.locate`).
-    """
-
-    spec: str
-    device: str = "auto"
-    precision: str = "auto"
-    batch_tokens: Optional[int] = None
-    identity: Optional[ModelIdentity] = None
-    backend: str = "torch"
-
-    @classmethod
-    def fitted(cls, spec, device: str, precision: str, batch_tokens: Optional[int], backend: str = "torch") -> "EncoderRef":
-        """Resolve ``spec`` now (absolute path, package, cached snapshot) and record its identity."""
-        identity = identify(spec)
-        load_spec = identity.location if identity.kind == "path" else identity.spec
-        return cls(load_spec, device, precision, batch_tokens, identity, backend)
-
-    def options(self) -> dict:
-        return {} if self.batch_tokens is None else {"batch_tokens": self.batch_tokens}
-
-    def cache_key(self) -> str:
-        """A hash naming this encoder's outputs: resolved device type and precision, and the model's
-        files (their content, not their path: the same model anywhere shares its cache entries)."""
-        from .._devices import resolve_device, resolve_precision
-
-        device = resolve_device(self.device)
-        # what the encoder runs ("auto" differs across machines, and int8 falls back where it would
-        # change the features): its outputs are never mixed with another precision's
-        running = getattr(get_encoder(self), "precision", None) if self.precision == "auto" else None
-        precision = running or resolve_precision(self.precision, device)  # static vectors have none
-        if self.identity is not None:
-            model = self.identity.fingerprint
-        else:
-            model = self.spec + ":" + (fingerprint(self.spec) if os.path.exists(self.spec) else "")
-        backend = get_encoder(self).backend if self.backend == "auto" else self.backend
-        return _store.encoder_key(model, device.type, precision, backend)
-
-
-# -- the encoder registry ---------------------------------------------------------------------
-
-_ENCODERS: dict[EncoderRef, Encoder] = {}
-_ENCODERS_LOCK = threading.Lock()
-
-
-def get_encoder(ref: EncoderRef) -> Encoder:
-    """Load the encoder ``ref`` names, or return the one already loaded in this process.
-
-    A precision ``fit`` pinned (:func:`resolved`) that cannot run on this machine's device runs as
-    ``"auto"`` chooses here, with one :class:`~contextembed._devices.PrecisionChangedWarning`
-    naming both."""
-    with _ENCODERS_LOCK:
-        encoder = _ENCODERS.get(ref)
-        if encoder is None:
-            spec = ref.spec if ref.identity is None else locate(ref.identity)
-            precision = fitted_precision(ref.precision, ref.device, f"the encoder {ref.spec!r}")
-            encoder = load_encoder(spec, device=ref.device, precision=precision, backend=ref.backend, **ref.options())
-            _ENCODERS[ref] = encoder
-            logger.info("loaded the encoder %r: %s", ref.spec, describe_choices(encoder, ref))
-        return encoder
-
-
-def describe_choices(encoder: Encoder, ref: EncoderRef) -> str:
-    """What ``encoder`` runs with, and which of it ``"auto"`` (or the encoder's default) chose:
-    ``"device=cpu (auto), precision=fp32 (auto), batch_tokens=4096 (the encoder's default)"``."""
-    asked = {"device": ref.device, "precision": ref.precision, "backend": ref.backend, "batch_tokens": ref.batch_tokens}
-    running = {
-        "device": getattr(encoder, "device", "cpu"),  # static vectors are looked up on the CPU
-        "precision": getattr(encoder, "precision", "fp32"),  # and are a float32 table
-        "backend": getattr(encoder, "backend", None),
-        "batch_tokens": getattr(encoder, "batch_tokens", None),
-    }
-    parts = []
-    for name, value in running.items():
-        if value is None:
-            continue
-        chosen = {"auto": " (auto)", None: " (the encoder's default)"}.get(asked.get(name), "")
-        parts.append(f"{name}={value}{chosen}")
-    return ", ".join(parts)
-
-
-def resolved(ref: EncoderRef) -> EncoderRef:
-    """``ref`` pinned to what its loaded encoder runs: ``backend="auto"`` replaced by the backend it
-    chose (:func:`contextembed._backends.concrete_backend`) and ``precision="auto"`` by the precision
-    it chose (int8, bf16, fp32 on a CPU; bf16 or fp16 on a GPU; what the engine measured). Every
-    process loading the pinned reference (joblib, Ray and Dask workers, the estimator unpickled on
-    another machine or after ``CONTEXTEMBED_TUNING=refresh``) runs the same numeric path; the loaded
-    encoder is registered under it too, so nothing reloads."""
-    from .._backends import concrete_backend
-
-    encoder = get_encoder(ref)
-    backend = concrete_backend(encoder)
-    # static vectors have no precision: a float32 table
-    precision = getattr(encoder, "precision", ref.precision) if ref.precision == "auto" else ref.precision
-    pinned = dataclasses.replace(ref, backend=backend, precision=precision)
-    if pinned != ref:
-        register_encoder(pinned, encoder)
-    return pinned
-
-
-def register_encoder(ref: EncoderRef, encoder: Encoder) -> None:
-    """Make ``encoder`` the one :func:`get_encoder` returns for ``ref`` (used by embedded weights)."""
-    with _ENCODERS_LOCK:
-        _ENCODERS[ref] = encoder
-
-
-def clear_encoders() -> None:
-    """Forget every loaded encoder (frees their memory once nothing else holds them)."""
-    with _ENCODERS_LOCK:
-        _ENCODERS.clear()
 
 
 # -- where features are kept ------------------------------------------------------------------

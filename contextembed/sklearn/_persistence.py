@@ -25,7 +25,8 @@ lists for review before loading.
 #: files written before the private modules were renamed name the same classes by their old paths
 TRUSTED_TYPES: list[str] = [
     "contextembed.encoders._identity.ModelIdentity",
-    "contextembed.sklearn._encoding.EncoderRef",
+    "contextembed.encoders._registry.EncoderRef",
+    "contextembed.sklearn._encoding.EncoderRef",  # its path in files saved before the registry moved
     "contextembed.sklearn._neural_tagger.BiLSTMCRFTagger",
     "contextembed.sklearn._pairs.TextPairEmbedder",
     "contextembed.sklearn._tagger.SequenceTagger",

@@ -25,21 +25,21 @@ class DiesOnce(BatchEmbedder):
 
 def count_loads() -> None:
     """Wrap the loader of the encoder registry in this process to count its calls."""
-    from contextembed.sklearn import _encoding
+    from contextembed.encoders import _registry
 
-    if getattr(_encoding.load_encoder, "calls", None) is not None:
+    if getattr(_registry.load_encoder, "calls", None) is not None:
         return
 
     def counting(*args, **kwargs):
         counting.calls += 1
         return original(*args, **kwargs)
 
-    original = _encoding.load_encoder
+    original = _registry.load_encoder
     counting.calls = 0
-    _encoding.load_encoder = counting
+    _registry.load_encoder = counting
 
 
 def loads() -> int:
-    from contextembed.sklearn import _encoding
+    from contextembed.encoders import _registry
 
-    return getattr(_encoding.load_encoder, "calls", 0)
+    return getattr(_registry.load_encoder, "calls", 0)

@@ -11,7 +11,7 @@ import pytest
 
 from contextembed import _devices
 from contextembed.sklearn import TextEmbedder, TokenEmbedder, clear_cache, clear_encoders
-from contextembed.sklearn._encoding import get_encoder
+from contextembed.encoders._registry import get_encoder
 
 TEXTS = ["the quick brown fox", "Peter Blackburn met EU officials in Brussels", "a dull mess"]
 

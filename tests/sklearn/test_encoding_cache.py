@@ -12,7 +12,8 @@ from sklearn.pipeline import make_pipeline
 from contextembed import _store
 from contextembed.sklearn import TextEmbedder, TokenEmbedder, clear_cache
 from contextembed.sklearn import _encoding
-from contextembed.sklearn._encoding import EncoderRef, encode_stored, get_encoder, sentence_key
+from contextembed.encoders._registry import EncoderRef, get_encoder
+from contextembed.sklearn._encoding import encode_stored, sentence_key
 
 
 def test_sentence_keys_tell_tokenizations_and_encoders_apart():

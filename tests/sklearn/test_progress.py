@@ -147,7 +147,7 @@ def test_info_says_what_auto_chose(bert, sentences, caplog):
     clear_encoders()
     caplog.set_level(logging.INFO, logger="contextembed")
     TokenEmbedder(bert, layers=-1, precision="fp32").fit(sentences)  # device "auto"
-    [loaded] = [r for r in caplog.records if r.name == "contextembed.sklearn._encoding" and r.levelno == logging.INFO]
+    [loaded] = [r for r in caplog.records if r.name == "contextembed.encoders._registry" and r.levelno == logging.INFO]
     message = loaded.getMessage()
     assert bert in message
     assert re.search(r"device=(cpu|cuda\S*) \(auto\)", message)

@@ -203,7 +203,7 @@ def test_n_threads_bounds_the_taggers_own_work_and_not_the_encoder(static_path, 
     threads, where the encoding is most of a fit's time at base size."""
     import torch
 
-    from contextembed.sklearn._encoding import get_encoder
+    from contextembed.encoders._registry import get_encoder
 
     embedder = TokenEmbedder(static_path).fit(sentences)
     encoder = get_encoder(embedder.encoder_ref_)

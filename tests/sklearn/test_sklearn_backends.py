@@ -11,7 +11,7 @@ from joblib import parallel_backend
 from sklearn.base import clone
 
 from contextembed.sklearn import SequenceTagger, TextEmbedder, TextPairEmbedder, TokenEmbedder, clear_cache
-from contextembed.sklearn._encoding import EncoderRef, clear_encoders
+from contextembed.encoders._registry import EncoderRef, clear_encoders
 
 openvino = pytest.importorskip("openvino", reason='backend="openvino" needs pip install ".[openvino]"')
 

@@ -112,7 +112,7 @@ def test_embedded_static_vectors_and_elmo(static_path, tiny_elmo_dir, sentences,
 
 def test_earlier_embedded_static_vectors_still_load(static_path, sentences):
     from contextembed.sklearn._embedded import unpack_encoder
-    from contextembed.sklearn._encoding import EncoderRef, get_encoder
+    from contextembed.encoders._registry import EncoderRef, get_encoder
 
     packed = {"kind": "static", "files": {"vectors.bin": _vectors_bin(static_path)}}
     ref = unpack_encoder(packed, EncoderRef("gone.txt", "cpu", "fp32"))

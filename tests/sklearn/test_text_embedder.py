@@ -247,7 +247,7 @@ def test_texts_pooled_where_the_encoder_ran_are_their_stored_vectors(bert, monke
     kept) or read from the feature store, which a second fit then does: the encoder pools nothing
     again."""
     from contextembed.sklearn import clear_cache
-    from contextembed.sklearn._encoding import EncoderRef, get_encoder
+    from contextembed.encoders._registry import EncoderRef, get_encoder
 
     tokens = [regex_tokenize(t) for t in TEXTS] + [["unaffable"] * 30]  # longer than the tiny model: windows
     options = dict(layers=[-1, 0], combine="concat", normalize=False, device="cpu", precision="fp32",

@@ -117,7 +117,7 @@ def test_sklearn_contract_on_pair_data(bert):
 
 @pytest.mark.slow
 def test_each_pair_is_encoded_once_per_pooling_across_a_grid_search(bert, monkeypatch):
-    from contextembed.sklearn._encoding import EncoderRef, get_encoder
+    from contextembed.encoders._registry import EncoderRef, get_encoder
 
     clear_cache()
     encoder = get_encoder(EncoderRef.fitted(bert, "cpu", "fp32", None))
