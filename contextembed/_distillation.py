@@ -133,9 +133,10 @@ def distill(
     sif_a : float
         SIF's constant, in (0, 1].
     frequencies : mapping or path, optional
-        Word counts for ``p(w)`` (``{word: count}``, or a file of ``word count`` lines). Default: the corpus's own counts, or without a
-        corpus the Zipf rank of each word's first piece in the teacher's vocabulary. Piece vectors
-        are weighted by the corpus's piece counts, or by their Zipf rank.
+        Word counts for ``p(w)`` (``{word: count}``, or a file of ``word count`` lines). Default:
+        the corpus's own counts, or without a corpus the Zipf rank of each word's first piece in
+        the teacher's vocabulary. Piece vectors are weighted by the corpus's piece counts, or by
+        their Zipf rank.
     storage : TableStorage, optional
         How the saved table is stored (float32 rows by default; float16, int8, clustered:
         :class:`contextembed.encoders.TableStorage`); recorded in the table's files.

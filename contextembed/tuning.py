@@ -28,7 +28,8 @@ Trust
 Concurrency
     Measuring holds a lock file beside the record (opened without following a link), so two
     processes that start untuned at once measure once: the second waits for the first's record
-    (at most :data:`LOCK_WAIT` seconds, then measures alone) and adopts it. Records are written under a temporary name and renamed.
+    (at most :data:`LOCK_WAIT` seconds, then measures alone) and adopts it. Records are written
+    under a temporary name and renamed.
 
 Settings
     ``CONTEXTEMBED_TUNING``: ``on`` (default: read and write records), ``refresh`` (measure again

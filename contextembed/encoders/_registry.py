@@ -55,7 +55,8 @@ class EncoderRef:
     backend: str = "torch"
 
     @classmethod
-    def fitted(cls, spec, device: str, precision: str, batch_tokens: Optional[int], backend: str = "torch") -> "EncoderRef":
+    def fitted(cls, spec, device: str, precision: str, batch_tokens: Optional[int],
+               backend: str = "torch") -> "EncoderRef":
         """Resolve ``spec`` now (absolute path, package, cached snapshot) and record its identity."""
         identity = identify(spec)
         load_spec = identity.location if identity.kind == "path" else identity.spec

@@ -618,18 +618,18 @@ class TransformerEncoder(Encoder):
         names = self._input_names()
         sentences = engine.calibration_sentences(self._calibration) if precision in ("int8", "auto") else []
         key = {**engine.record_key(self._fingerprint(model), self._n_layers, names, engine.sentences_hash(sentences)),
-                    "method": BACKEND_METHOD, "precision": precision, "torch_precision": torch_precision}
+               "method": BACKEND_METHOD, "precision": precision, "torch_precision": torch_precision}
         candidates = engine._auto_candidates()
 
         def check(result: dict) -> None:
             check_backend_record(result, precision, candidates)
 
-        if not engine.measured_at_first_use(_parameter_count(model)) and tuning.recorded(
-                "transformer backend", key, check) is None:
+        n_parameters = _parameter_count(model)
+        if not engine.measured_at_first_use(n_parameters) and tuning.recorded("transformer backend", key, check) is None:
             self._use_torch(model, precision)
             logger.info("backend='auto' chose torch without timing the engine for a model of %.0fM parameters (its "
                         "export and timing take a minute): `contextembed tune MODEL` measures it once for this "
-                        "machine", _parameter_count(model) / 1e6)
+                        "machine", n_parameters / 1e6)
             return
 
         def measure() -> dict:
@@ -770,9 +770,9 @@ class TransformerEncoder(Encoder):
     def load(cls, name_or_path: Union[str, os.PathLike], **kwargs) -> "TransformerEncoder":
         """Load a local model directory (config, weights, tokenizer); never downloads.
 
-        The directory is checked first and the loaded model against its checkpoint: missing tokenizer files, truncated or corrupt files,
-        and weights that do not cover the configured model raise
-        :class:`~contextembed.errors.ModelFormatError` naming the file.
+        The directory is checked first and the loaded model against its checkpoint: missing
+        tokenizer files, truncated or corrupt files, and weights that do not cover the configured
+        model raise :class:`~contextembed.errors.ModelFormatError` naming the file.
         """
         check_settings(kwargs.get("device", "auto"), kwargs.get("precision", "auto"), cls.family)  # before loading
         check_backend(kwargs.get("backend", "torch"), cls.family)

@@ -91,7 +91,8 @@ class TokenEmbedder(LayerFeaturesBase):
             ``(tokens,)`` int class index of every token, sentence after sentence.
         window : np.ndarray, optional
             ``(tokens, n_window)`` rows of each token's neighbours, ``-1`` beyond the sentence (the
-            rows :func:`contextembed.sklearn.feature_extraction.context_window` concatenates); default: the token alone.
+            rows :func:`contextembed.sklearn.feature_extraction.context_window` concatenates);
+            default: the token alone.
         extra : np.ndarray, optional
             ``(tokens, n_extra)`` float32 features joined to the mixed vector (e.g. word shape).
         doc_ids : sequence, optional
