@@ -260,7 +260,7 @@ def cached_reduction(cache: Path, name: str, make) -> tuple[object, float]:
 
 def our_students(reductions: dict, corpus_counts: dict) -> dict:
     """``{name: (StaticVectors, storage, seconds of refine, source)}``: every option on the two passes."""
-    from contextembed._distillation import refine
+    from contextembed.pretraining._distillation import refine
     from contextembed.encoders._table_storage import TableStorage
 
     plans = [
@@ -417,7 +417,7 @@ def ner_probes(rows: dict, ner, until) -> None:
 def versus_model2vec(args) -> int:
     from collections import Counter
 
-    from contextembed._distillation import middle_layers, reduce_teacher
+    from contextembed.pretraining._distillation import middle_layers, reduce_teacher
 
     if not SST2.exists() or not (CONLL / "train.txt").exists():
         print(f"skipped: {SST2} or {CONLL} is not present")

@@ -28,7 +28,7 @@ from common import DEFAULT_MODEL  # noqa: E402
 RUN = """
 import glob, json, os, sys, time
 from sklearn.model_selection import GridSearchCV, KFold
-from contextembed import _store
+from contextembed._runtime import store as _store
 from contextembed.sklearn import SequenceTagger, TokenEmbedder
 from contextembed.sklearn.datasets import read_conll
 model, n, precision, n_jobs, data = sys.argv[1:6]

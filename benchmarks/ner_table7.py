@@ -64,7 +64,7 @@ sys.path.insert(0, str(HERE))
 from sklearn.linear_model import LogisticRegression  # noqa: E402
 
 import contextembed  # noqa: E402
-from contextembed._precisions import Precision  # noqa: E402
+from contextembed._runtime.precisions import Precision  # noqa: E402
 from contextembed.pooling._layers import OutputDtype  # noqa: E402
 from contextembed.sklearn import TokenEmbedder  # noqa: E402
 from contextembed.sklearn.datasets import read_conll, read_conll_documents  # noqa: E402

@@ -37,7 +37,7 @@ def main() -> None:
     import torch
 
     import contextembed.spacy  # noqa: F401
-    from contextembed import _forking as forking
+    from contextembed._runtime import forking
 
     sentences = conll_sentences("dev", limit=max(args.texts)) or synthetic_sentences(max(args.texts))
     texts = [" ".join(tokens) for tokens in sentences]

@@ -1,5 +1,5 @@
 """Batches run one at a time on every thread against several at once, one thread each
-(``contextembed._streams``), measured alternating in one process.
+(``contextembed._runtime.streams``), measured alternating in one process.
 
 For each precision: MiniLM-L6 word features (concat of the last four layers) of CoNLL-2003 dev
 sentences and of long documents (60 sentences joined: windows of 510 pieces), the ``TextEmbedder``
@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import SHARED, conll_sentences, synthetic_sentences  # noqa: E402
 
-from contextembed._streams import STREAMS_ENV  # noqa: E402
+from contextembed._runtime.streams import STREAMS_ENV  # noqa: E402
 
 #: the two ways compared: one batch at a time on all threads, and the default (a stream per thread)
 WAYS = {"one batch": "1", "streams": ""}

@@ -7,7 +7,7 @@ included), features = last four layers concatenated, first piece per word:
 
 - raw transformers fp32: AutoModel with ``output_hidden_states=True``, length-sorted batches of 64,
   fast tokenizer with ``is_split_into_words`` (what a user writes by hand);
-- contextembed fp32, bf16, int8 (a scale per token, ``contextembed._quantization``) and
+- contextembed fp32, bf16, int8 (a scale per token, ``contextembed._runtime.quantization``) and
   ``precision="auto"``, each at the device's default ``batch_tokens`` or at ``PATH@N`` (``fp32@8192``:
   ``batch_tokens=8192``, the default before it depended on the device); ``BACKEND:PRECISION`` runs
   another backend (``openvino:fp32``, ``openvino:int8``, ``auto:auto``: ``backend="auto"``);

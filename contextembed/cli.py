@@ -43,7 +43,7 @@ class Interrupted(KeyboardInterrupt):
     """A signal (SIGINT or SIGTERM) stopped the command; raised by :func:`signals_interrupt`.
 
     A ``KeyboardInterrupt`` so that everything that cleans up after Ctrl-C (the atomic writers of
-    :mod:`contextembed._files`, tqdm) does so for SIGTERM too, and ``except Exception`` does not
+    :mod:`contextembed._runtime.files`, tqdm) does so for SIGTERM too, and ``except Exception`` does not
     swallow it.
     """
 
@@ -153,7 +153,7 @@ class _OutputState:
 
 
 #: one item of ``--layers``: ASCII digits with an optional leading ``-`` (``int()`` also takes ``'٣'``,
-#: ``'１'``, ``'1_0'``, ``'+2'`` and ``' 3'``; :mod:`contextembed._bounds` refuses them too)
+#: ``'１'``, ``'1_0'``, ``'+2'`` and ``' 3'``; :mod:`contextembed._inputs.bounds` refuses them too)
 _LAYER_INDEX = re.compile(r"-?[0-9]+")
 
 
@@ -177,14 +177,14 @@ def parse_layers(text: str):
 def add_encoder_arguments(parser: argparse.ArgumentParser) -> None:
     """Options shared by every command that loads an encoder."""
     parser.add_argument("spec", help="model name (minilm-l6, glove-6b-50d), directory or vectors file")
-    from ._devices import PRECISION_NAMES, check_device, check_precision
+    from ._runtime.devices import PRECISION_NAMES, check_device, check_precision
 
     parser.add_argument("--device", default="auto", type=_checked(check_device, "device"),
                         help="auto (CUDA when present), cpu, cuda, cuda:N")
     parser.add_argument("--precision", default="auto", type=_checked(check_precision, "precision"),
                         metavar="{" + ",".join(PRECISION_NAMES) + "}",
                         help="compute precision of transformer and ELMo encoders; static vectors take auto or fp32")
-    from ._backends import BACKEND_NAMES
+    from ._runtime.backends import BACKEND_NAMES
 
     parser.add_argument("--backend", default="torch", choices=BACKEND_NAMES,
                         help="what runs a transformer's forward pass: torch (exact), openvino (CPU, the openvino "
@@ -235,7 +235,7 @@ def _by_level(name: str, word_none: str = "") -> str:
 
 
 def add_embed_parser(subparsers) -> None:
-    from ._bounds import CONNECT_TIMEOUT, Bound
+    from ._inputs.bounds import CONNECT_TIMEOUT, Bound
     from .corpus import ENGINES, OUTPUT_FORMATS
     from .extraction import LEVEL_DEFAULTS, LEVELS
     from .io._pipeline import OUTPUT_DTYPES
@@ -355,12 +355,12 @@ def _run_embed(args: argparse.Namespace) -> int:
 def add_distill_parser(subparsers) -> None:
     from typing import get_args
 
-    from ._distillation import Case, Weighting
+    from .pretraining._distillation import Case, Weighting
     from .encoders._static import OovVector
     from .encoders._table_storage import Int8Scale, StoragePrecision
     from .io.readers import INPUT_FORMATS
     from .tokenizers import TOKENIZERS
-    from ._bounds import Bound
+    from ._inputs.bounds import Bound
 
     parser = subparsers.add_parser(
         "distill",
@@ -417,7 +417,7 @@ def add_distill_parser(subparsers) -> None:
 
 def _pca_dim(text: str):
     """``--dim``: ``auto``, ``none`` or a width from 1 to 65,536."""
-    from ._bounds import Bound
+    from ._inputs.bounds import Bound
 
     if text in ("auto", "none"):
         return None if text == "none" else text
@@ -425,7 +425,7 @@ def _pca_dim(text: str):
 
 
 def _run_distill(args: argparse.Namespace) -> int:
-    from ._distillation import check_output, distill
+    from .pretraining._distillation import check_output, distill
     from .encoders._table_storage import TableStorage
     from .encoders import load_encoder
     from .io.readers import read_sentences

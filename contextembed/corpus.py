@@ -2,7 +2,7 @@
 
 ``contextembed embed SPEC INPUT OUTPUT`` with a directory or a (quoted) glob as INPUT calls
 :func:`embed_corpus`. Which files are inputs, where their outputs go and when an existing output is
-complete is :mod:`contextembed._jobs` (one job per file); this module runs the jobs. So any
+complete is :mod:`contextembed.io._jobs` (one job per file); this module runs the jobs. So any
 scheduler can shard a corpus by files, and a job that stopped can be run again.
 
 Engines
@@ -10,7 +10,7 @@ Engines
 ``engine`` names the runner of the jobs in :data:`RUNNERS`: ``"local"`` (:func:`run_local`, this
 process) or ``"ray"`` (:func:`contextembed.engines.ray.run_corpus_jobs`, Ray actors). An engine
 outside this module is listed by its module path and imported only when it is chosen; it imports
-:mod:`contextembed._jobs`, never this module, so the imports run one way. A runner is called as
+:mod:`contextembed.io._jobs`, never this module, so the imports run one way. A runner is called as
 ``runner(spec, jobs, existing, overwrite=..., done=..., **engine_options, **options)``: ``existing``
 are the jobs whose output exists, ``done(summary)`` is called once per file finished (the summary of
 :func:`contextembed.io.embed_file`, or ``{"output": ..., "skipped": True}`` for an output kept), and
@@ -18,7 +18,7 @@ it returns the number of outputs kept.
 
 Resume
 ------
-An existing output is kept only after :func:`contextembed._jobs.check_complete` finds its provenance
+An existing output is kept only after :func:`contextembed.io._jobs.check_complete` finds its provenance
 record equal to the one this run would write; anything else is an error naming the output, the
 field and ``--overwrite``. The record holds the precision the encoder actually runs and its device
 type, which only the loaded encoder knows (``precision="auto"`` is chosen by measuring), and the
@@ -44,12 +44,12 @@ import os
 from collections.abc import Callable
 from typing import Literal, Optional, Union, get_args
 
-from . import _terminal as terminal
-from ._bounds import CONNECT_TIMEOUT, check_setting
+from ._runtime import terminal
+from ._inputs.bounds import CONNECT_TIMEOUT, check_setting
 from .io._pipeline import embed_file
 from .io.readers import check_input
-from ._jobs import OUTPUT_FORMATS, Job, OutputFormat, check_complete, find_inputs, is_corpus, plan, walk  # noqa: F401
-from ._options import check_choice
+from .io._jobs import OUTPUT_FORMATS, Job, OutputFormat, check_complete, find_inputs, is_corpus, plan, walk  # noqa: F401
+from ._inputs.options import check_choice
 
 Engine = Literal["local", "ray"]
 ENGINES: tuple[str, ...] = get_args(Engine)
@@ -193,8 +193,8 @@ def adopt_recorded(jobs: list[Job], existing: set, options: dict) -> dict:
     continues: the backend and precision the first readable existing output recorded, where they can
     run here (``{}`` if none applies), and ``from``: that output. So the remaining files are made
     as the existing ones were, whatever ``auto`` would choose in this process."""
-    from ._backends import BACKEND_NAMES
-    from ._devices import PRECISION_NAMES
+    from ._runtime.backends import BACKEND_NAMES
+    from ._runtime.devices import PRECISION_NAMES
     from .encoders import _engine as engine
     from .errors import ProvenanceError
     from .io._records import read_output_record
@@ -218,7 +218,7 @@ def adopt_recorded(jobs: list[Job], existing: set, options: dict) -> dict:
 
 
 def _device(options: dict):
-    from ._devices import resolve_device
+    from ._runtime.devices import resolve_device
 
     return resolve_device(options.get("device", "auto"))
 
@@ -242,7 +242,7 @@ def _check_output_dir(pattern: str, output_dir: str) -> None:
 
 class CorpusProgress:
     """The bar of a corpus run: files done of all, sentences embedded, outputs kept (tqdm, on
-    stderr: :func:`contextembed._terminal.stderr`).
+    stderr: :func:`contextembed._runtime.terminal.stderr`).
 
     A context manager; :meth:`file_done` is the runners' ``done`` callback. Leaving the block on a
     ``KeyboardInterrupt`` prints :meth:`resume_hint` to stderr (bar or not).

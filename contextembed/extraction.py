@@ -19,9 +19,9 @@ from typing import Literal, Optional, get_args
 import numpy as np
 import torch
 
-from ._documents import check_context, in_context, with_doc_ids
+from ._inputs.documents import check_context, in_context, with_doc_ids
 from .encoders._base import Encoder, PieceEncoding, Sentences, progress_bar
-from ._options import check_choice
+from ._inputs.options import check_choice
 from .pooling import (
     TEXT_DEFAULTS,
     LayerPooling,
@@ -36,7 +36,7 @@ from .pooling import (
 from .pooling._layers import OutputDtype, as_output_dtype, check_output_dtype
 from .pooling._subword import subword_output_width
 from .pooling._text import pool_text_numpy
-from ._sentences import check_sentence_chunks
+from ._inputs.sentences import check_sentence_chunks
 
 Level = Literal["word", "text"]
 #: the levels features are for: ``"word"``, one row per word; ``"text"``, one row per text

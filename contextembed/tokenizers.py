@@ -20,7 +20,7 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Union
 
-from ._sentences import unencodable_position
+from ._inputs.sentences import unencodable_position
 
 Tokenizer = Callable[[str], list[str]]
 _INNER = "[-'’.]"
@@ -132,7 +132,7 @@ def tokenize_item(item, split: Tokenizer, where: str) -> list[str]:
     ValueError
         A character UTF-8 cannot encode (a lone surrogate), with its position.
     """
-    from ._sentences import check_encodable
+    from ._inputs.sentences import check_encodable
 
     if isinstance(item, str):
         position = unencodable_position(item)

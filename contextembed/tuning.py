@@ -56,8 +56,9 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping
 from typing import Optional
 
-from . import _provenance as provenance, settings
-from ._files import (TRUST_RULE, UntrustedPathError, atomic_file, make_trusted_directory, open_lock, read_trusted,
+from ._runtime import provenance
+from . import settings
+from ._runtime.files import (TRUST_RULE, UntrustedPathError, atomic_file, make_trusted_directory, open_lock, read_trusted,
                      remove_stale_partials)
 from .errors import ProvenanceError
 
@@ -176,7 +177,7 @@ def machine() -> dict:
     threads or on another CPU is not this machine's)."""
     import torch
 
-    from ._streams import cpu_streams
+    from ._runtime.streams import cpu_streams
 
     model, flags = _cpu_description()
     streams_, threads = cpu_streams()
@@ -292,7 +293,7 @@ def _record_path(kind: str, key: Mapping) -> tuple[dict, str]:
 
 
 def _read(path: str, expected: dict, check: Callable[[dict], None], quiet: bool = False) -> Optional[dict]:
-    """The result recorded at ``path`` if its record may be trusted (:func:`contextembed._files.read_trusted`),
+    """The result recorded at ``path`` if its record may be trusted (:func:`contextembed._runtime.files.read_trusted`),
     matches ``expected`` and passes ``check``; ``None`` (with one :class:`TuningWarning`, unless
     ``quiet``) otherwise or if there is none."""
     try:
@@ -340,7 +341,7 @@ def recordable() -> bool:
 
 def _trusted_root() -> bool:
     """Whether the tuning directory may be used: made if missing (mode ``0o755``: a directory
-    prepared ahead by root is read by every user), and trusted (:func:`contextembed._files.untrusted_reason`).
+    prepared ahead by root is read by every user), and trusted (:func:`contextembed._runtime.files.untrusted_reason`).
     A directory another user could write is refused with one warning: anyone who can write a record
     there could choose what this process computes. One that cannot be made costs only the recording."""
     try:

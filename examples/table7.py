@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Optional
 
-from contextembed._options import check_choice
+from contextembed._inputs.options import check_choice
 from contextembed.sklearn import BiLSTMCRFTagger, SequenceTagger, TokenEmbedder
 
 #: the two sequence labellers on frozen features: window logistic regression, BiLSTM-CRF

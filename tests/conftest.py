@@ -26,7 +26,7 @@ CORPUS = [
 
 def pytest_configure(config):
     """Refuse network sockets for the whole session (see ``tests/socket_guard.py``), and keep the
-    session's tuning records (:mod:`contextembed.tuning`), feature store (:mod:`contextembed._store`)
+    session's tuning records (:mod:`contextembed.tuning`), feature store (:mod:`contextembed._runtime.store`)
     and engine exports (:mod:`contextembed.encoders._engine`) in directories of their own, shared
     with the processes its tests start: a user's records, features and exports neither steer nor
     receive the suite's. An export is keyed by the model's fingerprint and checked before reuse, so
@@ -162,7 +162,8 @@ def conll_dev() -> Path:
 def untuned(monkeypatch):
     """No tuning record is read or written (``CONTEXTEMBED_TUNING=off``) and nothing measured before
     is remembered: for tests that count or replace measurements."""
-    from contextembed import _devices as devices, tuning
+    from contextembed._runtime import devices
+    from contextembed import tuning
 
     monkeypatch.setenv(tuning.TUNING_ENV, "off")
     monkeypatch.setattr(devices, "_SPEEDUPS", {})

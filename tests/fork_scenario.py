@@ -27,7 +27,8 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from torch.utils.data import DataLoader, Dataset  # noqa: E402
 
-from contextembed import _forking as forking, load_encoder  # noqa: E402
+from contextembed._runtime import forking  # noqa: E402
+from contextembed import load_encoder
 
 SENTENCES = [f"sentence {i} about Peter Blackburn and the EU officials in Brussels".split()[: 3 + i] for i in range(8)]
 ENCODER = None  # set in the parent before forking; the workers inherit it

@@ -3,7 +3,7 @@
     python streams_fork_scenario.py
 
 The parent runs items on two streams (which starts their pool), then forks; the child runs items on
-two streams and prints where they ran. Without :mod:`contextembed._streams` forgetting its pools in
+two streams and prints where they ran. Without :mod:`contextembed._runtime.streams` forgetting its pools in
 the child, the child would queue its items for the parent's worker threads, which a fork does not
 copy, and wait forever (the test's time limit catches that).
 """
@@ -19,7 +19,7 @@ import time
 
 import torch
 
-from contextembed._streams import STREAMS_ENV, run_all
+from contextembed._runtime.streams import STREAMS_ENV, run_all
 
 
 def ran_on(items: list) -> set[str]:

@@ -4,7 +4,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from transformers import AutoTokenizer
 
-from contextembed._alignment import PieceTokenizer, check_window, plan_windows
+from contextembed._inputs.alignment import PieceTokenizer, check_window, plan_windows
 
 # words that tokenizers turn into nothing, odd punctuation, unicode, long words
 WORDS = st.one_of(
@@ -101,7 +101,7 @@ def test_cached_word_pieces_are_the_batch_calls(tiny_bert_dir, sentences, again)
 def test_only_tokenizers_that_cut_words_alone_are_cached(tiny_bert_dir, tiny_roberta_dir):
     from tokenizers import pre_tokenizers
 
-    from contextembed._alignment import context_free
+    from contextembed._inputs.alignment import context_free
     from contextembed.encoders.transformer import _tokenizer_options
 
     bert = AutoTokenizer.from_pretrained(str(tiny_bert_dir), local_files_only=True)

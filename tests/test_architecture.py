@@ -127,9 +127,9 @@ def test_the_layers_below_run_one_way():
     """What each module split out to break a circle stays below the modules that use it."""
     graph = _graph()
     below = {
-        "contextembed._jobs": ("contextembed.corpus", "contextembed.engines"),
-        "contextembed._precisions": ("contextembed._devices", "contextembed._quantization"),
-        "contextembed._quantization": ("contextembed._devices",),
+        "contextembed.io._jobs": ("contextembed.corpus", "contextembed.engines"),
+        "contextembed._runtime.precisions": ("contextembed._runtime.devices", "contextembed._runtime.quantization"),
+        "contextembed._runtime.quantization": ("contextembed._runtime.devices",),
         "contextembed.encoders._vector_files": ("contextembed.encoders._static",),
         "contextembed.encoders._static_directory": ("contextembed.encoders._static",),
         # contextembed.io: the readers and the writer below the output records, the records below embed_file
@@ -140,7 +140,7 @@ def test_the_layers_below_run_one_way():
     for module, above in below.items():
         upward = sorted(m for m in graph[module] if m.startswith(above))
         assert not upward, f"{module} imports {upward}, which are above it"
-    assert "contextembed._jobs" in graph["contextembed.engines.ray"] and "contextembed._jobs" in graph["contextembed.corpus"]
+    assert "contextembed.io._jobs" in graph["contextembed.engines.ray"] and "contextembed.io._jobs" in graph["contextembed.corpus"]
 
 
 def test_the_core_never_imports_the_adapters():
@@ -166,7 +166,7 @@ def test_every_engine_has_a_runner_listed_by_name():
 def test_options_are_listed_once():
     """Each option's valid values come from its Literal, not from a second hand-written tuple."""
     from contextembed.pooling import COMBINES, SUBWORD_POOLINGS, TEXT_POOLINGS, Combine, SubwordPooling, TextPooling
-    from contextembed._precisions import PRECISION_NAMES, Precision
+    from contextembed._runtime.precisions import PRECISION_NAMES, Precision
 
     for values, literal in ((COMBINES, Combine), (SUBWORD_POOLINGS, SubwordPooling), (TEXT_POOLINGS, TextPooling),
                             (PRECISION_NAMES, Precision)):
@@ -177,14 +177,14 @@ def test_options_are_listed_once():
 
 
 def test_one_function_checks_a_choice():
-    """``contextembed._options.check_choice`` is the only check of a value against its Literal: no
+    """``contextembed._inputs.options.check_choice`` is the only check of a value against its Literal: no
     module keeps its own copy."""
     copies = []
     for path in PACKAGE.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.FunctionDef) and node.name.lstrip("_") == "check_choice":
                 copies.append(_module_name(path))
-    assert copies == ["contextembed._options"]
+    assert copies == ["contextembed._inputs.options"]
 
 
 def test_the_table7_configurations_live_beside_their_scripts():

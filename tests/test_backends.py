@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from contextembed._backends import check_calibration
+from contextembed._runtime.backends import check_calibration
 from contextembed.tokenizers import regex_tokenize
 
 

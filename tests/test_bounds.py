@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from contextembed._bounds import Bound, check_integers, check_setting
+from contextembed._inputs.bounds import Bound, check_integers, check_setting
 
 RATE = Bound(float, 0, 1, "--rate", low_open=True)
 COUNT = Bound(int, 1, 100, "--count", optional=True)

@@ -9,7 +9,7 @@ import pytest
 
 from _cli import run_cli
 from contextembed import io as contextembed_io
-from contextembed._files import PARTIAL_SUFFIX
+from contextembed._runtime.files import PARTIAL_SUFFIX
 from contextembed.cli import Interrupted, main, signals_interrupt
 from contextembed.errors import FileFormatError
 from contextembed.io import ArrayWriter, embed_file, read_conll, read_sentences

@@ -14,7 +14,7 @@ from contextembed.corpus import embed_corpus, find_inputs, is_corpus, plan
 from contextembed.encoders._identity import identify
 from contextembed.errors import FileFormatError, ProvenanceError
 from contextembed.io import embed_file, read_output_record, read_output_shape
-from contextembed._provenance import file_hash
+from contextembed._runtime.provenance import file_hash
 
 WORDS = "the quick brown fox jumps over lazy dog New York".split()
 

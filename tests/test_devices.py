@@ -3,8 +3,8 @@ import pytest
 import torch
 
 from contextembed import load_encoder
-from contextembed import _devices as devices
-from contextembed._devices import cpu_has_fast_bf16, resolve_device, resolve_precision
+from contextembed._runtime import devices
+from contextembed._runtime.devices import cpu_has_fast_bf16, resolve_device, resolve_precision
 
 
 def test_auto_precision_per_device():
@@ -79,14 +79,14 @@ def test_auto_cpu_precision_can_be_fixed(untuned, monkeypatch):
 
 
 def test_auto_keeps_int8_only_where_it_keeps_the_features(untuned, monkeypatch, tiny_bert_dir):
-    from contextembed import _quantization as quantization
+    from contextembed._runtime import quantization
 
     monkeypatch.setenv(devices.AUTO_CPU_PRECISION_ENV, "int8")
     encoder = load_encoder(tiny_bert_dir, device="cpu")
     assert encoder.precision == "int8"
     assert any(type(m).__name__ == "Int8Linear" for m in encoder.model.modules())
     monkeypatch.setattr(quantization, "INT8_MIN_COSINE", 1.01)  # a bar nothing reaches
-    monkeypatch.setattr("contextembed.encoders.transformer.INT8_MIN_COSINE", 1.01)
+    monkeypatch.setattr("contextembed.encoders._runtime_choice.INT8_MIN_COSINE", 1.01)
     monkeypatch.setattr(devices, "cpu_has_fast_bf16", lambda: False)
     fallback = load_encoder(tiny_bert_dir, device="cpu")
     assert fallback.precision == "fp32" and fallback.dtype == torch.float32
@@ -100,7 +100,7 @@ def test_int8_fidelity_is_the_lowest_layer_cosine(tiny_bert_dir):
 
     from transformers import AutoTokenizer
 
-    from contextembed._quantization import int8_fidelity, quantize_int8
+    from contextembed._runtime.quantization import int8_fidelity, quantize_int8
 
     model = load_encoder(tiny_bert_dir, device="cpu", precision="fp32").model
     tokenizer = AutoTokenizer.from_pretrained(tiny_bert_dir)
@@ -135,7 +135,7 @@ def test_the_measured_blocks_compute_what_each_precision_computes():
         assert torch.equal(block(x), expected)
         import copy
 
-        from contextembed._quantization import Int8Linear
+        from contextembed._runtime.quantization import Int8Linear
 
         quantized = copy.deepcopy(block)
         quantized.up, quantized.down = Int8Linear.from_linear(block.up), Int8Linear.from_linear(block.down)

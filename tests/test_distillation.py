@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from _cli import call_cli
-from contextembed import StaticVectors, distill, load_encoder, _provenance as provenance
-from contextembed._distillation import DISTILLATION_FILE, middle_layers, whole_words
+from contextembed import StaticVectors, distill, load_encoder
+from contextembed._runtime import provenance
+from contextembed.pretraining._distillation import DISTILLATION_FILE, middle_layers, whole_words
 from contextembed.encoders import TableStorage
 from contextembed.extraction import FeatureExtractor
 

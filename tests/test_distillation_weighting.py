@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from contextembed import distill, load_encoder
-from contextembed._sif import read_word_counts
-from contextembed._distillation import DEFAULTS, DISTILLATION_FILE
+from contextembed.pretraining._sif import read_word_counts
+from contextembed.pretraining._distillation import DEFAULTS, DISTILLATION_FILE
 from contextembed.errors import FileFormatError
 
 CORPUS = [["the", "cat", "sat"], ["the", "dog", "ran", "home"], ["a", "cat", "ran"], ["The", "Cat"]] * 3

@@ -40,7 +40,7 @@ from pathlib import Path
 
 import pytest
 
-from contextembed import _forking as forking
+from contextembed._runtime import forking
 
 import socket_guard
 
@@ -120,7 +120,7 @@ READERS_DATA = {
                  "corpus": ["an unexpected delight", "nothing works here", ""] * 4},
 }
 #: documents whose examples load the bundled models (installed with the models extra)
-NEEDS_MODELS = {"README.md", "usage.md", "choosing.md", "sklearn.md", "spacy.md", "scale.md", "examples.md"}
+NEEDS_MODELS = {"README.md", "usage.md", "choosing.md", "sklearn.md", "spacy.md", "scale.md", "examples.md", "speed.md"}
 #: documents whose python blocks each stand alone (the examples on the reference's class pages): each
 #: runs in a fresh namespace and a directory of its own, so none leans on an earlier one
 SELF_CONTAINED = {"examples.md"}

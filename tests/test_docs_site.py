@@ -268,7 +268,7 @@ def test_every_guide_is_a_page(site):
 README = ROOT / "README.md"
 #: the README's front, which docs/getting_started.md includes between these markers
 FRONT_MARKERS = ("<!-- start: docs/getting_started.md -->", "<!-- end: docs/getting_started.md -->")
-#: a name under a private module (``contextembed._backends``, ``contextembed.sklearn._base.X``)
+#: a name under a private module (``contextembed._runtime.backends``, ``contextembed.sklearn._base.X``)
 PRIVATE_PATH = re.compile(r"(?<![\w.])contextembed(?:\.\w+)*\._\w+(?:\.\w+)*")
 #: what scikit-learn's inherited docstrings say of ``X``; our estimators take texts or token lists
 SKLEARN_GENERIC_INPUT = "array-like of shape (n_samples, n_features)"
@@ -371,7 +371,7 @@ def accepted_precisions(qualified: str) -> set[str]:
     ``Literal`` it is checked against (a stored table's, pretraining's, or inference's)."""
     from typing import get_args
 
-    from contextembed._precisions import Precision
+    from contextembed._runtime.precisions import Precision
     from contextembed.encoders._table_storage import StoragePrecision
     from contextembed.pretraining._training import TrainingPrecision
 
@@ -504,7 +504,7 @@ def test_every_public_method_of_a_listed_class_is_on_its_page(site):
 
 
 def test_private_path_finds_names_under_private_modules():
-    text = ("(contextembed._backends) and contextembed.sklearn._base.LayerFeaturesBase, "
+    text = ("(contextembed._runtime.backends) and contextembed.sklearn._base.LayerFeaturesBase, "
             "not contextembed.sklearn.TextEmbedder nor my_contextembed._x")
-    assert PRIVATE_PATH.findall(text) == ["contextembed._backends", "contextembed.sklearn._base.LayerFeaturesBase"]
+    assert PRIVATE_PATH.findall(text) == ["contextembed._runtime.backends", "contextembed.sklearn._base.LayerFeaturesBase"]
     assert present_in("Bases: LayerFeaturesBase", ["LayerFeaturesBase", "EntityScoresMixin"]) == ["LayerFeaturesBase"]

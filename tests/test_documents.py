@@ -1,4 +1,4 @@
-"""Document context (contextembed._documents, the transformer's context rows): against a plain reference.
+"""Document context (contextembed._inputs.documents, the transformer's context rows): against a plain reference.
 
 The reference encodes each sentence inside its document's text with the raw transformers model:
 the document's words tokenized at once (``is_split_into_words``), the sentence's pieces with up to
@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 import torch
 
-from contextembed._alignment import split_context
-from contextembed._documents import InContext, check_context, in_context
+from contextembed._inputs.alignment import split_context
+from contextembed._inputs.documents import InContext, check_context, in_context
 from contextembed.encoders import load_encoder
 from contextembed.extraction import FeatureExtractor
 

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from contextembed._files import PARTIAL_SUFFIX, atomic_directory, atomic_file, check_writable
+from contextembed._runtime.files import PARTIAL_SUFFIX, atomic_directory, atomic_file, check_writable
 
 
 def _leftovers(folder) -> list[str]:
@@ -143,7 +143,7 @@ def _mode(path) -> int:
     (lambda p: os.mkfifo(p), False, "is not a regular file"),
 ])
 def test_untrusted_reason(tmp_path, prepare, directory, reason):
-    from contextembed._files import untrusted_reason
+    from contextembed._runtime.files import untrusted_reason
 
     path = tmp_path / "it"
     prepare(path)
@@ -157,8 +157,8 @@ def test_untrusted_reason(tmp_path, prepare, directory, reason):
 def test_root_is_trusted_and_another_user_is_not(tmp_path, monkeypatch):
     """As a user other than root (simulated: the trusted users are replaced), a file that root owns
     (an image prepared ahead) is trusted, one of this user's too, one of a third user's is not."""
-    from contextembed import _files
-    from contextembed._files import untrusted_reason
+    from contextembed._runtime import files as _files
+    from contextembed._runtime.files import untrusted_reason
 
     monkeypatch.setattr(_files, "trusted_uids", lambda: frozenset({1000, 0}))
     for owner, trusted in ((0, True), (1000, True), (ANOTHER_USER, False)):
@@ -172,7 +172,7 @@ def test_root_is_trusted_and_another_user_is_not(tmp_path, monkeypatch):
 
 
 def test_make_trusted_directory_creates_private_parents_whatever_the_umask(tmp_path, umask):
-    from contextembed._files import make_trusted_directory
+    from contextembed._runtime.files import make_trusted_directory
 
     umask(0o002)  # user private groups: what makedirs would make group-writable
     target = tmp_path / "a" / "b" / "c"
@@ -184,7 +184,7 @@ def test_make_trusted_directory_creates_private_parents_whatever_the_umask(tmp_p
 
 
 def test_make_trusted_directory_refuses_what_it_cannot_trust(tmp_path):
-    from contextembed._files import UntrustedPathError, make_trusted_directory
+    from contextembed._runtime.files import UntrustedPathError, make_trusted_directory
 
     loose = tmp_path / "loose"
     loose.mkdir()
@@ -208,7 +208,7 @@ def test_make_trusted_directory_refuses_what_it_cannot_trust(tmp_path):
 
 
 def test_open_lock_never_follows_a_link(tmp_path):
-    from contextembed._files import UntrustedPathError, open_lock
+    from contextembed._runtime.files import UntrustedPathError, open_lock
 
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -230,7 +230,7 @@ def test_open_lock_never_follows_a_link(tmp_path):
     (lambda p: (p.write_text(""), os.chmod(p, 0o644), os.chown(p, ANOTHER_USER, -1)), "owned by user 4242"),
 ])
 def test_open_lock_refuses_a_lock_that_is_not_a_trusted_regular_file(tmp_path, prepare, reason):
-    from contextembed._files import UntrustedPathError, open_lock
+    from contextembed._runtime.files import UntrustedPathError, open_lock
 
     lock = tmp_path / "record.json.lock"
     prepare(lock)
@@ -241,7 +241,7 @@ def test_open_lock_refuses_a_lock_that_is_not_a_trusted_regular_file(tmp_path, p
 def test_open_lock_creates_a_lock_that_others_cannot_write(tmp_path, umask):
     import fcntl
 
-    from contextembed._files import open_lock
+    from contextembed._runtime.files import open_lock
 
     umask(0)
     with open_lock(tmp_path / "x.lock") as handle:
@@ -252,7 +252,7 @@ def test_open_lock_creates_a_lock_that_others_cannot_write(tmp_path, umask):
 
 
 def test_read_trusted(tmp_path):
-    from contextembed._files import UntrustedPathError, read_trusted
+    from contextembed._runtime.files import UntrustedPathError, read_trusted
 
     path = tmp_path / "record.json"
     path.write_bytes(b"12345")
@@ -273,7 +273,7 @@ def test_read_trusted(tmp_path):
 
 def test_a_temporary_is_created_new_never_through_a_link(tmp_path, monkeypatch):
     """A link planted at the temporary's name (here made predictable) is an error, never followed."""
-    from contextembed import _files
+    from contextembed._runtime import files as _files
 
     monkeypatch.setattr(_files.secrets, "token_hex", lambda n: "0badc0de")
     elsewhere = tmp_path / "elsewhere"
@@ -320,7 +320,7 @@ def test_a_trusted_atomic_directory_leaves_nothing_others_can_write(tmp_path, um
 
 
 def test_a_temporary_names_its_host_and_process(tmp_path):
-    from contextembed._files import _temporary_name, this_host
+    from contextembed._runtime.files import _temporary_name, this_host
 
     name = os.path.basename(_temporary_name(str(tmp_path / "out.npy")))
     assert re.fullmatch(rf"\.out\.npy\.{re.escape(this_host())}@{os.getpid()}-[0-9a-f]{{8}}\.partial", name)
@@ -332,7 +332,7 @@ def test_a_temporary_names_its_host_and_process(tmp_path):
 def test_the_host_name_is_sanitised(monkeypatch, hostname, shown):
     import socket
 
-    from contextembed._files import this_host
+    from contextembed._runtime.files import this_host
 
     monkeypatch.setattr(socket, "gethostname", lambda: hostname)
     assert this_host() == shown
@@ -343,7 +343,7 @@ def test_only_this_hosts_dead_writers_lose_their_temporaries(tmp_path, monkeypat
     process id says nothing here. One in the older name form, without a host, is this host's."""
     import socket
 
-    from contextembed._files import remove_stale_partials
+    from contextembed._runtime.files import remove_stale_partials
 
     monkeypatch.setattr(socket, "gethostname", lambda: "this-host")
     dead = 999999999  # no such process

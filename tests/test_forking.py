@@ -1,4 +1,4 @@
-"""Fork safety (:mod:`contextembed._forking`): workers forked after the parent encoded do not hang.
+"""Fork safety (:mod:`contextembed._runtime.forking`): workers forked after the parent encoded do not hang.
 
 The scenario runs in a time-limited subprocess (``tests/_scenario.py``), so that a hang fails the
 test instead of blocking the suite. spaCy's ``n_process`` and joblib's backends are tested in
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from _scenario import run_scenario
-from contextembed import _forking as forking
+from contextembed._runtime import forking
 
 SCENARIO = Path(__file__).with_name("fork_scenario.py")
 WORKERS = ["dataloader", "pool", "pool_parent_threads"]

@@ -92,7 +92,7 @@ def test_reduced_precisions_track_fp32(tiny_bert_dir, gpu, precision):
 def test_words_pooled_on_the_gpu_match_the_cpu(tiny_bert_dir, gpu, subword_pooling):
     """Layers combined and pieces pooled where the model ran (FeatureExtractor's word path), the
     rows copied back through pinned buffers; windows, document context and float16 rows included."""
-    from contextembed._documents import in_context
+    from contextembed._inputs.documents import in_context
     from contextembed.extraction import FeatureExtractor
 
     many = [SENTENCES[i % len(SENTENCES)][: 1 + i % 60] for i in range(300)]

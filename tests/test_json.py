@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from contextembed import _json
-from contextembed._json import JSONError
+from contextembed._runtime import json_io as _json
+from contextembed._runtime.json_io import JSONError
 
 DEEP = "[" * 1500 + "]" * 1500
 
@@ -83,5 +83,5 @@ def test_every_reader_of_json_in_the_package_uses_this_one():
     root = pathlib.Path(contextembed.__file__).parent
     calls = re.compile(r"\bjson\.loads?\(")
     found = [str(path.relative_to(root)) for path in root.rglob("*.py")
-             if path.name != "_json.py" and calls.search(path.read_text(encoding="utf-8"))]
+             if path.name != "json_io.py" and calls.search(path.read_text(encoding="utf-8"))]
     assert found == []

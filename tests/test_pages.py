@@ -1,11 +1,11 @@
-"""contextembed._pages: a fresh array's pages faulted in on a helper thread, its bytes untouched."""
+"""contextembed._runtime.pages: a fresh array's pages faulted in on a helper thread, its bytes untouched."""
 
 import sys
 
 import numpy as np
 import pytest
 
-from contextembed import _pages as pages
+from contextembed._runtime import pages
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="madvise(MADV_POPULATE_WRITE) is Linux's")

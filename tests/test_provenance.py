@@ -9,7 +9,7 @@ import pickle
 import numpy as np
 import pytest
 
-from contextembed import _provenance as provenance
+from contextembed._runtime import provenance
 from contextembed.errors import ProvenanceError
 
 

@@ -1,11 +1,11 @@
-"""int8 linear layers (contextembed._quantization) against a plain NumPy reference, and on models."""
+"""int8 linear layers (contextembed._runtime.quantization) against a plain NumPy reference, and on models."""
 
 import numpy as np
 import pytest
 import torch
 
 from contextembed import load_encoder
-from contextembed._quantization import Int8Linear, quantize_int8, quantize_rows
+from contextembed._runtime.quantization import Int8Linear, quantize_int8, quantize_rows
 
 
 def _reference(x: np.ndarray, weight: np.ndarray, bias: np.ndarray) -> np.ndarray:

@@ -1,9 +1,9 @@
-"""The one check every sentence passes through (``contextembed._sentences``): a batch of good
+"""The one check every sentence passes through (``contextembed._inputs.sentences``): a batch of good
 sentences is checked at once, and whatever is wrong is named by sentence and word."""
 
 import pytest
 
-from contextembed._sentences import check_sentence_chunks, check_sentences
+from contextembed._inputs.sentences import check_sentence_chunks, check_sentences
 
 GOOD = [["EU", "rejects"], [], ("a", "tuple"), ["ça", "東京", ""]]
 

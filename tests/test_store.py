@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from contextembed import _store
+from contextembed._runtime import store as _store
 from contextembed.errors import MemoryBudgetError, SettingError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -169,7 +169,7 @@ def test_another_process_reads_what_one_wrote(store, tmp_path):
     store.table(spec).add(keys, rows, counts)
     code = textwrap.dedent(f"""
         import numpy as np
-        from contextembed import _store
+        from contextembed._runtime import store as _store
         spec = _store.TableSpec("e" * 32, "words", ("first",), "float32", 3, 4)
         store = _store.FeatureStore({store.root!r}, shared=True)
         rows = _store.StoredRows(spec, store.table(spec).find({keys!r}))
@@ -224,7 +224,7 @@ def test_a_segment_of_another_user_is_never_trusted(store, monkeypatch):
     spec = _spec()
     (keys, rows, counts), = _blocks(spec, [[2]])[0]
     store.table(spec).add(keys, rows, counts)
-    from contextembed import _files
+    from contextembed._runtime import files as _files
 
     monkeypatch.setattr(_files, "trusted_uids", lambda: frozenset({os.getuid() + 12345}))
     found, warned = _reread(store, spec, keys)
@@ -271,13 +271,13 @@ def test_a_session_is_shared_with_child_processes_and_removed_when_its_owner_exi
     spec = 'spec = _store.TableSpec("e" * 32, "words", ("first",), "float32", 1, 2)'
     (tmp_path / "child.py").write_text(textwrap.dedent(f"""
         import numpy as np
-        from contextembed import _store
+        from contextembed._runtime import store as _store
         {spec}
         _store.session_store().table(spec).add(["%040x" % 7], np.ones((3, 1, 2), np.float32), np.array([3]))
     """))
     code = textwrap.dedent(f"""
         import subprocess, sys
-        from contextembed import _store
+        from contextembed._runtime import store as _store
         {spec}
         subprocess.run([sys.executable, {str(tmp_path / "child.py")!r}], check=True)
         rows = _store.StoredRows(spec, _store.session_store().table(spec).find(["%040x" % 7]))

@@ -1,4 +1,4 @@
-"""Several batches at once on a CPU (:mod:`contextembed._streams`): every item runs once, errors come
+"""Several batches at once on a CPU (:mod:`contextembed._runtime.streams`): every item runs once, errors come
 back, thread counts are set per stream and given back, features do not change, forks do not hang,
 calls from ``atexit`` handlers run in the caller's thread, a pool that cannot start leaves no thread
 behind."""
@@ -18,10 +18,10 @@ import torch
 
 from _scenario import run_scenario
 from contextembed import load_encoder
-from contextembed import _streams as streams
+from contextembed._runtime import streams
 from contextembed.encoders._base import LongPairWarning
 from contextembed.errors import SettingError
-from contextembed._streams import STREAMS_ENV, StreamsCappedWarning, cpu_streams, max_streams, run_all
+from contextembed._runtime.streams import STREAMS_ENV, StreamsCappedWarning, cpu_streams, max_streams, run_all
 
 SCENARIO = Path(__file__).with_name("streams_fork_scenario.py")
 

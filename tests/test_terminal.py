@@ -1,11 +1,11 @@
-"""``contextembed._terminal.progress_bar``: 0/N at once, the last line (100%) once, nothing when off."""
+"""``contextembed._runtime.terminal.progress_bar``: 0/N at once, the last line (100%) once, nothing when off."""
 
 from __future__ import annotations
 
 import io
 import time
 
-from contextembed import _terminal as terminal
+from contextembed._runtime import terminal
 
 
 def _drawn(steps, total=3, show=True, pause=0.12) -> str:

@@ -17,8 +17,9 @@ import warnings
 
 import pytest
 
-from contextembed import _devices as devices, tuning
-from contextembed._streams import intra_op_threads
+from contextembed._runtime import devices
+from contextembed import tuning
+from contextembed._runtime.streams import intra_op_threads
 from contextembed.errors import SettingError
 from contextembed.tuning import TuningWarning
 
@@ -192,7 +193,7 @@ def test_records_are_written_so_that_this_user_trusts_them_whatever_the_umask(re
 
 def test_records_root_prepared_ahead_are_trusted(records, monkeypatch):
     """As another user (simulated), root's directory and records (an image prepared ahead) are used."""
-    from contextembed import _files
+    from contextembed._runtime import files as _files
 
     path = _planted(records)
     monkeypatch.setattr(_files, "trusted_uids", lambda: frozenset({1000, 0}))
@@ -343,7 +344,7 @@ def test_slow_steps_are_announced_on_stderr_only_when_announcing(records, monkey
 @pytest.mark.slow
 def test_cpu_precision_is_remembered_across_processes(records):
     """Fresh interpreters: the first measures (and says so), the second reads the same choice."""
-    code = ("import contextembed.tuning as t, contextembed._devices as d; t.ANNOUNCE_AFTER = 0\n"
+    code = ("import contextembed.tuning as t, contextembed._runtime.devices as d; t.ANNOUNCE_AFTER = 0\n"
             "with t.announcing(): print(d.auto_cpu_precision(int8_allowed=True), d.cpu_speedups())")
     env = {**os.environ, tuning.TUNING_DIR_ENV: str(records)}
     env.pop(devices.AUTO_CPU_PRECISION_ENV, None)
@@ -506,7 +507,7 @@ def test_tune_refuses_what_load_encoder_refuses(tiny_bert_dir, capsys):
     ({"backend": ["openvino"], "speedup": 2.0, "engine_precision": "fp32"}, "auto", "not one of"),
 ])
 def test_a_backend_record_the_measurement_could_not_write_is_refused(result, precision, reason):
-    from contextembed.encoders.transformer import check_backend_record
+    from contextembed.encoders._runtime_choice import check_backend_record
 
     with pytest.raises(ValueError, match=reason):
         check_backend_record(result, precision)
@@ -518,7 +519,7 @@ def test_a_backend_record_the_measurement_could_not_write_is_refused(result, pre
     ({"backend": "torch", "speedup": None}, "auto"),
 ])
 def test_a_backend_record_the_measurement_writes_is_used(result, precision):
-    from contextembed.encoders.transformer import check_backend_record, chosen_backend
+    from contextembed.encoders._runtime_choice import check_backend_record, chosen_backend
 
     check_backend_record(result, precision)
     assert chosen_backend(result["speedup"]) == result["backend"]
@@ -568,7 +569,7 @@ def test_an_engine_precision_record_the_measurement_writes_is_used(monkeypatch, 
 
 def test_a_forged_backend_record_is_measured_again_not_adopted(records):
     """``{"backend": "torch", "speedup": 3.0}`` passed the old check (choice and range apart)."""
-    from contextembed.encoders.transformer import check_backend_record
+    from contextembed.encoders._runtime_choice import check_backend_record
 
     def remember(measure):
         return tuning.remembered("transformer backend", {"model": "m1", "precision": "auto"}, measure,

@@ -1,9 +1,10 @@
 """Plain-torch encoders behind one interface (static vectors, ELMo-style biLM, transformers)."""
 
-from .._devices import auto_cpu_precision, cpu_bf16_speedup
+from .._runtime.devices import auto_cpu_precision, cpu_bf16_speedup
 from ._base import Encoder, PieceEncoding, check_sentences
 from ._elmo import BiLMEncoderModule, ElmoEncoder, elmo_options, save_bilm, sentence_char_ids
 from ._loading import NAMED_MODELS, load_encoder, register_directory_format, tune
+from ._runtime_choice import Runtime, choose_runtime
 from ._static import StaticVectors
 from ._table_storage import TableStorage
 from ._vector_files import write_word2vec
@@ -14,10 +15,12 @@ __all__ = [
     "Encoder",
     "NAMED_MODELS",
     "PieceEncoding",
+    "Runtime",
     "StaticVectors",
     "TableStorage",
     "auto_cpu_precision",
     "check_sentences",
+    "choose_runtime",
     "cpu_bf16_speedup",
     "elmo_options",
     "load_encoder",

@@ -20,8 +20,8 @@ from typing import Optional, Protocol, Union
 
 import numpy as np
 
-from .. import _terminal as terminal
-from .._files import atomic_directory
+from .._runtime import terminal
+from .._runtime.files import atomic_directory
 from ..pooling._layers import (
     LayerPooling,
     LayerSpec,
@@ -33,7 +33,7 @@ from ..pooling._layers import (
 )
 from ..pooling._subword import SubwordPooling, check_subword_pooling, pool_subwords_numpy
 from ..pooling._text import TextPooling, check_text_options, pool_pieces_to_text
-from .._sentences import (  # noqa: F401  (re-exported)
+from .._inputs.sentences import (  # noqa: F401  (re-exported)
     Pairs,
     Sentences,
     check_encodable,
@@ -123,7 +123,7 @@ ShowProgress = Union[bool, ProgressCounter]
 
 
 def progress_bar(items: object, show_progress: ShowProgress, unit: str = "sent"):
-    """A progress bar over ``items`` (:func:`contextembed._terminal.progress_bar`): with their count
+    """A progress bar over ``items`` (:func:`contextembed._runtime.terminal.progress_bar`): with their count
     where they have one (a list), open-ended for an iterator, which encoders read one chunk at a
     time (:func:`check_sentence_chunks`). ``show_progress`` may instead be a bar the caller holds
     (anything with ``update(n)``: the CLI's, an estimator's): the encoder counts its items on it and
@@ -284,7 +284,7 @@ class Encoder(ABC):
         ----------
         sentences : sequence of sequence of str, or an iterator of them
             Pre-tokenized sentences. An iterator (a generator) is read one chunk at a time
-            (:func:`~contextembed._sentences.check_sentence_chunks`), so memory stays bounded by the
+            (:func:`~contextembed._inputs.sentences.check_sentence_chunks`), so memory stays bounded by the
             chunk size however long it is; a bad sentence is then found when its chunk is read.
         layers : int, sequence of int, "all" or "hidden"
             Which layers to return (see :func:`contextembed.pooling.resolve_layers`).
@@ -517,7 +517,7 @@ class Encoder(ABC):
         ----------
         sentences : sequence of sequence of str, or an iterator of them
             As :meth:`iter_encode_pieces` takes them; with ``in_context``, the
-            :class:`~contextembed._documents.InContext` items :meth:`iter_encode_pieces_in_context` takes.
+            :class:`~contextembed._inputs.documents.InContext` items :meth:`iter_encode_pieces_in_context` takes.
         pooling : LayerPooling
             Which layers, and how they combine (used as it is, without gradient). A scalar mix with
             ``layer_norm`` normalises each sentence's words on their own, never across sentences
@@ -540,7 +540,7 @@ class Encoder(ABC):
         ------
         TypeError
             ``pooling`` is not a :class:`LayerPooling`; with ``in_context``, an item that is not an
-            :class:`~contextembed._documents.InContext` (when it is read).
+            :class:`~contextembed._inputs.documents.InContext` (when it is read).
         ValueError
             An unknown ``subword_pooling`` or ``dtype``, or a ``pooling`` built for another number of
             layers than the encoder's (at the call, before anything is encoded); with

@@ -21,7 +21,7 @@ Export
     is a :class:`~contextembed.errors.SettingError` naming the variable, the path and the fix
     (:func:`checked_cache_root`), with ``backend="auto"`` too: a setting to fix, not a fallback.
     So is one that another user could write (a link, another user's, group- or world-writable:
-    :func:`contextembed._files.untrusted_reason`), since an export there decides what this process
+    :func:`contextembed._runtime.files.untrusted_reason`), since an export there decides what this process
     computes. Inside a trusted cache, an export (its folder, record and files, and the compiled blobs)
     another user could have written is exported (or compiled) again with an
     :class:`EngineCacheWarning`; what is written there is never writable by group or others.
@@ -58,10 +58,11 @@ from typing import Optional
 import numpy as np
 import torch
 
-from .. import _provenance as provenance, settings
-from .._files import (TRUST_RULE, UntrustedPathError, atomic_directory, make_trusted_directory, read_trusted,
+from .._runtime import provenance
+from .. import settings
+from .._runtime.files import (TRUST_RULE, UntrustedPathError, atomic_directory, make_trusted_directory, read_trusted,
                       remove_stale_partials, restrict_writes, untrusted_reason)
-from .._signal_stack import signal_stack_kept
+from .._runtime.signal_stack import signal_stack_kept
 from ..errors import EngineError, ProvenanceError, SettingError, missing_extra
 from ..tuning import announce
 
@@ -95,7 +96,7 @@ def cache_root() -> str:
 
 def checked_cache_root() -> str:
     """:func:`cache_root`, created if missing (mode ``0o755``) and checked to be a directory this
-    process can write exports into and no other user can (:func:`contextembed._files.untrusted_reason`);
+    process can write exports into and no other user can (:func:`contextembed._runtime.files.untrusted_reason`);
     else :class:`~contextembed.errors.SettingError` naming ``CONTEXTEMBED_ENGINE_CACHE``, the path,
     what is wrong and the fix (not a bare ``OSError`` from deep inside an export)."""
     root = cache_root()
@@ -211,7 +212,7 @@ class OpenVinoForward:
     calibration_hash : str
         Names the calibration text in the cache key.
     streams, threads : int
-        Batches the caller runs at once and the threads each gets (:func:`contextembed._streams.cpu_streams`).
+        Batches the caller runs at once and the threads each gets (:func:`contextembed._runtime.streams.cpu_streams`).
     fingerprint : str, optional
         :func:`model_fingerprint` of ``model``, where the caller has it.
     """
@@ -388,15 +389,15 @@ def layer_cosines(reference: Sequence[np.ndarray], other: Sequence[np.ndarray], 
 #: precisions against each other; the engine against torch): at base size, 8 rounds of a probe
 #: batch took 50 s of the 124 s that ``backend="auto"`` measured on a busy 2-core EPYC, where
 #: rounds of a small model take a tenth of a second and all 8 run (see
-#: :func:`contextembed._devices.best_times`)
+#: :func:`contextembed._runtime.devices.best_times`)
 TIMING_BUDGET = 4.0
 
 
 def best_times(runs: dict, rounds: int = 8, warmup: int = 3, budget: Optional[float] = TIMING_BUDGET) -> dict[str, float]:
     """Best wall time of each run (a callable) after ``warmup`` of ``rounds`` alternating rounds,
     fewer where they would take longer than ``budget`` seconds
-    (:func:`contextembed._devices.best_times`)."""
-    from .._devices import best_times as alternating
+    (:func:`contextembed._runtime.devices.best_times`)."""
+    from .._runtime.devices import best_times as alternating
 
     return alternating(runs, rounds, warmup, budget=budget)
 
@@ -442,7 +443,7 @@ def auto_precision(make, probe: dict[str, np.ndarray], n_layers: int, key: dict,
     """``precision="auto"`` on the engine: the fastest of fp32, bf16 (on CPUs with bf16 units) and int8
     (when it keeps :data:`ENGINE_INT8_MIN_COSINE` on every hidden state of ``probe``), timed on
     ``probe`` in one alternating run with the thresholds of the torch path
-    (:data:`~contextembed._devices.BF16_MIN_SPEEDUP`, :data:`~contextembed._devices.INT8_MIN_SPEEDUP`),
+    (:data:`~contextembed._runtime.devices.BF16_MIN_SPEEDUP`, :data:`~contextembed._runtime.devices.INT8_MIN_SPEEDUP`),
     once per machine and model: the choice is remembered (:mod:`contextembed.tuning`, ``key``:
     :func:`record_key`). ``CONTEXTEMBED_AUTO_CPU_PRECISION`` fixes the choice as it does for torch.
 
@@ -450,7 +451,7 @@ def auto_precision(make, probe: dict[str, np.ndarray], n_layers: int, key: dict,
     :func:`auto_candidates` of a model of ``n_parameters``) are the precisions timed.
     """
     from .. import tuning
-    from .._devices import forced_cpu_precision
+    from .._runtime.devices import forced_cpu_precision
 
     forced = forced_cpu_precision(int8_allowed=True)
     if forced:
@@ -518,9 +519,9 @@ def auto_candidates(n_parameters: Optional[int], kind: str, key_of, check_of) ->
 def _auto_candidates() -> tuple[str, ...]:
     """What ``precision="auto"`` times on the engine: fp32, bf16 where the CPU has bf16 units, int8
     where it has integer dot-product units (without them the engine's int8 ran at 1.05x fp32 on an
-    AVX2-only AMD EPYC, below :data:`~contextembed._devices.INT8_MIN_SPEEDUP`, after a calibration
+    AVX2-only AMD EPYC, below :data:`~contextembed._runtime.devices.INT8_MIN_SPEEDUP`, after a calibration
     of about a minute)."""
-    from .._devices import cpu_has_int8_dot
+    from .._runtime.devices import cpu_has_int8_dot
 
     return ("fp32",) + (("bf16",) if cpu_has_bf16() else ()) + (("int8",) if cpu_has_int8_dot() else ())
 
@@ -529,7 +530,7 @@ def check_forced_precision(forced: str) -> str:
     """``CONTEXTEMBED_AUTO_CPU_PRECISION``'s precision if the engine runs it here: bf16 on a CPU
     without bf16 units is a :class:`~contextembed.errors.SettingError` naming the variable (the
     engine would compute in f32 under a bf16 label, the case ``precision="bf16"`` refuses)."""
-    from .._devices import AUTO_CPU_PRECISION_ENV
+    from .._runtime.devices import AUTO_CPU_PRECISION_ENV
 
     if forced == "bf16" and not cpu_has_bf16():
         raise SettingError(
@@ -541,9 +542,9 @@ def check_forced_precision(forced: str) -> str:
 def chosen_precision(speedups: dict[str, float]) -> str:
     """What ``precision="auto"`` runs on the engine given the measured ``speedups`` (fp32 time over
     each candidate's; a candidate left out was not measured or kept): bf16 where it beats fp32 by
-    :data:`~contextembed._devices.BF16_MIN_SPEEDUP`, int8 where it beats the better of those by
-    :data:`~contextembed._devices.INT8_MIN_SPEEDUP`, else fp32."""
-    from .._devices import BF16_MIN_SPEEDUP, INT8_MIN_SPEEDUP
+    :data:`~contextembed._runtime.devices.BF16_MIN_SPEEDUP`, int8 where it beats the better of those by
+    :data:`~contextembed._runtime.devices.INT8_MIN_SPEEDUP`, else fp32."""
+    from .._runtime.devices import BF16_MIN_SPEEDUP, INT8_MIN_SPEEDUP
 
     chosen, best = "fp32", 1.0
     if speedups.get("bf16", 0.0) >= BF16_MIN_SPEEDUP:
@@ -653,7 +654,7 @@ def check_export(folder: str, expected: dict) -> None:
 
 def _trusted_record(folder: str, artifact: str) -> Optional[dict]:
     """The record of the export ``folder`` (``None``: it has none), read only if the folder, the
-    record and the exported files may be trusted (:func:`contextembed._files.untrusted_reason`);
+    record and the exported files may be trusted (:func:`contextembed._runtime.files.untrusted_reason`);
     else ``ProvenanceError`` saying which and why."""
     reason = untrusted_reason(folder, directory=True)
     if reason is not None:

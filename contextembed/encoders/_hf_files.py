@@ -25,7 +25,7 @@ from collections.abc import Iterable
 
 import torch
 
-from .. import _json
+from .._runtime import json_io as _json
 from ..errors import ModelFormatError, ModelNotFoundError
 
 #: files any of which lets a tokenizer be built (fast tokenizer, WordPiece, BPE, sentencepiece)
@@ -194,9 +194,9 @@ def check_finite_weights(model, path: str) -> None:
     """Refuse weights holding NaN or infinity: each float tensor summed in float64 (one pass, no
     bool copy; a sum of finite float32 values cannot overflow there). Paid once per weights file:
     the verdict is remembered with the files' identity and ``config.json``'s content
-    (:mod:`contextembed._file_facts`), so a later process loading the same files skips it."""
-    from .._file_facts import recall, remember
-    from .._provenance import file_hash
+    (:mod:`contextembed._runtime.file_facts`), so a later process loading the same files skips it."""
+    from .._runtime.file_facts import recall, remember
+    from .._runtime.provenance import file_hash
 
     weights = sorted(os.path.join(path, name) for name in os.listdir(path) if name.endswith(_WEIGHT_SUFFIXES))
     config = os.path.join(path, "config.json")

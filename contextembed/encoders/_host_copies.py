@@ -1,7 +1,7 @@
 """Device-to-host copies of what a batch computed, consumed when they are ready.
 
 On a CPU a tensor is already on the host: :meth:`HostCopies.put` hands its array to the consumer at
-once (batches may run in several threads at a time, :mod:`contextembed._streams`; nothing is kept);
+once (batches may run in several threads at a time, :mod:`contextembed._runtime.streams`; nothing is kept);
 so does any other device but CUDA, after a plain copy.
 
 On CUDA the batches run one after another in the caller's thread. A copy into pageable memory makes

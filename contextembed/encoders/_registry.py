@@ -18,8 +18,8 @@ import threading
 from dataclasses import dataclass
 from typing import Optional
 
-from .. import _store
-from .._devices import fitted_precision
+from .._runtime import store as _store
+from .._runtime.devices import fitted_precision
 from ._base import Encoder
 from ._identity import ModelIdentity, fingerprint, identify, locate
 from ._loading import load_encoder
@@ -68,7 +68,7 @@ class EncoderRef:
     def cache_key(self) -> str:
         """A hash naming this encoder's outputs: resolved device type and precision, and the model's
         files (their content, not their path: the same model anywhere shares its cache entries)."""
-        from .._devices import resolve_device, resolve_precision
+        from .._runtime.devices import resolve_device, resolve_precision
 
         device = resolve_device(self.device)
         # what the encoder runs ("auto" differs across machines, and int8 falls back where it would
@@ -91,7 +91,7 @@ def get_encoder(ref: EncoderRef) -> Encoder:
     """Load the encoder ``ref`` names, or return the one already loaded in this process.
 
     A precision ``fit`` pinned (:func:`resolved`) that cannot run on this machine's device runs as
-    ``"auto"`` chooses here, with one :class:`~contextembed._devices.PrecisionChangedWarning`
+    ``"auto"`` chooses here, with one :class:`~contextembed._runtime.devices.PrecisionChangedWarning`
     naming both."""
     with _ENCODERS_LOCK:
         encoder = _ENCODERS.get(ref)
@@ -125,12 +125,12 @@ def describe_choices(encoder: Encoder, ref: EncoderRef) -> str:
 
 def resolved(ref: EncoderRef) -> EncoderRef:
     """``ref`` pinned to what its loaded encoder runs: ``backend="auto"`` replaced by the backend it
-    chose (:func:`contextembed._backends.concrete_backend`) and ``precision="auto"`` by the precision
+    chose (:func:`contextembed._runtime.backends.concrete_backend`) and ``precision="auto"`` by the precision
     it chose (int8, bf16, fp32 on a CPU; bf16 or fp16 on a GPU; what the engine measured). Every
     process loading the pinned reference (joblib, Ray and Dask workers, the estimator unpickled on
     another machine or after ``CONTEXTEMBED_TUNING=refresh``) runs the same numeric path; the loaded
     encoder is registered under it too, so nothing reloads."""
-    from .._backends import concrete_backend
+    from .._runtime.backends import concrete_backend
 
     encoder = get_encoder(ref)
     backend = concrete_backend(encoder)

@@ -19,7 +19,7 @@ import os
 from dataclasses import dataclass
 from typing import Literal, Optional
 
-from .. import _json
+from .._runtime import json_io as _json
 from ..errors import FileFormatError
 
 #: the module types of ``modules.json``, by their last name

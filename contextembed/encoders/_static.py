@@ -28,8 +28,8 @@ from typing import Literal, Optional, Union
 
 import numpy as np
 
-from .._files import atomic_directory
-from .._options import check_choice
+from .._runtime.files import atomic_directory
+from .._inputs.options import check_choice
 from ..pooling._layers import LayerSpec
 from ..pooling._subword import SubwordPooling, check_subword_pooling
 from ._base import Encoder, PieceEncoding, Sentences, ShowProgress, check_sentence_chunks, progress_bar

@@ -20,7 +20,7 @@ because pickled estimators embed it. The directory is written under a temporary 
 into place by :meth:`Encoder.save <contextembed.encoders._base.Encoder.save>`.
 
 Every save since version 4 exists also writes ``contextembed_provenance.json``
-(:mod:`contextembed._provenance`, artifact ``"static vectors table"``): the storage, the number of
+(:mod:`contextembed._runtime.provenance`, artifact ``"static vectors table"``): the storage, the number of
 rows and columns, and the hash of every file that holds vectors or words (version 5: every file of
 the ``subwords`` folder too, and the number of pieces and piece rows). A reader that finds it
 checks it before reading the table, so an edited, truncated, added or swapped file is a
@@ -41,7 +41,7 @@ from typing import NamedTuple, Optional
 
 import numpy as np
 
-from .. import _json, _provenance as provenance
+from .._runtime import json_io as _json, provenance
 from ..errors import ModelFormatError, ProvenanceError
 from ._table_storage import TableStorage, decode, encode
 from ._vector_files import UnicodeErrors, read_vectors

@@ -7,7 +7,7 @@ pieces it knows, and the distillation pass has a mean contextual vector for ever
 ``vector(word) = mean(piece_vector[p] for p in pieces(word) if p was seen)``. A word none of whose
 pieces was seen keeps the table's OOV vector.
 
-Words are split exactly as the teacher splits a word (:class:`contextembed._alignment.PieceTokenizer`,
+Words are split exactly as the teacher splits a word (:class:`contextembed._inputs.alignment.PieceTokenizer`,
 the same alignment rule), so a word's pieces are the ones the teacher gives it in a sentence.
 """
 
@@ -19,7 +19,7 @@ from typing import Optional
 
 import numpy as np
 
-from .._alignment import PieceTokenizer
+from .._inputs.alignment import PieceTokenizer
 from ..errors import ModelFormatError
 from ._table_storage import TableStorage, decode
 

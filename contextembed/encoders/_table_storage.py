@@ -41,7 +41,7 @@ from typing import Literal, Optional
 import numpy as np
 
 from ..errors import ModelFormatError
-from .._options import check_choice
+from .._inputs.options import check_choice
 from ..pooling._layers import as_output_dtype
 
 StoragePrecision = Literal["float32", "float16", "int8"]

@@ -67,9 +67,9 @@ from typing import Literal, NamedTuple, Optional, Union
 
 import numpy as np
 
-from .._files import atomic_file
+from .._runtime.files import atomic_file
 from ..errors import FileFormatError
-from .._options import check_choice
+from .._inputs.options import check_choice
 
 StaticFormat = Literal["word2vec", "word2vec-binary", "glove"]
 UnicodeErrors = Literal["strict", "replace", "ignore"]

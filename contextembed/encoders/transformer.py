@@ -10,7 +10,6 @@ import collections
 import concurrent.futures
 import copy
 import functools
-import inspect
 import itertools
 import logging
 import os
@@ -23,10 +22,9 @@ from typing import Optional, Union
 import numpy as np
 import torch
 
-from .. import _forking as forking, _pages as pages, _streams as streams
-from .._alignment import (
+from .._runtime import forking, pages, streams
+from .._inputs.alignment import (
     PairTemplate,
-    PieceTokenizer,
     SentencePieces,
     Window,
     check_window,
@@ -35,12 +33,11 @@ from .._alignment import (
     ragged_arange,
     split_context,
 )
-from .._documents import InContext, check_in_context
-from .._backends import check_backend, check_calibration
-from .._bounds import COUNT, OPTIONAL_COUNT, check_values
-from ..errors import EngineError
-from .._devices import auto_cpu_precision, check_precision, check_settings, compute_dtype, resolve_device, resolve_precision
-from .._quantization import INT8_MIN_COSINE, int8_fidelity, original_state_dict, quantize_int8
+from .._inputs.documents import InContext, check_in_context
+from .._runtime.backends import check_backend, check_calibration
+from .._inputs.bounds import COUNT, OPTIONAL_COUNT, check_values
+from .._runtime.devices import check_settings
+from .._runtime.quantization import original_state_dict
 from ..pooling._layers import LayerPooling, LayerSpec, check_rowwise_pooling, pool_layers_numpy
 from ..pooling._subword import (
     SubwordPooling,
@@ -68,22 +65,17 @@ from ._base import (
     warn_long_pairs,
 )
 from ._hf_files import check_directory, check_tokenizer_fits, load_model, load_tokenizer, read_config
+from ._runtime_choice import (
+    ModelInputs,
+    Runtime,
+    TorchForward,
+    choose_runtime,
+    default_pad_multiple,
+    engine_forward,
+    probe_shape,
+)
 
 logger = logging.getLogger(__name__)
-
-#: model types whose position ids start after the padding index (usable length is shorter)
-_OFFSET_POSITION_TYPES = {
-    "roberta",
-    "xlm-roberta",
-    "xlm-roberta-xl",
-    "camembert",
-    "roberta-prelayernorm",
-    "data2vec-text",
-    "longformer",
-    "ibert",
-    "mpnet",
-    "luke",
-}
 
 #: piece selectors for each subword pooling that can be done by gathering pieces directly
 _DIRECT = {"first": ("starts",), "last": ("ends",), "first_last": ("starts", "ends")}
@@ -91,8 +83,6 @@ _DIRECT = {"first": ("starts",), "last": ("ends",), "first_last": ("starts", "en
 _OUTPUT_DTYPES = {"float32": torch.float32, "float16": torch.float16}
 #: default padded pieces per forward pass: big passes feed a GPU; on a CPU they run slower per piece
 GPU_BATCH_TOKENS = 8192
-#: version of the measurement ``backend="auto"`` makes (a record of another is measured again)
-BACKEND_METHOD = 1
 CPU_BATCH_TOKENS = 1024
 #: the windowing and batching options (``None``: chosen from the model and the device): their types
 #: and ranges, checked by :meth:`TransformerEncoder.load` before anything is read and by the
@@ -396,11 +386,19 @@ class TransformerEncoder(Encoder):
         The encoder (for encoder-decoder models, the encoder half is used).
     tokenizer : transformers.PreTrainedTokenizerBase
         Its fast tokenizer.
+    runtime : Runtime
+        What runs the forward pass: the device, backend and precision, as
+        :func:`~contextembed.encoders.choose_runtime` chose them from the settings
+        below (:meth:`load` calls it). The constructor never measures, exports or writes.
     spec : str
         What the encoder was loaded from (kept by adapters instead of the weights).
+
+    Other Parameters
+    ----------------
     device : str or torch.device
-        ``"auto"`` picks CUDA when present.
+        (:meth:`load`) ``"auto"`` picks CUDA when present.
     precision : {"auto", "fp32", "bf16", "fp16", "int8"}
+        (:meth:`load`)
         Compute precision; outputs are always float32. ``"int8"``: int8 linear layers with a
         scale per token (CPU only). ``"auto"``: bf16 on CUDA; on
         a CPU the fastest of fp32, bf16 and int8 as measured once per machine and remembered
@@ -433,7 +431,7 @@ class TransformerEncoder(Encoder):
         0.83x the speed and no extra padding moved a sentence's vectors across batch neighbours by at
         most 3.8e-6 (fp32) and 0 (int8) on MiniLM.
     backend : {"torch", "openvino", "auto"}
-        What runs the forward pass; ``"auto"`` measures both on a probe
+        (:meth:`load`) What runs the forward pass; ``"auto"`` measures both on a probe
         batch once per machine and model (remembered: :mod:`contextembed.tuning`), and keeps torch
         (logged to ``contextembed``) where the engine is not installed, not on a CPU, or cannot
         export the model.
@@ -465,11 +463,9 @@ class TransformerEncoder(Encoder):
         self,
         model,
         tokenizer,
+        runtime: Runtime,
         *,
         spec: str = "",
-        device: Union[str, torch.device] = "auto",
-        precision: str = "auto",
-        backend: str = "torch",
         calibration: Optional[Sequence[Sequence[str]]] = None,
         window: Optional[int] = None,
         stride: Optional[int] = None,
@@ -480,36 +476,44 @@ class TransformerEncoder(Encoder):
     ) -> None:
         check_values({"window": window, "stride": stride, "batch_tokens": batch_tokens, "pad_multiple": pad_multiple,
                       "max_batch_size": max_batch_size, "chunk_size": chunk_size}, OPTION_BOUNDS)
+        if not isinstance(runtime, Runtime):
+            raise TypeError(f"runtime={runtime!r} is not a Runtime: pass what choose_runtime(model, tokenizer, ...) "
+                            "returns, or load the encoder with TransformerEncoder.load (which chooses it)")
         forking.install()  # forked workers must not hang in torch's inherited thread pool
         self.spec = spec
-        self.device = resolve_device(device)
-        backend = check_backend(backend, self.family)
-        check_precision(precision, self.family)
-        calibration = check_calibration(calibration, backend, precision)  # a generator is read here, once
+        self.device = runtime.device
         if getattr(model.config, "is_encoder_decoder", False):
             model = model.get_encoder()
-        self.tokenizer = tokenizer
-        self.pieces = PieceTokenizer(tokenizer)
-        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         model = model.to(device=self.device, dtype=torch.float32).eval().requires_grad_(False)
-        self._takes_types = "token_type_ids" in inspect.signature(model.forward).parameters and (
-            "token_type_ids" in getattr(tokenizer, "model_input_names", ()))
-        self._max_length = _max_positions(model, tokenizer)
-        self._n_layers, self._width = self._probe_shape(model)
-        self._engine: Optional[engine.OpenVinoForward] = None
-        self._model_fingerprint: Optional[str] = None
-        self._calibration = calibration
-        self._pad_multiple_asked = pad_multiple
-        if backend == "auto" and not engine.available(self.device):
-            backend = "torch"  # auto on a GPU, or without the openvino extra
-            logger.info("backend='auto' chose torch: the engine runs on a CPU with the openvino extra installed%s",
-                        "; calibration is not used" if calibration is not None else "")
-        if backend == "openvino":
-            self._use_engine(model, self._engine_forward(model, precision))
-        elif backend == "auto":
-            self._choose_backend(model, precision)
+        self._inputs = ModelInputs(model, tokenizer)
+        self.tokenizer = tokenizer
+        self.pieces = self._inputs.pieces
+        self.pad_id = self._inputs.pad_id
+        self._max_length = self._inputs.max_length
+        self._n_layers, self._width = probe_shape(model, self._inputs, self.device)
+        self.runtime = Runtime(runtime.device, runtime.backend, runtime.precision)  # what runs, without the forward
+        self.backend = runtime.backend
+        self.precision = runtime.precision
+        forward = runtime.prepared
+        if runtime.backend == "openvino":
+            if forward is None:  # a precision named, not measured: the engine exports on its first batch
+                forward = engine_forward(model, self._inputs, self._n_layers, runtime.precision,
+                                         check_calibration(calibration, "openvino", runtime.precision),
+                                         engine.model_fingerprint(model), self.device)
+            self._engine: Optional[engine.OpenVinoForward] = forward
+            self._torch: Optional[TorchForward] = None
+            self.model = model  # fp32: saved, and the shape
+            self.dtype = torch.float32
         else:
-            self._use_torch(model, precision)
+            check_calibration(calibration, "torch", runtime.precision)
+            self._engine = None
+            self._torch = forward or TorchForward(model, runtime.precision, self._inputs, self._n_layers, self.device)
+            self.model = self._torch.model
+            self.dtype = self._torch.dtype
+        self.pad_multiple = default_pad_multiple(runtime.backend, runtime.precision) if pad_multiple is None \
+            else int(pad_multiple)
+        if self._torch is not None:
+            self._torch.flat = self.pad_multiple > 1 and unpadded.supports(self.model)
         n_special = len(self.pieces.prefix) + len(self.pieces.suffix)
         max_window = self._max_length - n_special
         self.window = max_window if window is None else int(window)
@@ -526,237 +530,21 @@ class TransformerEncoder(Encoder):
         self.chunk_size = int(chunk_size)
         self._pair: Optional[PairTemplate] = None
 
-    # -- construction -------------------------------------------------------------------------
+    @property
+    def _unpadded(self) -> bool:
+        """Whether torch runs the flat forward (:mod:`._unpadded`); never on the engine."""
+        return self._torch is not None and self._torch.flat
 
-    def _use_torch(self, model, precision: str) -> None:
-        """Run ``model``'s own forward in ``precision`` (``"auto"`` resolved here)."""
-        self.backend = "torch"
-        self._engine = None
-        self.precision = resolve_precision(precision, self.device, int8_allowed=True)
-        if self.precision == "int8":
-            model = self._quantized(model, self.tokenizer, auto=precision == "auto")
-        self.dtype = compute_dtype(self.precision)
-        self.model = model.to(device=self.device, dtype=self.dtype).eval().requires_grad_(False)
-        self._set_padding(self.precision in ("bf16", "fp16", "int8"))
-        #: where batches are padded to a multiple of positions (bf16, fp16, int8), padding costs nothing
-        #: outside attention in BERT-structured models (contextembed.encoders._unpadded: 1.2x the words/s
-        #: in bf16 and int8 on MiniLM); padding to the longest only leaves too little to win
-        self._unpadded = self.pad_multiple > 1 and unpadded.supports(self.model)
-        ids = self.pieces.prefix + [self.pieces.unk_id] * 3 + self.pieces.suffix
-        probe = {"input_ids": torch.tensor([ids], device=self.device),
-                 "attention_mask": torch.ones(1, len(ids), dtype=torch.long, device=self.device)}
-        #: the model to run for the hidden states a batch needs: the layers above them never run
-        self._pruner = LayerPruner(self.model, self._n_layers, probe)
+    @_unpadded.setter
+    def _unpadded(self, flat: bool) -> None:
+        self._torch.flat = flat
 
-    def _use_engine(self, model, forward: "engine.OpenVinoForward") -> None:
-        """Run ``forward`` (the engine) in place of ``model``'s forward; ``model`` (fp32) stays for
-        :meth:`save` and the shape."""
-        self.backend = forward.backend
-        self._engine = forward
-        self.precision = forward.precision
-        self.dtype = torch.float32
-        self.model = model
-        # fp32 and int8 on the engine: no extra padding (padding to 16 ran 0.84x/0.83x the speed, and
-        # without it a sentence's vectors moved by at most 3.8e-6 in fp32, 0 in int8, across batch
-        # neighbours on MiniLM); bf16 keeps the blocks of 16
-        self._set_padding(forward.precision == "bf16")
-        self._unpadded = False
+    @property
+    def _pruner(self) -> LayerPruner:
+        """What runs torch's hidden states without the layers above the last one wanted."""
+        return self._torch.pruner
 
-    def _set_padding(self, blocked_kernels: bool) -> None:
-        pad_multiple = self._pad_multiple_asked  # checked by the constructor (OPTION_BOUNDS)
-        if pad_multiple is None:
-            pad_multiple = 16 if blocked_kernels else 1
-        self.pad_multiple = int(pad_multiple)
-
-    def _engine_forward(self, model, precision: str,
-                        candidates: Optional[tuple[str, ...]] = None) -> "engine.OpenVinoForward":
-        """The engine for ``model`` in ``precision`` (``"auto"``: :func:`engine.auto_precision`, timing
-        ``candidates``, by default :func:`engine.auto_candidates` of the model's size)."""
-        names = self._input_names()
-        if precision != "auto":
-            engine.check_engine_precision(precision, self.device)
-        # the calibration text is read only where int8 may run
-        sentences = engine.calibration_sentences(self._calibration) if precision in ("int8", "auto") else []
-        streams_, threads = streams.cpu_streams()
-        calibration_hash = engine.sentences_hash(sentences)
-
-        def make(name: str) -> engine.OpenVinoForward:
-            return engine.OpenVinoForward(
-                model, precision=name, n_layers=self._n_layers, input_names=names,
-                calibration_batches=lambda: self._calibration_batches(sentences),
-                calibration_hash=calibration_hash, streams=streams_, threads=threads,
-                fingerprint=self._fingerprint(model))
-
-        if precision != "auto":
-            return make(precision)
-        key = engine.record_key(self._fingerprint(model), self._n_layers, names, calibration_hash)
-        return engine.auto_precision(make, self._probe_inputs(sentences, names), self._n_layers, key,
-                                     candidates=candidates, n_parameters=_parameter_count(model))
-
-    def _input_names(self) -> tuple[str, ...]:
-        return ("input_ids", "attention_mask") + (("token_type_ids",) if self._takes_types else ())
-
-    def _fingerprint(self, model) -> str:
-        """:func:`engine.model_fingerprint` of the fp32 ``model``, computed once."""
-        if getattr(self, "_model_fingerprint", None) is None:
-            self._model_fingerprint = engine.model_fingerprint(model)
-        return self._model_fingerprint
-
-    def _choose_backend(self, model, precision: str) -> None:
-        """``backend="auto"``: the faster of torch and the engine on a probe batch, each in the precision
-        ``precision`` gives it (the engine only where it runs that precision), measured once per
-        machine and model and remembered (:mod:`contextembed.tuning`)."""
-        from .. import tuning
-
-        torch_precision = resolve_precision(precision, self.device, int8_allowed=True)
-        if torch_precision not in engine.ENGINE_PRECISIONS and precision != "auto":
-            self._use_torch(model, precision)
-            logger.info("backend='auto' chose torch: the engine does not run precision=%r", self.precision)
-            return
-        measured: dict = {}
-
-        names = self._input_names()
-        sentences = engine.calibration_sentences(self._calibration) if precision in ("int8", "auto") else []
-        key = {**engine.record_key(self._fingerprint(model), self._n_layers, names, engine.sentences_hash(sentences)),
-               "method": BACKEND_METHOD, "precision": precision, "torch_precision": torch_precision}
-        candidates = engine._auto_candidates()
-
-        def check(result: dict) -> None:
-            check_backend_record(result, precision, candidates)
-
-        n_parameters = _parameter_count(model)
-        if not engine.measured_at_first_use(n_parameters) and tuning.recorded("transformer backend", key, check) is None:
-            self._use_torch(model, precision)
-            logger.info("backend='auto' chose torch without timing the engine for a model of %.0fM parameters (its "
-                        "export and timing take a minute): `contextembed tune MODEL` measures it once for this "
-                        "machine", n_parameters / 1e6)
-            return
-
-        def measure() -> dict:
-            self._use_torch(copy.deepcopy(model), precision)
-            measured["torch"] = True
-            try:
-                forward, speedup = self._engine_speedup(model, precision, candidates)
-            except EngineError as error:  # a model the engine cannot export (or quantize): torch, which runs it
-                logger.warning("backend='auto' chose torch: %s", error)
-                return {"backend": "torch", "speedup": None}
-            measured["forward"] = forward
-            return {"backend": chosen_backend(speedup), "speedup": speedup, "engine_precision": forward.precision}
-
-        result = tuning.remembered("transformer backend", key, measure, check,
-                                   what="backend='auto' is exporting the model and timing torch against openvino")
-        if result["backend"] == "openvino":
-            forward = measured.get("forward") or self._recorded_engine(model, precision, candidates)
-            if forward is not None:
-                self._use_engine(model, forward)
-            else:
-                self._use_torch(model, precision)
-        elif not measured:  # the choice was read from its record
-            self._use_torch(model, precision)
-        speedup = result.get("speedup") if self.backend == result["backend"] else None
-        logger.info("backend='auto' chose %s%s", self.backend, "" if speedup is None else
-                    f" (openvino {result.get('engine_precision')} ran {speedup:.2f}x the speed of torch on a probe "
-                    "batch per stream)")
-
-    def _recorded_engine(self, model, precision: str,
-                         candidates: tuple[str, ...]) -> Optional["engine.OpenVinoForward"]:
-        """The engine a tuning record chose, exported (or read from the cache) and compiled now, as it
-        was when it was measured; ``None`` (torch, with a warning) where it cannot run here now."""
-        try:
-            forward = self._engine_forward(model, precision, candidates)
-            forward.compiled(self._n_layers - 1)
-        except EngineError as error:
-            logger.warning("backend='auto' chose torch: %s (the engine its tuning record chose cannot run now)", error)
-            return None
-        return forward
-
-    def _engine_speedup(self, model, precision: str,
-                        candidates: Optional[tuple[str, ...]] = None) -> tuple["engine.OpenVinoForward", float]:
-        """The engine for ``model`` in ``precision`` (``"auto"``: the fastest of ``candidates``) and its
-        speed over the torch path (``self``) on a probe batch; :class:`~contextembed.errors.EngineError`
-        where the engine cannot run the model."""
-        names = self._input_names()
-        forward = self._engine_forward(model, precision, candidates)
-        probe = self._probe_inputs(engine.calibration_sentences(self._calibration), names)
-        wanted = tuple(range(self._n_layers))
-        forward(probe, wanted)  # exports (or raises) before the timing
-        torch_inputs = {k: torch.from_numpy(v) for k, v in probe.items()}
-        n_streams, _ = streams.cpu_streams()
-
-        def torch_forward(_):
-            with torch.inference_mode():
-                self._forward(torch_inputs, wanted)
-
-        # as the encoders run batches: one per stream at once (torch's many small ops share the GIL
-        # between streams, the engine's one call does not; one batch alone measured 1.15x where whole
-        # runs went 1.42x, and backend='auto' once kept torch; per stream it measures 1.27x to 1.29x)
-        times = engine.best_times({
-            "torch": lambda: streams.run_all(torch_forward, range(n_streams), self.device),
-            "openvino": lambda: streams.run_all(lambda _: forward(probe, wanted), range(n_streams), self.device),
-        })
-        return forward, times["torch"] / times["openvino"]
-
-    def _probe_inputs(self, sentences: Sequence[Sequence[str]], names: Sequence[str]) -> dict[str, np.ndarray]:
-        """One padded batch of (up to) 32 calibration sentences, as the forward pass gets it: the 32
-        around the median length, since real batches are length-sorted and carry little padding (a
-        batch of mixed lengths is mostly padding, which the torch path skips and the engine computes)."""
-        by_length = sorted(sentences, key=len)
-        start = max(0, len(by_length) // 2 - 16)
-        return next(iter(self._calibration_batches(by_length[start : start + 32], names, batch_size=32)))
-
-    def _calibration_batches(self, sentences: Sequence[Sequence[str]], names: Optional[Sequence[str]] = None,
-                             batch_size: int = 1) -> Iterator[dict[str, np.ndarray]]:
-        """Padded input batches of ``sentences`` (first window of each), named as the model's inputs."""
-        names = names or self._input_names()
-        rows = []
-        for pieces in self.pieces(list(sentences)):
-            window = next(iter(plan_windows(pieces.n_pieces, self._max_length - len(self.pieces.prefix)
-                                            - len(self.pieces.suffix), 1)), None)
-            content = pieces.ids[: window.end] if window is not None else pieces.ids[:0]
-            rows.append(np.concatenate([np.asarray(self.pieces.prefix, dtype=np.int64), content,
-                                        np.asarray(self.pieces.suffix, dtype=np.int64)]))
-        for begin in range(0, len(rows), batch_size):
-            batch = rows[begin: begin + batch_size]
-            length = max(len(row) for row in batch)
-            ids = np.full((len(batch), length), self.pad_id, dtype=np.int64)
-            mask = np.zeros((len(batch), length), dtype=np.int64)
-            for r, row in enumerate(batch):
-                ids[r, : len(row)] = row
-                mask[r, : len(row)] = 1
-            arrays = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
-            yield {name: arrays[name] for name in names}
-
-    def _quantized(self, model, tokenizer, auto: bool):
-        """``model`` with int8 linear layers; for ``precision="auto"``, only if they keep the
-        features (:func:`contextembed._quantization.int8_fidelity` >= ``INT8_MIN_COSINE``), else the
-        fp32 model, and ``self.precision`` becomes what ``auto`` picks without int8."""
-        model_type = f"{model.config.model_type!r}"
-        if not auto:
-            return quantize_int8(model, model_type)
-        try:
-            quantized = quantize_int8(copy.deepcopy(model), model_type)
-        except ValueError:  # no linear layer to quantize
-            quantized = None
-        probe_length = min(64, _max_positions(model, tokenizer))
-        if quantized is not None and self._int8_fidelity(model, quantized, probe_length) >= INT8_MIN_COSINE:
-            return quantized
-        self.precision = auto_cpu_precision(int8_allowed=False)
-        return model
-
-    def _int8_fidelity(self, model, quantized, probe_length: int) -> float:
-        """:func:`~contextembed._quantization.int8_fidelity` of ``quantized`` to ``model``, measured once
-        per machine and model and remembered (:mod:`contextembed.tuning`)."""
-        from .. import tuning
-
-        def check(result: dict) -> None:
-            tuning.recorded_keys(result, ("cosine",))
-            tuning.recorded_cosine(result["cosine"], "cosine")
-
-        key = {"method": 1, "model": self._fingerprint(model), "probe_length": probe_length}
-        result = tuning.remembered(
-            "int8 fidelity", key, lambda: {"cosine": int8_fidelity(model, quantized, self.tokenizer, probe_length)},
-            check, what="precision='auto' is checking the int8 model's features against fp32")
-        return float(result["cosine"])
+    # -- saving and loading -------------------------------------------------------------------
 
     def _write(self, folder: str) -> None:
         """A Hugging Face model directory: fp32 safetensors weights, config and tokenizer (an int8
@@ -774,21 +562,36 @@ class TransformerEncoder(Encoder):
         tokenizer files, truncated or corrupt files, and weights that do not cover the configured
         model raise :class:`~contextembed.errors.ModelFormatError` naming the file.
         """
-        check_settings(kwargs.get("device", "auto"), kwargs.get("precision", "auto"), cls.family)  # before loading
-        check_backend(kwargs.get("backend", "torch"), cls.family)
+        runtime = kwargs.pop("runtime", None)
+        settings = {name: kwargs.pop(name) for name in ("device", "precision", "backend") if name in kwargs}
+        if runtime is not None and settings:
+            raise TypeError(f"pass runtime= or {', '.join(settings)}=, not both: a Runtime names its device, "
+                            "backend and precision")
+        check_settings(settings.get("device", "auto"), settings.get("precision", "auto"), cls.family)  # before loading
+        check_backend(settings.get("backend", "torch"), cls.family)
         check_values(kwargs, OPTION_BOUNDS)
         if kwargs.get("calibration") is not None:  # read once, here: a generator is passed on as the list it held
-            kwargs["calibration"] = check_calibration(kwargs["calibration"], kwargs.get("backend", "torch"),
-                                                      kwargs.get("precision", "auto"))
+            kwargs["calibration"] = check_calibration(kwargs["calibration"], settings.get("backend", "torch"),
+                                                      settings.get("precision", "auto"))
         source = os.fspath(name_or_path)
+        model, tokenizer = cls.read(source)
+        if runtime is None:
+            runtime = choose_runtime(model, tokenizer, calibration=kwargs.get("calibration"), **settings)
+        encoder = cls(model, tokenizer, runtime, spec=kwargs.pop("spec", source), **kwargs)
+        encoder._directory = source
+        return encoder
+
+    @staticmethod
+    def read(directory: Union[str, os.PathLike]) -> tuple:
+        """The fp32 model and the fast tokenizer of a local model directory, checked as :meth:`load`
+        checks them (what :func:`~contextembed.encoders.choose_runtime` and the constructor take)."""
+        source = os.fspath(directory)
         check_directory(source)
         with _quiet_transformers():
             tokenizer = load_tokenizer(source, _tokenizer_options(source))
             model = load_model(source)
         check_tokenizer_fits(tokenizer, model, source)
-        encoder = cls(model, tokenizer, spec=kwargs.pop("spec", source), **kwargs)
-        encoder._directory = source
-        return encoder
+        return model, tokenizer
 
     @property
     def sentence_pooling(self) -> Optional[SentencePooling]:
@@ -806,16 +609,6 @@ class TransformerEncoder(Encoder):
             self._sentence_pooling = None if directory is None else read_sentence_pooling(
                 directory, self.width, self._max_length)
         return self._sentence_pooling
-
-    def _probe_shape(self, model) -> tuple[int, int]:
-        ids = self.pieces.prefix + [self.pieces.unk_id] + self.pieces.suffix
-        with torch.inference_mode():
-            out = model(
-                input_ids=torch.tensor([ids], device=self.device),
-                attention_mask=torch.ones(1, len(ids), dtype=torch.long, device=self.device),
-                output_hidden_states=True,
-            )
-        return len(out.hidden_states), int(out.hidden_states[-1].shape[-1])
 
     # -- properties ---------------------------------------------------------------------------
 
@@ -1243,7 +1036,7 @@ class TransformerEncoder(Encoder):
 
     def _single_rows(self, item: _Pending) -> Iterator[_Row]:
         """One row per window of a sentence: ``prefix + window + suffix``."""
-        prefix, suffix = self.pieces.prefix, self.pieces.suffix
+        prefix = self.pieces.prefix
         around = self.pieces.around
         for window in plan_windows(item.pieces.n_pieces, self.window, self.stride):
             ids = np.concatenate([around[0], item.pieces.ids[window.start : window.end], around[1]])
@@ -1288,7 +1081,7 @@ class TransformerEncoder(Encoder):
     def _pair_row(self, a: _Pending, wa: Window, b: _Pending, wb: Window, owned: tuple[bool, bool]) -> _Row:
         template = self.pair
         first, second = a.pieces.ids[wa.start : wa.end], b.pieces.ids[wb.start : wb.end]
-        types = template.type_ids(len(first), len(second)) if self._takes_types else None
+        types = template.type_ids(len(first), len(second)) if self._inputs.takes_types else None
         offset_b = len(template.prefix) + len(first) + len(template.middle)
         parts = [_Part(a, wa, len(template.prefix), owned[0]), _Part(b, wb, offset_b, owned[1])]
         owners = [a, b] if owned == (True, True) and template.prefix else []
@@ -1296,7 +1089,7 @@ class TransformerEncoder(Encoder):
 
     def _run_rows(self, rows: list[_Row], layer_index: tuple[int, ...], pooled: Union[_Pooled, _TextPooled, None] = None,
                   progress: Optional["_ChunkProgress"] = None) -> None:
-        """Run length-sorted batches of ``rows``; on a CPU several at once (:mod:`contextembed._streams`:
+        """Run length-sorted batches of ``rows``; on a CPU several at once (:mod:`contextembed._runtime.streams`:
         each batch's results are filed under its windows, whatever order the batches finish in).
         ``progress`` counts the chunk's items as the batches finish, and all of them at the end."""
         rows = sorted(rows, key=lambda row: len(row.ids))
@@ -1343,17 +1136,12 @@ class TransformerEncoder(Encoder):
     def _forward(self, inputs: dict[str, torch.Tensor], layer_index: Sequence[int]) -> list[torch.Tensor]:
         """Hidden states ``layer_index`` of a padded batch, each ``(batch * seq, width)``: the engine's,
         the flat forward's (:mod:`.unpadded`) or the model's own."""
+        if self._engine is None:
+            return self._torch(inputs, layer_index)
         batch, length = inputs["input_ids"].shape
-        if self._engine is not None:
-            wanted = [i % self._n_layers for i in layer_index]
-            arrays = self._engine({k: v.numpy() for k, v in inputs.items()}, wanted)
-            return [torch.from_numpy(array).reshape(batch * length, -1) for array in arrays]
-        if self._unpadded:
-            return unpadded.forward(self.model, inputs, layer_index)
         wanted = [i % self._n_layers for i in layer_index]
-        # the layers above the last one wanted are not run (contextembed.encoders._pruning)
-        states = self._pruner.hidden_states(inputs, max(wanted))
-        return [states[i].reshape(batch * length, -1) for i in wanted]
+        arrays = self._engine({k: v.numpy() for k, v in inputs.items()}, wanted)
+        return [torch.from_numpy(array).reshape(batch * length, -1) for array in arrays]
 
     def _gather_selector(self, batch: list[_Row], flat: list[torch.Tensor], length: int, k: int,
                          pooled: Union[_Pooled, _TextPooled, None] = None) -> None:
@@ -1572,7 +1360,7 @@ class TransformerEncoder(Encoder):
 
 
 #: the pieces of each selector's units among a chunk's, from where its words' pieces start
-#: (``(words + 1,)``, :meth:`~contextembed._alignment.PieceTokenizer.word_pieces`)
+#: (``(words + 1,)``, :meth:`~contextembed._inputs.alignment.PieceTokenizer.word_pieces`)
 _UNIT_PIECES: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "starts": lambda starts: starts[:-1],
     "ends": lambda starts: starts[1:] - 1,
@@ -1780,22 +1568,6 @@ def _chunks(items: Iterable, size: int) -> Iterator[list]:
         yield chunk
 
 
-def _max_positions(model, tokenizer) -> int:
-    """Longest input the model takes, special tokens included."""
-    limits = []
-    tokenizer_limit = getattr(tokenizer, "model_max_length", None)
-    if tokenizer_limit and tokenizer_limit < 1_000_000:
-        limits.append(int(tokenizer_limit))
-    config = model.config
-    positions = getattr(config, "max_position_embeddings", None)
-    if positions:
-        offset = 0
-        if config.model_type in _OFFSET_POSITION_TYPES and config.pad_token_id is not None:
-            offset = config.pad_token_id + 1
-        limits.append(int(positions) - offset)
-    return min(limits) if limits else 512
-
-
 @contextmanager
 def _quiet_transformers():
     """Silence transformers' loading progress bar and its logged loading report (which
@@ -1818,39 +1590,6 @@ def _quiet_transformers():
 #: model types with byte-level BPE tokenizers, which need ``add_prefix_space`` for pre-split words
 _BYTE_LEVEL_TYPES = {"roberta", "gpt2", "longformer", "bart", "deberta", "camembert", "roberta-prelayernorm",
                      "data2vec-text", "luke", "mpnet", "ibert", "xlm-roberta"}
-
-
-def chosen_backend(speedup: Optional[float]) -> str:
-    """What ``backend="auto"`` runs given the engine's measured ``speedup`` over torch (``None``: the
-    engine could not run the model): the engine where it is at least
-    :data:`~contextembed.encoders._engine.ENGINE_MIN_SPEEDUP` times as fast, else torch."""
-    return "openvino" if speedup is not None and speedup >= engine.ENGINE_MIN_SPEEDUP else "torch"
-
-
-def check_backend_record(result: dict, precision: str, candidates: Optional[tuple[str, ...]] = None) -> None:
-    """Refuse (``ValueError``) a backend record that ``backend="auto"`` with ``precision`` could not
-    have written (the engine's ``precision="auto"`` timing ``candidates``, by default every precision
-    it runs): other keys, a backend, speedup or engine precision of the wrong type or out of range, or
-    a backend its own speedup does not imply (torch recorded where the engine ran 3x faster)."""
-    from .. import tuning
-
-    if result.get("speedup") is None:  # the engine could not run the model: torch
-        tuning.recorded_keys(result, ("backend", "speedup"))
-        tuning.recorded_choice(result["backend"], ("torch", "openvino"), "backend")
-        tuning.recorded_implied(result["backend"], "torch", "backend", "speedup=None (the engine cannot run the model)")
-        return
-    tuning.recorded_keys(result, ("backend", "speedup", "engine_precision"))
-    backend = tuning.recorded_choice(result["backend"], ("torch", "openvino"), "backend")
-    speedup = tuning.recorded_speedup(result["speedup"], "speedup")
-    ran = tuning.recorded_choice(result["engine_precision"], (candidates or engine.ENGINE_PRECISIONS)
-                                 if precision == "auto" else (precision,), "engine_precision")
-    tuning.recorded_implied(backend, chosen_backend(speedup), "backend",
-                            f"speedup={speedup!r} of the engine ({ran}) over torch")
-
-
-def _parameter_count(model) -> int:
-    """The number of values in ``model``'s parameters (what its size means to the engine's calibration)."""
-    return sum(parameter.numel() for parameter in model.parameters())
 
 
 def _tokenizer_options(source: str) -> dict:

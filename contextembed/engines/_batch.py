@@ -26,7 +26,7 @@ from typing import Optional, Union
 
 import numpy as np
 
-from .._backends import check_backend
+from .._runtime.backends import check_backend
 from ..encoders._base import check_encodable, unencodable_position
 from ..extraction import LEVEL_DEFAULTS, LEVELS, level_options
 from ..tokenizers import TOKENIZERS, get_tokenizer
@@ -118,7 +118,7 @@ class BatchEmbedder:
 
     def load(self) -> "BatchEmbedder":
         """Load the encoder in this process now (a worker calls it once, at start-up)."""
-        from .._devices import adopt_speedups
+        from .._runtime.devices import adopt_speedups
         from ..encoders._registry import EncoderRef, get_encoder
 
         adopt_speedups(self._speedups)
@@ -361,7 +361,7 @@ def pinned_backend(spec: str, device: str, precision: str, backend: str,
 
 def _auto_speedups() -> dict[str, float]:
     """The measurements behind ``precision="auto"`` on this machine's CPU (taken now if not yet)."""
-    from .._devices import cpu_speedups, measured_speedups
+    from .._runtime.devices import cpu_speedups, measured_speedups
 
     cpu_speedups(int8_allowed=True)
     return measured_speedups()

@@ -17,7 +17,8 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from .. import _json, errors as _errors
+from .._runtime import json_io as _json
+from .. import errors as _errors
 
 _MARKER = "[contextembed worker error]"
 _CARRIED = re.compile(re.escape(_MARKER) + r" (\[.*?\]) " + re.escape(_MARKER))

@@ -45,12 +45,13 @@ from typing import Optional
 
 import numpy as np
 
-from .. import _json, settings, _terminal as terminal
-from .._files import atomic_directory
-from .._bounds import CONNECT_TIMEOUT as CONNECT_TIMEOUT_BOUND
-from .._bounds import check_setting
+from .._runtime import json_io as _json, terminal
+from .. import settings
+from .._runtime.files import atomic_directory
+from .._inputs.bounds import CONNECT_TIMEOUT as CONNECT_TIMEOUT_BOUND
+from .._inputs.bounds import check_setting
 from ..errors import ClusterConnectionError, missing_extra
-from .._jobs import Job, check_complete
+from ..io._jobs import Job, check_complete
 from ._carry import carried_errors, raise_carried
 from ._arrow import column_arrays, feature_width
 from ._batch import FEATURES, BatchEmbedder, pinned_backend
@@ -128,7 +129,7 @@ def _ready_to_init(address: Optional[str], connect_timeout: float, options: dict
 
 def check_connect_timeout(value: float, name: str = "connect_timeout") -> float:
     """``value`` as a float if it is a number of seconds in (0, :data:`MAX_CONNECT_TIMEOUT`]; else a
-    ``ValueError`` (``TypeError`` for a non-number) naming ``name`` (:data:`contextembed._bounds.CONNECT_TIMEOUT`)."""
+    ``ValueError`` (``TypeError`` for a non-number) naming ``name`` (:data:`contextembed._inputs.bounds.CONNECT_TIMEOUT`)."""
     return float(check_setting(name, value, CONNECT_TIMEOUT_BOUND))
 
 
@@ -331,7 +332,7 @@ def ray_logs_shown() -> bool:
 @contextmanager
 def ray_lines_aside() -> Iterator[None]:
     """For the block, what this process writes to stderr and ``sys.stdout`` goes to ``os.devnull``,
-    except contextembed's own lines (:func:`contextembed._terminal.stderr`: the progress bar), which still
+    except contextembed's own lines (:func:`contextembed._runtime.terminal.stderr`: the progress bar), which still
     reach the terminal.
 
     Ray writes to this process's output four ways, and keeps what matters in its own log files: its
@@ -341,7 +342,7 @@ def ray_lines_aside() -> Iterator[None]:
     handlers; Ray Data draws progress bars. So descriptor 2, ``sys.stderr`` and ``sys.stdout``
     (contextembed prints nothing there while Ray runs) lead to ``os.devnull``, the console handlers of Ray's
     loggers drop every record (their file handlers still write), and Ray Data's bars are off;
-    :func:`contextembed._terminal.stderr` is the previous ``sys.stderr``, or a stream on a copy of
+    :func:`contextembed._runtime.terminal.stderr` is the previous ``sys.stderr``, or a stream on a copy of
     descriptor 2 where that is what it wrote to. Everything is put back after the block.
     """
     import_ray()
@@ -374,7 +375,7 @@ def _dropping(handlers: list[logging.Handler]) -> Iterator[None]:
 @contextmanager
 def _output_to_devnull() -> Iterator[None]:
     """Descriptor 2, ``sys.stderr`` and ``sys.stdout`` to ``os.devnull`` for the block, and
-    :func:`contextembed._terminal.stderr` to where ``sys.stderr`` wrote (through a copy of descriptor
+    :func:`contextembed._runtime.terminal.stderr` to where ``sys.stderr`` wrote (through a copy of descriptor
     2 where that is what it wrote to)."""
     stderr, stdout = sys.stderr, sys.stdout
     stderr.flush()
@@ -611,7 +612,7 @@ class FileActor:
         spec, target = job.pop("spec"), Job(job.pop("input"), job.pop("output"))
         if os.path.exists(target.output) and not job.get("overwrite"):
             # an output of an earlier run, or a retry after the rename: kept only if it records what this
-            # actor's encoder would write now (contextembed._jobs)
+            # actor's encoder would write now (contextembed.io._jobs)
             check_complete(target, encoder=self.encoder, spec=spec, **job)
             return {"output": target.output, "skipped": True}
         return embed_file(spec, target.input, target.output, encoder=self.encoder, show_progress=False, **job)

@@ -19,7 +19,7 @@ from typing import Optional, get_args
 
 import numpy as np
 
-from .. import _provenance as provenance, _terminal as terminal
+from .._runtime import provenance, terminal
 from ..extraction import LEVELS, FeatureExtractor, Level, level_options
 from ..pooling._layers import OutputDtype
 from ..tokenizers import TOKENIZERS, get_tokenizer

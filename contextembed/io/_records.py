@@ -1,6 +1,6 @@
 """What an output of :func:`~contextembed.io.embed_file` records of its making, and the checks before one is reused.
 
-Every output records what made it (:mod:`contextembed._provenance`, artifact ``"embedding output"``):
+Every output records what made it (:mod:`contextembed._runtime.provenance`, artifact ``"embedding output"``):
 the input's content hash, its format and tokenizer, the model's fingerprint
 (:func:`contextembed.encoders._identity.identify`), every option that changes the features as the
 loaded encoder resolved it (``level``, ``layers`` as indexes, ``combine``, ``subword_pooling``,
@@ -32,8 +32,8 @@ from typing import Optional
 
 import numpy as np
 
-from .. import _provenance as provenance
-from .._files import atomic_file, check_writable
+from .._runtime import provenance
+from .._runtime.files import atomic_file, check_writable
 from ..errors import FileFormatError, ProvenanceError
 from ..extraction import LEVELS, Level
 from .writer import OUTPUT_EXTENSIONS, OVERWRITE_FLAG, ArrayWriter

@@ -60,8 +60,8 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Literal, NamedTuple, Optional, get_args
 
-from .. import _json
-from .._options import check_choice
+from .._runtime import json_io as _json
+from .._inputs.options import check_choice
 from ..errors import FileFormatError
 from ..tokenizers import Tokenizer
 from ..tokenizers import whitespace_tokenize as whitespace_tokenizer

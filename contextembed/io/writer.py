@@ -22,7 +22,7 @@ from typing import Optional
 
 import numpy as np
 
-from .._files import atomic_file
+from .._runtime.files import atomic_file
 from ..pooling._layers import as_output_dtype
 
 OUTPUT_EXTENSIONS = (".npy", ".npz")

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .._options import check_choice
+from .._inputs.options import check_choice
 
 LayerSpec = Union[int, Sequence[int], Literal["all", "hidden"]]
 Combine = Literal["concat", "sum", "mean", "scalar_mix"]

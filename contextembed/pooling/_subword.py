@@ -1,7 +1,7 @@
 """Subword pooling: the pieces of one word become one vector.
 
 A word owns the contiguous pieces ``offsets[i]:offsets[i + 1]`` (at least one; see
-:mod:`contextembed._alignment` for words that the tokenizer turns into nothing).
+:mod:`contextembed._inputs.alignment` for words that the tokenizer turns into nothing).
 
 ``first``       the word's first piece (the BERT paper's NER setting; default)
 ``last``        its last piece
@@ -17,7 +17,7 @@ from typing import Literal, get_args
 import numpy as np
 import torch
 
-from .._options import check_choice
+from .._inputs.options import check_choice
 
 SubwordPooling = Literal["first", "last", "mean", "first_last", "max"]
 SUBWORD_POOLINGS: tuple[str, ...] = get_args(SubwordPooling)

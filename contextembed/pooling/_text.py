@@ -24,7 +24,7 @@ from typing import Literal, Optional, get_args
 import numpy as np
 import torch
 
-from .._options import check_choice
+from .._inputs.options import check_choice
 from ._layers import Combine, LayerSpec
 from ._subword import SubwordPooling, pool_subwords_numpy
 

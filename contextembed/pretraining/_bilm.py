@@ -34,11 +34,11 @@ import torch
 import torch.nn.functional as F
 
 from ..encoders._elmo.options import ElmoSize
-from .. import _json
-from .._options import check_choice
+from .._runtime import json_io as _json
+from .._inputs.options import check_choice
 from ._corpus import EncodingErrors, check_encoding_errors, split_words
 from ._outline import NeuralRecipe, run_objective
-from .._bounds import Bound, check_integers, check_settings
+from .._inputs.bounds import Bound, check_integers, check_settings
 from ._training import Objective, TrainingOptions
 
 #: the output layer (see the module docstring)

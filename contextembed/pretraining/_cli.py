@@ -26,7 +26,7 @@ from ._distributed import world_from_env
 from ._masking import MASKING_BOUNDS, MaskingOptions
 from ._mlm import BERT_PRESETS, MLM_BOUNDS, MLMConfig, MLMRecipe
 from ._outline import Recipe, run_objective
-from .._bounds import LEARNING_RATE, SEED, parse_integers
+from .._inputs.bounds import LEARNING_RATE, SEED, parse_integers
 from ._static import DEFAULT_LEARNING_RATES, STATIC_BOUNDS, Architecture, StaticConfig, StaticRecipe
 from ._training import TRAINING_BOUNDS, TrainingOptions, TrainingPrecision
 

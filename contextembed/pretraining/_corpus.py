@@ -23,8 +23,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Literal, Union, get_args
 
-from .. import _provenance as provenance
-from .._options import check_choice
+from .._runtime import provenance
+from .._inputs.options import check_choice
 
 #: what to do with a line that is not UTF-8 (see the module docstring)
 EncodingErrors = Literal["skip", "fail"]
@@ -103,7 +103,7 @@ def corpus_files(path: PathLike) -> list[str]:
 
 def corpus_hash(path: PathLike) -> str:
     """Content hash of CORPUS: of the file, or of a directory's files (:func:`corpus_files`) by
-    relative name and content (:func:`contextembed._provenance.file_hash`); moving the corpus keeps it."""
+    relative name and content (:func:`contextembed._runtime.provenance.file_hash`); moving the corpus keeps it."""
     files = corpus_files(path)
     if os.path.isfile(path):
         return provenance.file_hash(files[0])

@@ -12,7 +12,7 @@ import torch
 import torch.distributed as dist
 
 from .. import settings
-from .._devices import resolve_device
+from .._runtime.devices import resolve_device
 from ..errors import SettingError
 
 

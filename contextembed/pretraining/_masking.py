@@ -15,7 +15,7 @@ from typing import Optional
 
 import torch
 
-from .._bounds import Bound, check_settings
+from .._inputs.bounds import Bound, check_settings
 
 IGNORE_INDEX = -100
 

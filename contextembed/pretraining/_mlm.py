@@ -30,8 +30,8 @@ from ._masking import IGNORE_INDEX, MaskingOptions, mask_tokens
 from ._outline import NeuralRecipe, Run, run_objective
 from ._run_files import TOKENIZER_DIR
 from ._seeds import held_out_seed, nsp_pairs_seed
-from .. import _json
-from .._bounds import Bound, check_setting, check_settings
+from .._runtime import json_io as _json
+from .._inputs.bounds import Bound, check_setting, check_settings
 from ._training import Objective, TrainingOptions
 
 #: BERT miniature sizes (Turc et al. 2019) and BERT-base; a config file may override any field

@@ -29,8 +29,8 @@ from typing import Any, ClassVar, Optional, Union
 
 import torch
 
-from .. import _provenance as provenance
-from .._files import check_apart
+from .._runtime import provenance
+from .._runtime.files import check_apart
 from ._corpus import EncodingErrors, corpus_files, corpus_hash, read_corpus, split_held_out
 from ._distributed import DistributedContext, setup_distributed, teardown_distributed
 from ._run_files import (

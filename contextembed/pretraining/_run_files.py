@@ -18,7 +18,7 @@ going and coming), which :func:`contextembed.load_encoder` refuses and the next 
 replaces. So a model loaded from OUT is always exactly the last one written there, whole, even
 after a run killed while it moved the files.
 
-Every file is replaced atomically (:mod:`contextembed._files`): an interrupted write leaves the
+Every file is replaced atomically (:mod:`contextembed._runtime.files`): an interrupted write leaves the
 previous version and no temporary file.
 """
 
@@ -34,9 +34,9 @@ from typing import Optional, Union
 
 import torch
 
-from .. import _json, _provenance as provenance
+from .._runtime import json_io as _json, provenance
 from ..errors import ProvenanceError
-from .._files import MOVING_IN, PARTIAL_SUFFIX, atomic_file
+from .._runtime.files import MOVING_IN, PARTIAL_SUFFIX, atomic_file
 
 #: files a run writes besides the model; ``overwrite`` removes them so that runs never mix
 RUN_FILES = ("log.jsonl", "held_out.json", "checkpoints")

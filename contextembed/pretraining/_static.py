@@ -28,14 +28,14 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from .._devices import resolve_device
+from .._runtime.devices import resolve_device
 from ..encoders._static import write_word2vec
-from .._options import check_choice
+from .._inputs.options import check_choice
 from ._corpus import EncodingErrors, check_encoding_errors, split_words
 from ._distributed import DistributedContext
 from ._outline import Recipe, Run, run_objective
 from ._run_files import RunLog
-from .._bounds import LEARNING_RATE, SEED, Bound, check_settings
+from .._inputs.bounds import LEARNING_RATE, SEED, Bound, check_settings
 from ._training import TrainingDivergedError, nonfinite_parameters
 
 Architecture = Literal["skipgram", "cbow"]

@@ -38,9 +38,9 @@ from typing import Literal, Optional
 import torch
 from tqdm.auto import tqdm
 
-from .. import _provenance as provenance
-from .._devices import PRECISIONS
-from .._options import check_choice
+from .._runtime import provenance
+from .._runtime.devices import PRECISIONS
+from .._inputs.options import check_choice
 from ._distributed import DistributedContext, wrap_model
 from ._run_files import (
     RunLog,
@@ -51,10 +51,10 @@ from ._run_files import (
     write_json,
 )
 from ._seeds import data_order_seed, dropout_seed, mask_seed
-from .._bounds import LEARNING_RATE, SEED, Bound, check_settings
+from .._inputs.bounds import LEARNING_RATE, SEED, Bound, check_settings
 
 #: autocast dtype of the forward pass (fp16 with a gradient scaler); ``devices.PRECISIONS`` maps them
-#: autocast dtype of pretraining (inference precisions are contextembed._devices.Precision)
+#: autocast dtype of pretraining (inference precisions are contextembed._runtime.devices.Precision)
 TrainingPrecision = Literal["fp32", "bf16", "fp16"]
 
 Batch = dict[str, torch.Tensor]

@@ -17,8 +17,8 @@ from sklearn.utils import check_random_state as sklearn_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from .. import tuning
-from .. import _bounds as bounds
-from .._bounds import Bound, check_setting, check_settings
+from .._inputs import bounds
+from .._inputs.bounds import Bound, check_setting, check_settings
 from ..encoders._base import Encoder
 from ..encoders._identity import locate
 from ..encoders._loading import NAMED_MODELS
@@ -26,11 +26,11 @@ from ..errors import ModelNotFoundError
 from ..plotting import LayerWeights, estimator_name, layer_labels
 from ..pooling import LayerPooling, check_combine, check_subword_pooling, subword_output_width
 from ..pooling._layers import as_output_dtype, check_output_dtype
-from .._streams import intra_op_threads
+from .._runtime.streams import intra_op_threads
 from ._threads import blas_threads
 from ._embedded import pack_encoder, unpack_encoder
 from ._checks import check_targets, class_labels
-from .. import _store
+from .._runtime import store as _store
 from ..encoders._registry import EncoderRef, get_encoder, resolved
 from ._encoding import UNITS, Kind, LayerRows, check_cache, encode_stored
 from ._probe import MixResult, ProbeSettings, learn_mix
@@ -188,7 +188,7 @@ class LayerFeaturesBase(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
 
     def _combine_rows(self, rows: LayerRows) -> np.ndarray:
         """Selected layers of every row, read :data:`POOL_ROWS` at a time -> ``(rows, n_features)``
-        float32, finite (the output's memory reserved first: :func:`contextembed._store.reserve`)."""
+        float32, finite (the output's memory reserved first: :func:`contextembed._runtime.store.reserve`)."""
         out = self._reserved((rows.n_rows, self.pooling_.output_width(rows.width)), "the features")
         for begin in range(0, rows.n_rows, POOL_ROWS):
             end = min(begin + POOL_ROWS, rows.n_rows)

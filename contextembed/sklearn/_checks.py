@@ -35,8 +35,8 @@ from typing import Optional, Union
 
 import numpy as np
 
-from .._documents import checked_doc_ids, is_missing
-from .._sentences import check_sentences
+from .._inputs.documents import checked_doc_ids, is_missing
+from .._inputs.sentences import check_sentences
 from ..tokenizers import get_tokenizer, tokenize_item, tokenize_items
 
 #: what the token-level estimators take as ``X``

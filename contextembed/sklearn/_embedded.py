@@ -6,7 +6,7 @@ A packed encoder is plain data, stored alike by pickle, joblib and ``skops.io``:
      "fingerprint": "9a1e...",   # identity fingerprint of those files (encoders.identity.fingerprint)
      "provenance": b'{"artifact": "embedded encoder", "family": "transformer", "model": "5f3c...", ...}'}
 
-The provenance record (:mod:`contextembed._provenance`) says what the files are: the fingerprint of
+The provenance record (:mod:`contextembed._runtime.provenance`) says what the files are: the fingerprint of
 the model the estimator was fitted with (``model``), the encoder family and the files' fingerprint.
 
 Loading an estimator may mean loading an untrusted file (``skops.io.load`` is documented as safe
@@ -21,7 +21,7 @@ nothing visible before the content is checked:
    (:func:`embedded_root`).
 3. There, their fingerprint must equal the recorded one, and the provenance record the one expected
    for this estimator (the model it was fitted with; the family the files are).
-4. Only then is the directory renamed to its content address (:func:`~contextembed._provenance.tree_hash`),
+4. Only then is the directory renamed to its content address (:func:`~contextembed._runtime.provenance.tree_hash`),
    atomically; a folder already there with the same content (an earlier or concurrent unpacking)
    is reused.
 
@@ -40,7 +40,7 @@ import threading
 import unicodedata
 from typing import Optional
 
-from .. import _provenance as provenance
+from .._runtime import provenance
 from ..encoders._base import Encoder
 from ..encoders._identity import ModelIdentity, fingerprint
 from ..errors import ModelFormatError

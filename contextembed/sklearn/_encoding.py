@@ -3,7 +3,7 @@
 Every estimator in :mod:`contextembed.sklearn` asks this module for the rows it needs with the
 leading layers its features use (:data:`KINDS`): word-level estimators for each word's layers once
 its subword pooling is fixed, text and pair estimators for each text's (pair side's) per-layer
-vector pooled where the encoder ran. They are kept in the feature store (:mod:`contextembed._store`),
+vector pooled where the encoder ran. They are kept in the feature store (:mod:`contextembed._runtime.store`),
 at that unit, within the memory budget and beyond it on disk; layer choices (``layers``,
 ``combine``) are applied afterwards, so a grid search over them runs the encoder once per distinct
 sentence, and a fit reads its rows a batch at a time.
@@ -36,9 +36,9 @@ from typing import Literal, Optional, Union
 import numpy as np
 import torch
 
-from .. import _store
-from .._documents import InContext
-from .._store import _hash_tokens, sentence_key
+from .._runtime import store as _store
+from .._inputs.documents import InContext
+from .._runtime.store import _hash_tokens, sentence_key
 from ..encoders._base import Encoder, ShowProgress
 from ..pooling._layers import LayerPooling
 from ..pooling._subword import subword_output_width
@@ -87,7 +87,7 @@ def store_for(cache: CacheOption) -> Optional[_store.FeatureStore]:
 
     ``"memory"``/``True``: the process-wide store (its session directory shared by the job's
     processes); ``None``/``False``: ``None``, each call keeps its rows to itself
-    (:func:`contextembed._store.private_store`); a directory: its ``contextembed-cache``
+    (:func:`contextembed._runtime.store.private_store`); a directory: its ``contextembed-cache``
     subdirectory, kept across sessions; a :class:`joblib.Memory`: its location, as a directory (one
     with no location: the process-wide store). ``""`` names no directory: a ``ValueError``.
     """
@@ -139,7 +139,7 @@ def pair_key(encoder_key: str, pair: tuple[Sequence[str], Sequence[str]]) -> str
 
 def context_key(encoder_key: str, item: InContext) -> str:
     """Hash of the encoder identity, the context size and a sentence with its neighbours' words
-    (:class:`~contextembed._documents.InContext`): the same sentence among other neighbours, or with
+    (:class:`~contextembed._inputs.documents.InContext`): the same sentence among other neighbours, or with
     another ``context``, is another encoding (never equal to a sentence's or a pair's key)."""
     return _token_lists_key(encoder_key, b"context" + item.size.to_bytes(4, "little"),
                             (item.left, item.words, item.right))
@@ -252,7 +252,7 @@ def _encode_block(ref: EncoderRef, items: list, kind: Kind = "sentence", layers:
     ``threads`` pins torch's intra-op threads to the caller's count: CPU kernels may split their
     reductions differently with another count, and results must not depend on the worker.
     ``speedups``: the caller's measurements behind ``precision="auto"``, so a worker picks what the
-    caller picked (:func:`contextembed._devices.adopt_speedups`). ``progress`` counts the items as
+    caller picked (:func:`contextembed._runtime.devices.adopt_speedups`). ``progress`` counts the items as
     the encoder's forward passes finish (in the caller's process only: a worker gets none), so that
     its bar moves and measures a rate long before the block is done. ``options``: the pooling options
     of ``kind`` (:data:`KINDS`).
@@ -264,8 +264,8 @@ def _encode_block(ref: EncoderRef, items: list, kind: Kind = "sentence", layers:
     counts : np.ndarray
         ``(items,)`` int64 rows of each item.
     """
-    from .._devices import adopt_speedups
-    from .._streams import intra_op_threads
+    from .._runtime.devices import adopt_speedups
+    from .._runtime.streams import intra_op_threads
 
     adopt_speedups(speedups or {})
     with intra_op_threads(threads):
@@ -415,10 +415,10 @@ def _encode_missing(ref: EncoderRef, table, keys: list, items: list, n_jobs: Opt
         return
     import torch
 
-    from .. import _forking as forking
+    from .._runtime import forking
 
-    forking.install()  # the multiprocessing backend forks: see contextembed._forking
-    from .._devices import measured_speedups
+    forking.install()  # the multiprocessing backend forks: see contextembed._runtime.forking
+    from .._runtime.devices import measured_speedups
 
     threads, speedups = torch.get_num_threads(), measured_speedups()
     tasks = (delayed(_encode_block)(ref, items[begin : begin + size], kind, layers, dtype, threads, speedups,

@@ -19,8 +19,8 @@ import torch
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
-from .._bounds import LEARNING_RATE, check_settings
-from .._devices import resolve_device
+from .._inputs.bounds import LEARNING_RATE, check_settings
+from .._runtime.devices import resolve_device
 from ..heads._bilstm_crf import BiLSTMCRF, TaggerBatch, TaggerSettings, TaggerShape
 from ..heads._crf import allowed_transitions
 from ..plotting import LayerWeights, estimator_name, layer_labels

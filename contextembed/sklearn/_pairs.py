@@ -7,7 +7,7 @@ from typing import Literal, Optional, Union, get_args
 
 import numpy as np
 
-from .._options import check_choice
+from .._inputs.options import check_choice
 from ..pooling import LayerSpec, check_text_pooling
 from ..pooling._layers import OutputDtype
 from ._base import LayerFeaturesBase

@@ -13,11 +13,11 @@ from __future__ import annotations
 from types import TracebackType
 from typing import Optional
 
-from .. import _terminal as terminal
+from .._runtime import terminal
 
 
 def bar(show: bool, desc: str, unit: str, total: Optional[int] = None):
-    """A tqdm bar on stderr (:func:`contextembed._terminal.progress_bar`), drawn only when ``show``."""
+    """A tqdm bar on stderr (:func:`contextembed._runtime.terminal.progress_bar`), drawn only when ``show``."""
     return terminal.progress_bar(total, desc=desc, unit=unit, show=show)
 
 

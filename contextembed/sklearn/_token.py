@@ -6,7 +6,7 @@ from typing import Optional
 
 import numpy as np
 
-from .._documents import check_context, in_context
+from .._inputs.documents import check_context, in_context
 from ..pooling import LayerSpec
 from ..pooling._layers import OutputDtype
 from ._base import LayerFeaturesBase

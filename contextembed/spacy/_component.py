@@ -11,11 +11,11 @@ layers it pools; the doc keeps all layers (``doc._.contextembed[name]``) only wi
 Saving and loading
 ------------------
 ``to_disk`` writes the component's directory whole, into a temporary directory beside it that is
-swapped in only when complete (:func:`contextembed._files.atomic_directory`; ``nlp.to_disk``
+swapped in only when complete (:func:`contextembed._runtime.files.atomic_directory`; ``nlp.to_disk``
 calls it with ``path / name``): nothing from an earlier save into the same place survives (an
 ``encoder/`` left by an ``embed_weights=True`` save would otherwise be loaded again), and an
 interrupted save leaves the previous one as it was. Its ``cfg`` holds a provenance record
-(:mod:`contextembed._provenance`, artifact ``"spacy encoder component"``): whether weights are
+(:mod:`contextembed._runtime.provenance`, artifact ``"spacy encoder component"``): whether weights are
 embedded, the hash of every file of the embedded ``encoder/`` (names and contents), the model's
 fingerprint and the options that shape the features (``subword_pooling``, ``window``,
 ``stride``, ``tensor_layers``, ``tensor_combine``; ``device``, ``precision`` and ``backend`` may
@@ -59,8 +59,8 @@ from spacy.training import Example, validate_examples
 from spacy.vocab import Vocab
 from thinc.api import Model, NumpyOps, Optimizer
 
-from .. import _json, _provenance as provenance
-from .._files import atomic_directory
+from .._runtime import json_io as _json, provenance
+from .._runtime.files import atomic_directory
 from ..encoders._identity import ModelIdentity
 from ..errors import FileFormatError, ProvenanceError
 from ..pooling._layers import FixedCombine, LayerSpec, check_fixed_combine, check_layer_spec, resolve_layers
@@ -522,7 +522,7 @@ class ContextEmbedder(TrainablePipe):
 
 def _saved_precision(precision, where: Union[str, Path]) -> str:
     """The saved ``encoder_precision``, checked (a damaged or edited cfg is refused, naming it)."""
-    from .._devices import check_precision
+    from .._runtime.devices import check_precision
 
     try:
         return check_precision(precision)

@@ -79,7 +79,7 @@ class FeatureCache:
 
 
 class StoredDocFeatures:
-    """Features of docs seen before, kept in the feature store (:mod:`contextembed._store`, the one
+    """Features of docs seen before, kept in the feature store (:mod:`contextembed._runtime.store`, the one
     cache of the library: its memory budget, its reset), looked up by their token texts.
 
     The encoder is frozen, so a doc with the same tokens always gets the same features; when
@@ -101,7 +101,7 @@ class StoredDocFeatures:
             subword_pooling: str, text_width: Optional[int] = None) -> list[Optional[DocFeatures]]:
         """The stored features of each doc holding ``layers`` (and with ``text_width``, its text vector),
         ``None`` for a doc the store lacks."""
-        from .. import _store
+        from .._runtime import store as _store
 
         rows_table, text_table = self._tables(encoder_key, layers, width, subword_pooling, text_width)
         keys = [_doc_key(encoder_key, w) for w in words]
@@ -139,7 +139,7 @@ class StoredDocFeatures:
 
     @staticmethod
     def _tables(encoder_key: str, layers: tuple[int, ...], width: int, subword_pooling: str, text_width: Optional[int]):
-        from .. import _store
+        from .._runtime import store as _store
 
         store = _store.session_store()
         index = ",".join(map(str, layers))
@@ -151,6 +151,6 @@ class StoredDocFeatures:
 
 
 def _doc_key(encoder_key: str, words: tuple[str, ...]) -> str:
-    from .._store import sentence_key
+    from .._runtime.store import sentence_key
 
     return sentence_key(encoder_key, words)

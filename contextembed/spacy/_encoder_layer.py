@@ -2,7 +2,7 @@
 
 Each spaCy token is one word of the encoder input (``[t.text for t in doc]``), so the output has
 exactly one row per token whatever the tokenization; whitespace tokens and tokens that the
-subword tokenizer turns into nothing get a row too (see :mod:`contextembed._alignment`).
+subword tokenizer turns into nothing get a row too (see :mod:`contextembed._inputs.alignment`).
 
 Encoded for annotation (``text=True``), a doc also gets its default text vector, from the same
 pass over the encoder: ``FeatureExtractor(encoder, level="text")``'s vector of its tokens, which
@@ -18,11 +18,11 @@ import numpy as np
 from spacy.tokens import Doc
 from thinc.api import Model
 
-from .. import _forking as forking
-from .._bounds import check_setting
+from .._runtime import forking
+from .._inputs.bounds import check_setting
 from ..encoders._base import Encoder, PieceEncoding
 from ..pooling._subword import SubwordPooling, check_subword_pooling, pool_subwords_numpy, subword_output_width
-from .. import _store
+from .._runtime import store as _store
 from ._doc_features import DocFeatures, StoredDocFeatures
 from ._loader import EncoderLoader
 from ._settings import CACHE_MB
@@ -50,7 +50,7 @@ class ContextEncoder(Model):
         check_setting("cache_mb", cache_mb, CACHE_MB)
         Model.__init__(self, self.name, forward, attrs={"subword_pooling": subword_pooling})
         # before the encoder loads: a parent that ran other torch code must not pass its thread
-        # pool to nlp.pipe(n_process=...) workers either (see contextembed._forking)
+        # pool to nlp.pipe(n_process=...) workers either (see contextembed._runtime.forking)
         forking.install()
         self.loader = loader
         self.cache = StoredDocFeatures(cache_mb > 0)

@@ -21,14 +21,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from .. import _json
-from .._devices import fitted_precision
-from .._files import atomic_file
+from .._runtime import json_io as _json
+from .._runtime.devices import fitted_precision
+from .._runtime.files import atomic_file
 from ..encoders._base import Encoder
 from ..encoders._identity import ModelIdentity, fingerprint, identify, locate
 from ..encoders._loading import load_encoder
 from ..errors import ModelFormatError
-from .._provenance import tree_hash
+from .._runtime.provenance import tree_hash
 
 #: file in an embedded encoder directory that records how to load it again
 EMBEDDED_META = "contextembed_encoder.json"
@@ -159,7 +159,7 @@ def save_encoder(encoder: Encoder, path: Path) -> None:
 
 def embedded_fingerprint(path: Path) -> str:
     """Hash of the names and contents of every file under an embedded encoder directory
-    (:func:`~contextembed._provenance.tree_hash`; check it with :func:`check_no_links` first)."""
+    (:func:`~contextembed._runtime.provenance.tree_hash`; check it with :func:`check_no_links` first)."""
     return tree_hash(path)
 
 

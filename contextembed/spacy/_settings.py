@@ -3,14 +3,14 @@
 spaCy (confection) validates a config value against the builder's annotation but passes on the
 value as written: an unquoted ``nan``, ``inf`` or ``٣`` in a config file reaches the builder as a
 string (``float("nan")`` and ``int("٣")`` accept it, so validation passes). Each builder therefore
-checks its numbers with :func:`contextembed._bounds.check_values`, which refuses a string, a bool,
+checks its numbers with :func:`contextembed._inputs.bounds.check_values`, which refuses a string, a bool,
 NaN and infinity, naming the setting. Ranges that depend on the model (a ``window`` longer than it
 takes) are checked when the encoder loads.
 """
 
 from __future__ import annotations
 
-from .._bounds import Bound
+from .._inputs.bounds import Bound
 
 _LARGEST = 10**9
 

@@ -23,9 +23,9 @@ from typing import Optional, Union
 from spacy.util import registry
 from thinc.api import Linear, Model
 
-from .._backends import Backend
-from .._bounds import check_values
-from .._devices import Precision
+from .._runtime.backends import Backend
+from .._inputs.bounds import check_values
+from .._runtime.devices import Precision
 from ..pooling._layers import check_mix_options
 from ._combine_layers import CombineLayers
 from ._listener import ContextListener

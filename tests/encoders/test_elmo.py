@@ -641,7 +641,7 @@ def test_int8_precision_quantizes_the_character_cnn(elmo_dir, elmo, tmp_path):
 
 
 def test_auto_precision_follows_the_core_rule(elmo_dir):
-    from contextembed._devices import resolve_precision
+    from contextembed._runtime.devices import resolve_precision
 
     encoder = ElmoEncoder.load(elmo_dir, device="cpu")
     assert encoder.precision == resolve_precision("auto", torch.device("cpu"))

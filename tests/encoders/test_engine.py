@@ -492,7 +492,7 @@ def test_document_context_runs_on_the_engine(tiny_bert_dir):
 SIGNAL_AFTER_THE_ENGINE_SCRIPT = """
 import gc, os, signal, sys, threading
 from contextembed import load_encoder
-from contextembed._signal_stack import current_signal_stack
+from contextembed._runtime.signal_stack import current_signal_stack
 holder = {{"encoder": load_encoder({path!r}, device="cpu", precision="fp32", backend="openvino")}}
 holder["encoder"].encode([["the", "quick", "fox"]] * 40)  # compiles, on this thread or a stream's
 before = current_signal_stack()
@@ -526,7 +526,7 @@ def test_a_signal_after_the_engine_is_freed_on_another_thread_is_handled(tiny_be
 
 
 def test_signal_stack_kept_restores_the_threads_alternate_stack():
-    from contextembed._signal_stack import current_signal_stack, signal_stack_kept
+    from contextembed._runtime.signal_stack import current_signal_stack, signal_stack_kept
 
     if current_signal_stack() is None:
         pytest.skip("sigaltstack is read on Linux only")

@@ -19,7 +19,7 @@ from contextembed.errors import SettingError
 
 openvino = pytest.importorskip("openvino", reason='backend="openvino" needs pip install ".[openvino]"')
 
-from contextembed.encoders import _engine as engine  # noqa: E402
+from contextembed.encoders import _engine as engine, _runtime_choice as runtime_choice  # noqa: E402
 
 SENTENCES = [["the", "quick", "brown", "fox"], ["New", "York"] * 12, ["naïve", "café"], ["a"]] * 40
 
@@ -137,7 +137,7 @@ def test_stale_partial_exports_are_removed_and_live_ones_kept(tiny_bert_dir, eng
 
 
 def test_a_partial_whose_process_id_was_reused_is_stale(tmp_path):
-    from contextembed._files import remove_stale_partials
+    from contextembed._runtime.files import remove_stale_partials
 
     reused = tmp_path / ".a.1-deadbeef.partial"  # pid 1 runs, but started long before this was written?
     reused.mkdir()
@@ -169,7 +169,7 @@ def test_a_killed_export_leaves_a_partial_that_the_next_export_removes(tiny_bert
 
 
 def test_forced_bf16_on_an_engine_without_bf16_units_is_refused(tiny_bert_dir, monkeypatch):
-    from contextembed._devices import AUTO_CPU_PRECISION_ENV
+    from contextembed._runtime.devices import AUTO_CPU_PRECISION_ENV
 
     monkeypatch.setattr(engine, "cpu_has_bf16", lambda: False)
     monkeypatch.setenv(AUTO_CPU_PRECISION_ENV, "bf16")
@@ -199,8 +199,6 @@ def _fail(*args, **kwargs):
 
 
 def test_backend_auto_is_measured_once_and_then_read(tiny_bert_dir, records, monkeypatch):
-    from contextembed.encoders.transformer import TransformerEncoder
-
     first = load_encoder(str(tiny_bert_dir), device="cpu", precision="fp32", backend="auto")
     kinds = sorted(p.name.split("-")[0] + "-" + p.name.split("-")[1] for p in records.glob("*.json"))
     assert kinds == ["transformer-backend"]
@@ -208,7 +206,7 @@ def test_backend_auto_is_measured_once_and_then_read(tiny_bert_dir, records, mon
     assert record["result"]["backend"] == first.backend and record["precision"] == "fp32"
     assert record["model"] == engine.model_fingerprint(first.model) and record["engine"] == openvino.__version__
     tuning.forget()  # a new process
-    monkeypatch.setattr(TransformerEncoder, "_engine_speedup", _fail)
+    monkeypatch.setattr(runtime_choice, "engine_speedup", _fail)
     second = load_encoder(str(tiny_bert_dir), device="cpu", precision="fp32", backend="auto")
     assert (second.backend, second.precision) == (first.backend, first.precision)
 
@@ -249,7 +247,7 @@ def test_engine_auto_leaves_int8_out_without_dot_product_units(monkeypatch):
 
 
 def test_a_partial_named_with_an_impossible_process_id_is_stale(tmp_path):
-    from contextembed._files import remove_stale_partials
+    from contextembed._runtime.files import remove_stale_partials
 
     huge = tmp_path / f".a.{2**70}-deadbeef.partial"  # no process can have this id
     huge.mkdir()
@@ -283,25 +281,23 @@ def test_a_large_models_first_use_leaves_the_engines_int8_to_tune(tiny_bert_dir,
 def test_a_large_models_first_use_of_backend_auto_leaves_the_engine_to_tune(tiny_bert_dir, records, monkeypatch):
     """At base size the export and timings alone took backend='auto''s bounded first use 68.5 s
     (issue 52): a large model runs torch, records nothing, and `contextembed tune` measures it."""
-    from contextembed.encoders.transformer import TransformerEncoder
-
     monkeypatch.setattr(engine, "AUTO_INT8_MAX_PARAMETERS", 0)  # the tiny model stands in for a large one
-    monkeypatch.setattr(TransformerEncoder, "_engine_speedup", _fail)
+    monkeypatch.setattr(runtime_choice, "engine_speedup", _fail)
     first = load_encoder(str(tiny_bert_dir), device="cpu", backend="auto")
     assert first.backend == "torch" and not list(records.glob("transformer-backend-*.json"))
     timed = []
 
-    def speedup(self, model, precision, candidates=None):
+    def speedup(chooser, torch_runtime, precision, candidates=None):
         timed.append(candidates)
-        return self._engine_forward(model, "fp32"), 2.0
+        return chooser.engine("fp32"), 2.0
 
-    monkeypatch.setattr(TransformerEncoder, "_engine_speedup", speedup)
+    monkeypatch.setattr(runtime_choice, "engine_speedup", speedup)
     tuning.forget()
     with tuning.thorough():  # what `contextembed tune` measures
         assert load_encoder(str(tiny_bert_dir), device="cpu", backend="auto").backend == "openvino"
     assert timed == [engine._auto_candidates()] and len(list(records.glob("transformer-backend-*.json"))) == 1
     tuning.forget()  # a later first use reads what tune recorded, measuring nothing
-    monkeypatch.setattr(TransformerEncoder, "_engine_speedup", _fail)
+    monkeypatch.setattr(runtime_choice, "engine_speedup", _fail)
     later = load_encoder(str(tiny_bert_dir), device="cpu", backend="auto")
     words = [["a", "tiny", "sentence"]]
     assert later.backend == "openvino" and later.encode(words)[0].shape == first.encode(words)[0].shape

@@ -216,7 +216,7 @@ def test_a_finite_verdict_is_remembered_for_the_same_files_and_no_others(bert_co
 def test_file_facts_are_trusted_only_for_the_very_file_and_from_this_user(tmp_path):
     import os
 
-    from contextembed import _file_facts
+    from contextembed._runtime import file_facts as _file_facts
 
     target = tmp_path / "weights.bin"
     target.write_bytes(b"x" * 10)

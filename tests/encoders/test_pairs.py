@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from contextembed import load_encoder
-from contextembed._alignment import pair_template
+from contextembed._inputs.alignment import pair_template
 from contextembed.encoders._base import LongPairWarning
 
 PAIRS = [

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from contextembed import load_encoder
-from contextembed._documents import in_context
+from contextembed._inputs.documents import in_context
 from contextembed.encoders._host_copies import HostCopies
 from contextembed.encoders._base import Encoder
 from contextembed.encoders._static import StaticVectors
@@ -294,7 +294,7 @@ def _piece_means_reference(encoder, sentences, layers) -> np.ndarray:
     """A plain loop over each sentence's pieces as ``iter_encode_pieces`` gives them (the same
     batches): every window's own pieces added one after the other in float64 from 0, the windows'
     sums added in window order, divided by the pieces, rounded to float32 (zeros for no pieces)."""
-    from contextembed._alignment import plan_windows
+    from contextembed._inputs.alignment import plan_windows
 
     means = []
     for encoding in encoder.iter_encode_pieces(sentences, layers):

@@ -324,7 +324,7 @@ def test_the_earlier_saved_layout_still_loads(tmp_path, vectors):
 
 def test_broken_saved_directories_are_clear_errors(tmp_path, vectors):
     from contextembed.errors import ProvenanceError
-    from contextembed._provenance import PROVENANCE_FILE
+    from contextembed._runtime.provenance import PROVENANCE_FILE
 
     target = tmp_path / "copy"
     StaticVectors(WORDS, vectors).save(target)

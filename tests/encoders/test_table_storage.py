@@ -15,7 +15,7 @@ from contextembed import StaticVectors, load_encoder
 from contextembed.encoders import _static_directory as static_directory
 from contextembed.encoders._table_storage import TableStorage, decode, encode
 from contextembed.errors import ModelFormatError, ProvenanceError
-from contextembed._provenance import PROVENANCE_FILE
+from contextembed._runtime.provenance import PROVENANCE_FILE
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "static_tables"
 WORDS = ["the", "Cat", "café", "unknownword", "Paris"]

@@ -7,7 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contextembed import load_encoder
-from contextembed._alignment import plan_windows
+from contextembed._inputs.alignment import plan_windows
+from contextembed.encoders import Runtime
 from contextembed.encoders.transformer import TransformerEncoder
 from contextembed.pooling import SUBWORD_POOLINGS, pool_subwords_numpy
 
@@ -249,7 +250,7 @@ def test_an_int_option_that_is_not_a_positive_int_is_refused_before_the_model_is
 def test_every_int_option_is_checked_by_the_constructor_too(tiny):
     for name in ("window", "stride", "batch_tokens", "pad_multiple", "max_batch_size", "chunk_size"):
         with pytest.raises(TypeError, match=f"^{name}=True is a bool"):
-            TransformerEncoder(tiny.model, tiny.tokenizer, device="cpu", precision="fp32", **{name: True})
+            TransformerEncoder(tiny.model, tiny.tokenizer, Runtime(torch.device("cpu"), "torch", "fp32"), **{name: True})
 
 
 def test_numpy_ints_are_taken_as_the_ints_they_hold(tiny_bert_dir):
@@ -341,7 +342,7 @@ class _Counter:
 
 @pytest.mark.parametrize("method", ["iter_encode_pieces", "iter_encode_pieces_in_context", "iter_encode_pair_pieces"])
 def test_a_caller_s_bar_moves_with_each_batch_before_the_chunk_is_done(tiny_bert_dir, method):
-    from contextembed._documents import in_context
+    from contextembed._inputs.documents import in_context
 
     encoder = load_encoder(str(tiny_bert_dir), device="cpu", precision="fp32", max_batch_size=2)
     sentences = [["the", "quick", "fox"] * (1 + i % 3) for i in range(11)]

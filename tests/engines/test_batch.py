@@ -222,7 +222,7 @@ def test_feature_array_of_no_rows():
 def test_workers_pick_the_precision_the_driver_measured(tiny_bert_dir, monkeypatch):
     """A worker adopts the driver's measurements behind precision="auto" instead of taking its own
     (under load, two processes can measure their way to different precisions)."""
-    from contextembed import _devices as devices
+    from contextembed._runtime import devices
 
     embedder = BatchEmbedder(str(tiny_bert_dir), device="cpu")
     driver = devices.measured_speedups()
@@ -285,7 +285,7 @@ def test_ray_file_jobs_get_the_backend_auto_chose_on_the_driver(tiny_bert_dir, e
     import contextlib
 
     from contextembed.engines import ray as ray_engine
-    from contextembed._jobs import Job
+    from contextembed.io._jobs import Job
 
     class Cluster:
         def cluster_resources(self):

@@ -15,7 +15,7 @@ import sys
 import numpy as np
 import pytest
 
-from contextembed import _terminal as terminal
+from contextembed._runtime import terminal
 from contextembed.engines import ray as ray_engine
 from contextembed.errors import SettingError
 

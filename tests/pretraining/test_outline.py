@@ -169,7 +169,7 @@ def test_out_must_stay_apart_from_the_corpus(tmp_path, corpus_file):
 
 
 def test_the_model_is_written_with_its_provenance_and_replaced_as_a_set(tmp_path, corpus_file):
-    from contextembed import _provenance as provenance
+    from contextembed._runtime import provenance
     from contextembed.pretraining._corpus import corpus_hash
 
     out = tmp_path / "out"

@@ -34,7 +34,7 @@ def test_training_option_errors():
 def test_every_precision_has_a_dtype():
     from typing import get_args
 
-    from contextembed._devices import PRECISIONS
+    from contextembed._runtime.devices import PRECISIONS
     from contextembed.pretraining._training import TrainingPrecision
 
     assert set(get_args(TrainingPrecision)) <= set(PRECISIONS)

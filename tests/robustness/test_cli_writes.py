@@ -35,7 +35,7 @@ import numpy as np
 import pytest
 
 from _cli import check_no_sockets, start_cli
-from contextembed._files import PARTIAL_SUFFIX
+from contextembed._runtime.files import PARTIAL_SUFFIX
 
 # every test signals a real process (seconds each): none is in the quick tier
 pytestmark = [pytest.mark.slow,

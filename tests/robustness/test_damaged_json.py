@@ -114,7 +114,7 @@ def test_a_pipelines_embedded_encoder_meta(tmp_path, damage):
     ('{"earlier": [], "files": {"a": 1}}', "is not a list of model files"),
 ], ids=["deep", "string", "object"])
 def test_a_pretraining_runs_moving_in_record(tmp_path, text, reason):
-    from contextembed._files import MOVING_IN
+    from contextembed._runtime.files import MOVING_IN
     from contextembed.pretraining._run_files import model_files
 
     (tmp_path / MOVING_IN).write_text(text)

@@ -9,7 +9,7 @@ import pickle
 import numpy as np
 import pytest
 
-from contextembed import _devices
+from contextembed._runtime import devices as _devices
 from contextembed.sklearn import TextEmbedder, TokenEmbedder, clear_cache, clear_encoders
 from contextembed.encoders._registry import get_encoder
 

@@ -16,7 +16,7 @@ import pytest
 from contextembed import distill, load_encoder
 from contextembed.encoders._identity import ModelIdentity, fingerprint, identify, locate
 from contextembed.errors import ProvenanceError, ModelMismatchError
-from contextembed._provenance import clear_hashes
+from contextembed._runtime.provenance import clear_hashes
 from contextembed.sklearn import TokenEmbedder, clear_cache, clear_encoders
 
 CORPUS = [["the", "cat", "sat"], ["the", "dog", "ran", "home"], ["a", "cat", "ran"]]

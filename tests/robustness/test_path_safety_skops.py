@@ -19,7 +19,7 @@ from typing import Optional
 import numpy as np
 import pytest
 
-from contextembed import _provenance as provenance
+from contextembed._runtime import provenance
 from contextembed.encoders import write_word2vec
 from contextembed.errors import ModelFormatError, ProvenanceError
 from contextembed.sklearn import TRUSTED_TYPES, TextEmbedder, TokenEmbedder

@@ -78,7 +78,7 @@ def test_cache_history_does_not_change_token_features(tiny_bert_dir):
 
 
 def _precision(embedder) -> str:
-    from contextembed._devices import resolve_device, resolve_precision
+    from contextembed._runtime.devices import resolve_device, resolve_precision
 
     return resolve_precision(embedder.precision, resolve_device(embedder.device))
 

@@ -28,7 +28,7 @@ import pytest
 from contextembed import load_encoder
 from contextembed.encoders import _static as static, write_word2vec
 from contextembed.extraction import FeatureExtractor
-from contextembed._streams import STREAMS_ENV, StreamsCappedWarning, cpu_streams, max_streams, run_all
+from contextembed._runtime.streams import STREAMS_ENV, StreamsCappedWarning, cpu_streams, max_streams, run_all
 
 WORDS = "the EU rejects German call to boycott British lamb".split()
 #: the longer run holds this many times the shorter one's sentences

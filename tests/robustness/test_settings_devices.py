@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from contextembed import cli, load_encoder
-from contextembed._devices import FAMILY_PRECISIONS, PRECISION_NAMES, check_device, check_precision
+from contextembed._runtime.devices import FAMILY_PRECISIONS, PRECISION_NAMES, check_device, check_precision
 from contextembed.encoders import write_word2vec
 from contextembed.encoders._elmo import ElmoEncoder
 from contextembed.encoders.transformer import TransformerEncoder

@@ -19,8 +19,8 @@ import pytest
 from contextembed import settings
 from contextembed.errors import SettingError
 from contextembed.pretraining._distributed import world_from_env
-from contextembed import _store
-from contextembed._store import BUDGET_ENV
+from contextembed._runtime import store as _store
+from contextembed._runtime.store import BUDGET_ENV
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 #: spellings that are not a whole number in ASCII digits
@@ -119,8 +119,8 @@ def test_a_bad_setting_does_not_break_the_import():
     first use then names the variable."""
     code = (
         "import contextembed, contextembed.sklearn\n"
-        "from contextembed._store import memory_budget\n"
-        "from contextembed._streams import cpu_streams\n"
+        "from contextembed._runtime.store import memory_budget\n"
+        "from contextembed._runtime.streams import cpu_streams\n"
         "for use in (memory_budget, cpu_streams):\n"
         "    try:\n"
         "        use()\n"

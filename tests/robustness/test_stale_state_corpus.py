@@ -17,7 +17,7 @@ import zipfile
 import numpy as np
 import pytest
 
-from contextembed import _provenance as provenance
+from contextembed._runtime import provenance
 from contextembed.cli import main
 from contextembed.corpus import Job, embed_corpus
 from contextembed.encoders import write_word2vec
@@ -250,7 +250,7 @@ def test_an_orphan_npy_record_is_replaced_by_the_next_write(npy_setup):
 
 def _interrupt_at_rename_of(monkeypatch, suffix: str) -> None:
     """Ctrl-C just before the rename of a file ending in ``suffix`` (after its temporary is written)."""
-    import contextembed._files as files
+    import contextembed._runtime.files as files
 
     real = os.replace
 

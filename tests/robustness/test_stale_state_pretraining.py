@@ -23,7 +23,7 @@ from contextembed.cli import main
 from contextembed.errors import ProvenanceError
 from contextembed.pretraining import MLMConfig, pretrain_mlm
 from contextembed.pretraining._run_files import RUN_FILES
-from contextembed._provenance import PROVENANCE_FILE as MODEL_RECORD
+from contextembed._runtime.provenance import PROVENANCE_FILE as MODEL_RECORD
 from pretraining.conftest import TINY_FIELDS, make_documents, tiny_training, write_corpus
 
 
@@ -216,7 +216,7 @@ def _stop_moving_in_at(monkeypatch, name: str) -> None:
 def test_a_run_stopped_while_it_moves_the_model_in_leaves_no_model_to_load(corpus, config, tmp_path, monkeypatch):
     """Part of the earlier ELMo gone, the new BERT's config moved in, its weights not: OUT is refused
     by the loader, and the next run replaces every file of both as a set."""
-    from contextembed._files import MOVING_IN
+    from contextembed._runtime.files import MOVING_IN
     from contextembed.errors import ModelFormatError
 
     out = tmp_path / "out"
@@ -247,7 +247,7 @@ def test_a_run_stopped_while_it_moves_the_model_in_leaves_no_model_to_load(corpu
 
 
 def test_a_damaged_list_of_files_moving_in_is_refused_not_followed(corpus, tmp_path, capsys):
-    from contextembed._files import MOVING_IN
+    from contextembed._runtime.files import MOVING_IN
 
     out = tmp_path / "out"
     assert main(_bilm(corpus, out)) == 0

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from sklearn.base import clone
 
-import contextembed._sentences
+import contextembed._inputs.sentences
 from contextembed.sklearn import BiLSTMCRFTagger, SequenceTagger, TextEmbedder, TextPairEmbedder, TokenEmbedder
 
 FAST = {"hidden_size": 8, "max_epochs": 2, "patience": 2, "validation_fraction": 0.0}
@@ -15,18 +15,18 @@ FAST = {"hidden_size": 8, "max_epochs": 2, "patience": 2, "validation_fraction":
 
 @pytest.fixture
 def checked(monkeypatch):
-    """Counts the token lists validated (``contextembed._sentences._check_tokens``, the one rule for a
+    """Counts the token lists validated (``contextembed._inputs.sentences._check_tokens``, the one rule for a
     token list) while the block under ``with checked() as seen:`` runs; a batch is checked sentence
     by sentence here (not at once in C, as a batch without faults is), so that each check counts."""
     seen = []
-    monkeypatch.setattr(contextembed._sentences, "_all_words_fine", lambda sentences: False)
-    original = contextembed._sentences._check_tokens
+    monkeypatch.setattr(contextembed._inputs.sentences, "_all_words_fine", lambda sentences: False)
+    original = contextembed._inputs.sentences._check_tokens
 
     def counting(sentence, where):
         seen.append(where)
         return original(sentence, where)
 
-    monkeypatch.setattr(contextembed._sentences, "_check_tokens", counting)
+    monkeypatch.setattr(contextembed._inputs.sentences, "_check_tokens", counting)
     return seen
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from sklearn.model_selection import GridSearchCV
 
-from contextembed._documents import InContext, in_context
+from contextembed._inputs.documents import InContext, in_context
 from contextembed.encoders import load_encoder
 from contextembed.sklearn import BiLSTMCRFTagger, SequenceTagger, TokenEmbedder
 from contextembed.sklearn import _encoding

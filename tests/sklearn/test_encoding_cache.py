@@ -9,7 +9,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import GridSearchCV, KFold
 from sklearn.pipeline import make_pipeline
 
-from contextembed import _store
+from contextembed._runtime import store as _store
 from contextembed.sklearn import TextEmbedder, TokenEmbedder, clear_cache
 from contextembed.sklearn import _encoding
 from contextembed.encoders._registry import EncoderRef, get_encoder

@@ -1,5 +1,5 @@
 """``n_jobs=2`` after the encoder ran in the parent: joblib's ``multiprocessing`` backend forks
-workers that inherit torch's thread state (they hung before :mod:`contextembed._forking`). The
+workers that inherit torch's thread state (they hung before :mod:`contextembed._runtime.forking`). The
 scenario runs in a time-limited subprocess (``tests/_scenario.py``), so a hang fails the test
 instead of blocking the suite. The default ``loky`` backend starts fresh interpreters, which
 inherit nothing: ``test_encoding_cache.py::test_n_jobs_gives_identical_results`` runs it after

@@ -251,7 +251,7 @@ def test_feature_cache_serves_no_features_of_a_model_loaded_before(make_nlp, tin
 def test_feature_cache_stays_within_the_memory_budget(monkeypatch):
     """The component's features are the feature store's: resident within the one memory budget,
     read back from disk beyond it, served only for the layers they hold."""
-    from contextembed import _store
+    from contextembed._runtime import store as _store
     from contextembed.spacy._doc_features import DocFeatures, StoredDocFeatures
 
     monkeypatch.setattr(_store, "_budget", _store.MIN_BUDGET)

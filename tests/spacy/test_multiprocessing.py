@@ -1,7 +1,7 @@
 """``nlp.pipe(n_process=2)`` in any order: cold, after ``nlp(text)``, after an ``n_process=1`` pass.
 
 Forked workers used to hang at 0% CPU once the pipeline had run in the parent (torch's OpenMP
-pool does not survive ``fork``; see :mod:`contextembed._forking`). Each order runs in one
+pool does not survive ``fork``; see :mod:`contextembed._runtime.forking`). Each order runs in one
 subprocess with a time limit (``tests/_scenario.py``), so that a hang fails the tests instead of
 blocking the suite; it runs both pipelines (the component alone, and a NER listening to it) and
 compares the workers' docs with the ``n_process=1`` docs of the same process.

@@ -164,7 +164,7 @@ def _drop_record(pipeline):
 
 
 def test_the_cfg_records_what_was_saved(tmp_path):
-    from contextembed._provenance import tree_hash
+    from contextembed._runtime.provenance import tree_hash
 
     _static_pipeline(tmp_path, "embedded", 0, embed_weights=True, subword_pooling="mean")
     _static_pipeline(tmp_path, "by_name", 0)
@@ -406,7 +406,7 @@ def test_damaged_bytes_are_an_error_naming_the_component(tmp_path, data):
 def test_a_saved_pipeline_runs_the_precision_it_was_trained_with(tiny_bert_dir, tmp_path, monkeypatch):
     """Issue 53 item 5: precision='auto' chose bf16 where the pipeline was trained; loaded where auto
     would choose fp32 (another machine, tuning records refreshed), it runs bf16 again."""
-    from contextembed import _devices
+    from contextembed._runtime import devices as _devices
 
     monkeypatch.setenv(_devices.AUTO_CPU_PRECISION_ENV, "bf16")
     nlp = spacy.blank("en")

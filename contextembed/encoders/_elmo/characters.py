@@ -17,7 +17,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..._sentences import check_sentences
+from ..._inputs.sentences import check_sentences
 
 MAX_CHARACTERS = 50
 #: bytes of a word kept between its begin- and end-of-word marks
@@ -76,7 +76,7 @@ def sentence_char_ids(
     ----------
     sentences : sequence of sequence of str
         Tokenized sentences (a list, or any iterable, of token lists), checked as every encoder
-        checks its input (:func:`~contextembed._sentences.check_sentences`).
+        checks its input (:func:`~contextembed._inputs.sentences.check_sentences`).
     add_markers : bool
         Wrap every sentence in the begin/end-of-sentence markers (as the biLM expects).
 

@@ -16,11 +16,11 @@ from typing import Union
 import numpy as np
 import torch
 
-from ... import _forking as forking, _streams as streams
-from ..._bounds import COUNT, check_values
-from ..._devices import check_settings, compute_dtype, resolve_device, resolve_precision
-from ..._files import atomic_directory
-from ..._quantization import quantize_int8
+from ..._runtime import forking, streams
+from ..._inputs.bounds import COUNT, check_values
+from ..._runtime.devices import check_settings, compute_dtype, resolve_device, resolve_precision
+from ..._runtime.files import atomic_directory
+from ..._runtime.quantization import quantize_int8
 from ...errors import ModelNotFoundError
 from ...pooling._layers import LayerSpec
 from .._base import Encoder, PieceEncoding, Sentences, check_savable, check_sentence_chunks, progress_bar
@@ -223,7 +223,7 @@ class ElmoEncoder(Encoder):
             for i, array in zip(batch, self._run_batch([chunk[i] for i in batch], layer_index)):
                 out[i] = array
 
-        # on a CPU several batches at once (contextembed._streams), each filing its sentences' states
+        # on a CPU several batches at once (contextembed._runtime.streams), each filing its sentences' states
         batches = list(_batches(order, [len(s) + 2 for s in chunk], self.batch_words, self.max_batch_size))
         streams.run_all(run, batches, self.device)
         return out

@@ -19,8 +19,8 @@ import os
 from collections.abc import Mapping
 from typing import Any, Literal, Optional
 
-from ... import _json
-from ..._bounds import Bound, check_setting
+from ..._runtime import json_io as _json
+from ..._inputs.bounds import Bound, check_setting
 from ...errors import ModelFormatError
 from .characters import MAX_CHARACTERS, N_CHARACTERS
 
@@ -56,7 +56,7 @@ REQUIRED_KEYS: dict[str, tuple[type, ...]] = {
 #: the largest float32: a clip beyond it is infinity in the LSTM's arithmetic
 _FLOAT32_MAX = 3.4028234663852886e38
 _WIDTH = 2**31 - 1
-#: the range of every numeric key (:mod:`contextembed._bounds`: NaN and infinities are never in one)
+#: the range of every numeric key (:mod:`contextembed._inputs.bounds`: NaN and infinities are never in one)
 OPTION_BOUNDS: dict[str, Bound] = {
     "lstm.dim": Bound(int, 1, _WIDTH),
     "lstm.projection_dim": Bound(int, 1, _WIDTH),

@@ -25,7 +25,7 @@ Ethayarajh, 2019; measured in docs/speed.md). Three more choices decide what a l
 - **dim**: the table (and the piece vectors, by the same projection) reduced by PCA, which also
   centres it (the common direction every mean of vectors shares is removed).
 - **weighting** ``"sif"``: after PCA, every row (word or piece) is multiplied by its SIF weight
-  ``a / (a + p(w))`` (:mod:`contextembed._sif`), ``p(w)`` from the corpus's counts, a word-count
+  ``a / (a + p(w))`` (:mod:`contextembed.pretraining._sif`), ``p(w)`` from the corpus's counts, a word-count
   list (``frequencies``) or, without either, the Zipf rank of the word's first piece in the
   teacher's vocabulary: model2vec's post-processing, in place of the IDF a corpus would give.
 - **storage**: float32, float16, int8 or a clustered vocabulary on disk
@@ -36,7 +36,7 @@ and the NER probe (:data:`DEFAULTS`; benchmarks/distill.py, docs/speed.md).
 
 The result is saved as a static encoder directory that :func:`contextembed.load_encoder` reads
 and every adapter uses, with ``distillation.json``: its provenance record
-(:mod:`contextembed._provenance`: the teacher's spec and fingerprint, a hash of the corpus's tokens,
+(:mod:`contextembed._runtime.provenance`: the teacher's spec and fingerprint, a hash of the corpus's tokens,
 every option) and what came out (words, occurrences, pieces, explained variance). The output may
 not be the teacher's file or directory, lie inside it or contain it: that is refused before any work.
 """
@@ -52,18 +52,18 @@ from typing import Literal, Optional, Union
 import numpy as np
 import torch
 
-from . import _provenance as provenance
+from .._runtime import provenance
 from ._sif import SIF_A, count_probabilities, read_word_counts, sif_weights, zipf_probabilities
-from ._files import atomic_directory, check_apart, check_writable
-from .encoders._base import Encoder
-from .encoders._identity import ModelIdentity, identify
-from .encoders._static import OovVector, StaticVectors
-from .encoders._subwords import SubwordVectors
-from .encoders._table_storage import TableStorage
-from .extraction import FeatureExtractor
-from ._options import check_choice
-from .pooling import LayerSpec
-from ._sentences import _check_tokens
+from .._runtime.files import atomic_directory, check_apart, check_writable
+from ..encoders._base import Encoder
+from ..encoders._identity import ModelIdentity, identify
+from ..encoders._static import OovVector, StaticVectors
+from ..encoders._subwords import SubwordVectors
+from ..encoders._table_storage import TableStorage
+from ..extraction import FeatureExtractor
+from .._inputs.options import check_choice
+from ..pooling import LayerSpec
+from .._inputs.sentences import _check_tokens
 
 Case = Literal["keep", "fold"]
 Weighting = Literal["auto", "sif", "none"]
@@ -176,7 +176,7 @@ def distill(
     FileExistsError
         If ``out`` holds files and ``overwrite`` is false.
     """
-    from .encoders import load_encoder
+    from ..encoders import load_encoder
 
     _check_options(dim, min_count, oov, case, subwords, corpus)
     weighting, sif_a, storage = _check_weighting(weighting, sif_a, storage, frequencies)
@@ -396,7 +396,7 @@ def _word_probabilities(reduction: Reduction, frequencies: Optional[Mapping[str,
         return count_probabilities(reduction.words, frequencies, sum(frequencies.values()))
     if reduction.corpus_hash is not None:
         return reduction.counts / reduction.counts.sum()
-    from ._alignment import PieceTokenizer
+    from .._inputs.alignment import PieceTokenizer
 
     ids, counts = PieceTokenizer(reduction.tokenizer).words_alone(reduction.words)
     # (words,) the id of each word's first piece

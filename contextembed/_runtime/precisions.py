@@ -1,7 +1,7 @@
 """The precision names: what ``precision=`` accepts, per encoder family.
 
-Plain names with no torch, so that :mod:`contextembed._devices` (which resolves and checks a
-precision) and :mod:`contextembed._quantization` (which runs ``"int8"``) both take them from here:
+Plain names with no torch, so that :mod:`contextembed._runtime.devices` (which resolves and checks a
+precision) and :mod:`contextembed._runtime.quantization` (which runs ``"int8"``) both take them from here:
 the imports run one way (devices -> quantization -> precisions).
 """
 

@@ -18,7 +18,7 @@ midpoint, so each window owns a contiguous range and no piece is dropped or repe
 
 Context rule
 ------------
-With document context (``context=N``, :mod:`contextembed._documents`) a sentence that fits one
+With document context (``context=N``, :mod:`contextembed._inputs.documents`) a sentence that fits one
 window shares it with up to ``N`` pieces of the text before it and ``N`` after it: the room left,
 ``window - pieces``, goes to both sides when it holds both; when it is short, each side gets half
 (the left side the smaller half of an odd room) and a side that needs less than its half gives the
@@ -35,8 +35,8 @@ from typing import Optional
 
 import numpy as np
 
-from ._bounds import COUNT, check_setting
-from ._sentences import Sentences
+from .bounds import COUNT, check_setting
+from .sentences import Sentences
 
 
 @dataclass

@@ -72,11 +72,11 @@ from typing import Optional, Union
 
 import numpy as np
 
-from . import _json
-from ._files import (UntrustedPathError, make_trusted_directory, open_lock, read_trusted, remove_stale_partials,
+from . import json_io as _json
+from .files import (UntrustedPathError, make_trusted_directory, open_lock, read_trusted, remove_stale_partials,
                      stat_reason, this_host, untrusted_reason)
-from .errors import MemoryBudgetError, SettingError
-from .settings import MAX_BYTES, byte_size, cache_directory, parse_byte_size, raw
+from ..errors import MemoryBudgetError, SettingError
+from ..settings import MAX_BYTES, byte_size, cache_directory, parse_byte_size, raw
 
 logger = logging.getLogger(__name__)
 
@@ -722,7 +722,7 @@ def _session_directory() -> Optional[str]:
 
 def _remove_stale_sessions(root: str) -> None:
     """Remove this host's session directories whose process is gone."""
-    from ._files import _running_since
+    from .files import _running_since
 
     for name in os.listdir(root):
         match = _SESSION_NAME.fullmatch(name)
@@ -755,13 +755,13 @@ class _Damaged(Exception):
 
 
 def untrusted(path: str, *, directory: bool) -> Optional[str]:
-    """What is wrong with trusting ``path`` (``None``: nothing): :func:`contextembed._files.untrusted_reason`."""
+    """What is wrong with trusting ``path`` (``None``: nothing): :func:`contextembed._runtime.files.untrusted_reason`."""
     return untrusted_reason(path, directory=directory)
 
 
 def _make_private_dirs(path: str) -> None:
     """Make ``path`` (and missing parents) readable and writable by this user alone; an existing
-    directory that may not be trusted is an :class:`~contextembed._files.UntrustedPathError`."""
+    directory that may not be trusted is an :class:`~contextembed._runtime.files.UntrustedPathError`."""
     make_trusted_directory(path)
 
 
@@ -795,7 +795,7 @@ def _remove_quietly(path: str) -> None:
 @contextmanager
 def _file_lock(path: str) -> Iterator[None]:
     """An exclusive ``flock`` on ``path`` (never through a link, never another user's:
-    :func:`contextembed._files.open_lock`)."""
+    :func:`contextembed._runtime.files.open_lock`)."""
     with open_lock(path) as handle:
         fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
         yield

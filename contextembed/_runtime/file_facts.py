@@ -1,7 +1,7 @@
 """What was learned by reading a whole file, remembered with the file's identity.
 
 Some checks read every byte of a model's weights: the content hash that names a model
-(:func:`contextembed._provenance.file_hash`) and the check that its weights hold no NaN or
+(:func:`contextembed._runtime.provenance.file_hash`) and the check that its weights hold no NaN or
 infinity (:func:`contextembed.encoders._hf_files.check_loading_report`). At base size that is
 seconds of a fresh process's start-up, paid again by every process for the same file. Here they
 are paid once per file: a *fact record* beside the tuning records (``CONTEXTEMBED_TUNING_DIR``,
@@ -12,7 +12,7 @@ identity differs in any field is not used, and is replaced by the next check.
 
 Records are trusted only where this user (or root) wrote them: a record or directory that is a
 link, owned by another user, or writable by group or others is not read (the check runs again),
-as :mod:`contextembed._store` refuses its files. A damaged record is ignored the same way.
+as :mod:`contextembed._runtime.store` refuses its files. A damaged record is ignored the same way.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ import os
 import secrets
 import threading
 
-from . import _json
-from ._files import make_trusted_directory, read_trusted, untrusted_reason
-from .settings import cache_directory
+from . import json_io as _json
+from .files import make_trusted_directory, read_trusted, untrusted_reason
+from ..settings import cache_directory
 
 #: the largest record read
 _MAX_BYTES = 1 << 16

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Literal, Optional, get_args
 
-from .tokenizers import get_tokenizer, tokenize_item
+from ..tokenizers import get_tokenizer, tokenize_item
 
 #: the precisions under which calibration text can be used: int8, or ``"auto"``, which measures int8
 CALIBRATED_PRECISIONS = ("int8", "auto")

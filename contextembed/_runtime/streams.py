@@ -12,7 +12,7 @@ and an ELMo of the "small" size 1.2x (two runs of ``benchmarks/streams.py``).
 Every batch is computed alone, on a stream's share of the threads (a call with a single batch too),
 so its features are the same whatever runs beside it (tested bit for bit). Transformers' CPU kernels
 split their work over independent outputs, so with MiniLM 1 and 2 threads per batch give the same
-bits as well (as :mod:`contextembed._forking` relies on); ELMo's LSTMs round differently on two
+bits as well (as :mod:`contextembed._runtime.forking` relies on); ELMo's LSTMs round differently on two
 threads than on one (by an ulp), so ``CONTEXTEMBED_CPU_STREAMS`` can move its vectors by that much.
 
 How many: :func:`cpu_streams`. torch's intra-op thread count (``torch.set_num_threads``) stays the
@@ -40,7 +40,7 @@ from typing import Optional, TypeVar
 
 import torch
 
-from . import settings
+from .. import settings
 
 #: environment variable that sets how many batches run at once on a CPU
 STREAMS_ENV = "CONTEXTEMBED_CPU_STREAMS"

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import torch
 
-from ._precisions import PRECISION_NAMES
+from .precisions import PRECISION_NAMES
 
 #: largest magnitude of the symmetric int8 grid
 _QMAX = 127.0

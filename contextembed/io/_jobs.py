@@ -56,10 +56,10 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Literal, Optional, get_args
 
-from .io._pipeline import expected_record
-from .io._records import RECORD_SUFFIX, check_reusable
-from .io.readers import INPUT_EXTENSIONS
-from ._options import check_choice
+from ._pipeline import expected_record
+from ._records import RECORD_SUFFIX, check_reusable
+from .readers import INPUT_EXTENSIONS
+from .._inputs.options import check_choice
 
 OutputFormat = Literal["npz", "npy"]
 OUTPUT_FORMATS: tuple[str, ...] = get_args(OutputFormat)

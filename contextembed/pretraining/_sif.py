@@ -22,7 +22,7 @@ from typing import Union
 
 import numpy as np
 
-from .errors import FileFormatError
+from ..errors import FileFormatError
 
 #: model2vec's and Arora et al.'s smoothing constant
 SIF_A = 1e-4

@@ -3,7 +3,7 @@
 BERT's feature-based NER (Table 7) encoded each sentence inside its document's text and kept only
 its own tokens. ``context=N`` does the same: each sentence is encoded with up to ``N`` pieces of the
 text before it and ``N`` after it in its document, in the one model input it shares with them
-(:func:`contextembed._alignment.split_context` says how the room is shared when it is short), and
+(:func:`contextembed._inputs.alignment.split_context` says how the room is shared when it is short), and
 only its own words' rows come out: one row per input word, as without context.
 
 Documents are runs of consecutive sentences with the same document id (``doc_ids``: one per
@@ -12,7 +12,7 @@ never crosses a document boundary. An empty sentence has no words: it gives no r
 nothing to its neighbours' context (their neighbours are the nearest sentences with words).
 
 Context is counted in pieces, but every word has at least one piece
-(:mod:`contextembed._alignment`), so the ``N`` words on each side of a sentence hold every piece its
+(:mod:`contextembed._inputs.alignment`), so the ``N`` words on each side of a sentence hold every piece its
 context can take. :class:`InContext` carries those words, which the encoder cuts to ``N`` pieces;
 they are also what names the encoding in a cache (the same sentence among other neighbours is
 another encoding).
@@ -33,7 +33,7 @@ from typing import Optional
 
 import numpy as np
 
-from ._sentences import check_sentence_chunks
+from .sentences import check_sentence_chunks
 
 #: sentences checked and held at once by :func:`in_context` (besides those waiting for their right context)
 CHUNK = 4096
@@ -77,7 +77,7 @@ def in_context(sentences: Iterable, doc_ids: Optional[Iterable], size: int) -> I
     Parameters
     ----------
     sentences : sequence of sequence of str, or an iterator of them
-        Checked here (:func:`~contextembed._sentences.check_sentence_chunks`); an iterator is read
+        Checked here (:func:`~contextembed._inputs.sentences.check_sentence_chunks`); an iterator is read
         one chunk at a time, holding besides it only the sentences still waiting for ``size`` words
         after them.
     doc_ids : iterable or None
@@ -117,7 +117,7 @@ _END = object()
 def with_doc_ids(sentences: Iterable, doc_ids: Optional[Iterable]) -> Iterator[tuple[Sequence[str], object]]:
     """Each sentence with its document id, in order (``None`` for every sentence without ``doc_ids``).
 
-    The sentences are checked a chunk at a time (:func:`~contextembed._sentences.check_sentence_chunks`),
+    The sentences are checked a chunk at a time (:func:`~contextembed._inputs.sentences.check_sentence_chunks`),
     the ids one at a time as they are read (:func:`checked_doc_ids`), and their count where the
     shorter of the two ends: an iterator of either is read as it goes.
 
@@ -212,7 +212,7 @@ def check_in_context(items: Iterable) -> Iterator[InContext]:
     for i, item in enumerate(items):
         if not isinstance(item, InContext):
             raise TypeError(f"item {i} is a {type(item).__name__}; encoding in context takes the InContext items that "
-                            "contextembed._documents.in_context(sentences, doc_ids, size) yields (plain sentences are "
+                            "contextembed._inputs.documents.in_context(sentences, doc_ids, size) yields (plain sentences are "
                             "encoded without in_context)")
         yield item
 

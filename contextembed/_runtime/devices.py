@@ -12,10 +12,10 @@ from typing import Callable, Literal, Optional, Union, get_args
 
 import torch
 
-from . import settings, tuning
-from ._precisions import FAMILY_PRECISIONS, PRECISION_NAMES, Precision, StaticPrecision  # noqa: F401  (re-exported)
-from ._quantization import Int8Linear
-from ._streams import cpu_streams, intra_op_threads
+from .. import settings, tuning
+from .precisions import FAMILY_PRECISIONS, PRECISION_NAMES, Precision, StaticPrecision  # noqa: F401  (re-exported)
+from .quantization import Int8Linear
+from .streams import cpu_streams, intra_op_threads
 
 logger = logging.getLogger(__name__)
 
@@ -95,7 +95,7 @@ def cpu_has_int8_dot() -> bool:
     """Whether this CPU has integer dot-product units (:data:`INT8_DOT_FLAGS`); without them int8
     products are emulated (int8 ran 20x to 30x slower than fp32 on an AVX2-only AMD EPYC). ``True``
     where the flags cannot be read (nothing is ruled out unseen)."""
-    from .tuning import cpu_flags
+    from ..tuning import cpu_flags
 
     flags = cpu_flags()
     return not flags or bool(flags & INT8_DOT_FLAGS)
@@ -146,7 +146,7 @@ AUTO_CPU_PRECISION_ENV = "CONTEXTEMBED_AUTO_CPU_PRECISION"
 #: bf16 must run the measured feed-forward blocks at least this much faster than fp32 to be picked
 BF16_MIN_SPEEDUP = 1.25
 #: int8 must run them this much faster than the better of fp32 and bf16. Its quality is checked apart
-#: (the quantized model's cosine to fp32, :data:`contextembed._quantization.INT8_MIN_COSINE`), so the
+#: (the quantized model's cosine to fp32, :data:`contextembed._runtime.quantization.INT8_MIN_COSINE`), so the
 #: bar only has to clear the measurement's noise (about 0.04 between processes)
 INT8_MIN_SPEEDUP = 1.15
 #: the measured stack: blocks of ``tokens`` x ``width`` -> 4 * ``width`` -> ``width``
@@ -204,7 +204,7 @@ def _measure_speedups(names: tuple[str, ...]) -> dict[str, float]:
         for block in quantized:
             block.up, block.down = Int8Linear.from_linear(block.up), Int8Linear.from_linear(block.down)
         stacks["int8"] = (quantized, tokens)
-    # timed with the threads each batch of a forward pass gets (contextembed._streams): int8 gains
+    # timed with the threads each batch of a forward pass gets (contextembed._runtime.streams): int8 gains
     # more on one thread than on two (2.85x fp32 against 2.6x on the EPYC, bf16 2.0x on both)
     with intra_op_threads(cpu_streams()[1]):
         hopeless = _hopeless(stacks)
@@ -304,7 +304,7 @@ SPEEDUP_METHOD = 2
 def remembered_speedups() -> dict[str, float]:
     """What ``precision="auto"`` compares on this CPU (bf16 where it has native bf16 units, and
     int8), measured once per machine and remembered (:func:`contextembed.tuning.remembered`)."""
-    from . import tuning
+    from .. import tuning
 
     names = (("bf16",) if cpu_has_fast_bf16() else ()) + ("int8",)
 
@@ -340,7 +340,7 @@ def cpu_bf16_speedup() -> float:
 
 def cpu_int8_speedup() -> float:
     """fp32 time over int8 time of the measured blocks on this CPU (:func:`cpu_speedups`), with the
-    int8 linear layers of ``precision="int8"`` (:class:`contextembed._quantization.Int8Linear`)."""
+    int8 linear layers of ``precision="int8"`` (:class:`contextembed._runtime.quantization.Int8Linear`)."""
     return cpu_speedups(int8_allowed=True)["int8"]
 
 
@@ -448,7 +448,7 @@ def resolve_precision(precision: str, device: torch.device, int8_allowed: bool =
     ``"auto"``: on CUDA bf16 where supported (else fp16); on a CPU :func:`auto_cpu_precision` (int8
     where ``int8_allowed`` and it measurably beats the others, else bf16 where the CPU has native
     bf16 units and they measurably beat fp32, else fp32). ``"int8"`` (int8 linear layers with a
-    scale per token, :mod:`contextembed._quantization`) runs on the CPU only.
+    scale per token, :mod:`contextembed._runtime.quantization`) runs on the CPU only.
     """
     if precision == "auto":
         if device.type == "cuda":

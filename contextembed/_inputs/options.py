@@ -15,26 +15,26 @@ option                 definition (type and check)
 ``subword_pooling``    :data:`contextembed.pooling._subword.SubwordPooling`, ``check_subword_pooling``
 ``text_pooling``       :data:`contextembed.pooling._text.TextPooling`, ``check_text_pooling``;
                        with the encoder: ``check_text_options``
-``precision``          :data:`contextembed._precisions.Precision` (per family:
-                       ``FAMILY_PRECISIONS``), ``contextembed._devices.check_precision``
-``device``             :data:`contextembed._devices.Device`, ``check_device`` (form) and
+``precision``          :data:`contextembed._runtime.precisions.Precision` (per family:
+                       ``FAMILY_PRECISIONS``), ``contextembed._runtime.devices.check_precision``
+``device``             :data:`contextembed._runtime.devices.Device`, ``check_device`` (form) and
                        ``resolve_device`` (present here)
-``backend``            :data:`contextembed._backends.Backend` (per family: ``FAMILY_BACKENDS``),
-                       ``contextembed._backends.check_backend``
-``calibration``        ``contextembed._backends.check_calibration`` (where it can take effect)
+``backend``            :data:`contextembed._runtime.backends.Backend` (per family: ``FAMILY_BACKENDS``),
+                       ``contextembed._runtime.backends.check_backend``
+``calibration``        ``contextembed._runtime.backends.check_calibration`` (where it can take effect)
 ``tokenizer``          :data:`contextembed.tokenizers.TOKENIZERS`, ``get_tokenizer``
 ``window``, ``stride`` types and ranges: ``OPTION_BOUNDS`` of
 ``batch_tokens``,      :mod:`contextembed.encoders.transformer` (``batch_words``: of
 ``pad_multiple``,      :mod:`contextembed.encoders._elmo.encoder`), through
-``max_batch_size``,    ``contextembed._bounds.check_values``; against the model:
-``chunk_size``,        ``contextembed._alignment.check_window``; an option of another family
+``max_batch_size``,    ``contextembed._inputs.bounds.check_values``; against the model:
+``chunk_size``,        ``contextembed._inputs.alignment.check_window``; an option of another family
 ``batch_words``        an error in ``contextembed.encoders._loading``
 ``format``,            :data:`contextembed.encoders._vector_files.StaticFormat` and ``UnicodeErrors``,
 ``unicode_errors``     checked by ``read_vectors``
 ``oov``, ``lowercase`` :data:`contextembed.encoders._static.OovVector`, ``check_lookup``
 ``engine``             :data:`contextembed.corpus.Engine`, ``runner`` (dispatch through ``RUNNERS``)
-``output_format``      :data:`contextembed._jobs.OutputFormat`, checked by ``plan``
-``context``            ``contextembed._documents.check_context`` (against the encoder)
+``output_format``      :data:`contextembed.io._jobs.OutputFormat`, checked by ``plan``
+``context``            ``contextembed._inputs.documents.check_context`` (against the encoder)
 ``doc_sep``            :data:`contextembed.io.readers.DocSep`, checked by ``read_documents`` and ``embed_file``
 ``dtype`` (output)     :data:`contextembed.pooling._layers.OutputDtype`, ``check_output_dtype``
                        (the estimators': in ``fit`` and where features are returned)

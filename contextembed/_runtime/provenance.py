@@ -30,10 +30,10 @@ import threading
 from collections.abc import Iterator, Mapping
 from typing import Optional
 
-from . import _json
-from ._file_facts import recall, remember
-from ._files import PathLike, atomic_file
-from .errors import ProvenanceError
+from . import json_io as _json
+from .file_facts import recall, remember
+from .files import PathLike, atomic_file
+from ..errors import ProvenanceError
 
 #: version of the record layout; a record of another version is refused, never guessed at
 FORMAT_VERSION = 1
@@ -60,7 +60,7 @@ def record(artifact: str, **fields) -> dict:
     Field values must be JSON values (tuples become lists; paths, numbers that are not finite
     and other objects are refused so that what is compared later is what was written).
     """
-    from . import __version__
+    from .. import __version__
 
     clash = set(fields) & set(_HEADER)
     if clash:
@@ -155,7 +155,7 @@ def dumps(rec: Mapping) -> bytes:
 
 
 def loads(data: bytes, *, artifact: str) -> dict:
-    """Parse a record written by :func:`dumps` (bounded: :mod:`contextembed._json`);
+    """Parse a record written by :func:`dumps` (bounded: :mod:`contextembed._runtime.json_io`);
     ``ProvenanceError`` naming ``artifact`` if damaged, too large or nested too deep."""
     try:
         found = _json.loads(bytes(data), max_bytes=MAX_RECORD_BYTES, max_depth=MAX_RECORD_DEPTH)
@@ -190,7 +190,7 @@ def read(path: PathLike, *, artifact: Optional[str] = None) -> Optional[dict]:
 
 def file_hash(path: PathLike) -> str:
     """``blake2b`` (128-bit, hex) of a file's bytes; remembered per (real path, size, mtime, inode) in
-    the process, and for a file of 16 MiB or more across processes (:mod:`contextembed._file_facts`)."""
+    the process, and for a file of 16 MiB or more across processes (:mod:`contextembed._runtime.file_facts`)."""
     real = os.path.realpath(path)
     stat = os.stat(real)
     key = (real, stat.st_size, stat.st_mtime_ns, stat.st_ino, stat.st_ctime_ns)
