@@ -1,7 +1,7 @@
 """What not running the layers a feature does not use saves, per row of docs/choosing.md.
 
 Each Table 7 row (``examples/table7.py``) needs the encoder's hidden states up to its deepest
-layer only; the layers above it are never run (``contextembed/encoders/_pruning.py``). This
+layer only; the layers above it are never run (``contextembed/encoders/transformer/_pruning.py``). This
 encodes the same CoNLL-2003 dev sentences for every row, in one process, the rows taking turns
 ``--rounds`` times, and prints each row's words/s and its speed-up over running every layer
 (``layers="all"``), with a check that the rows' features are the full run's, bit for bit.

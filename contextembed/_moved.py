@@ -15,7 +15,8 @@ import sys
 import warnings
 
 #: old module path -> the private module it became (a package's submodules follow their package); the
-#: root's private modules of 0.1 moved again, into the private packages ``_runtime`` and ``_inputs``
+#: root's private modules of 0.1 moved again, into the private packages ``_runtime`` and ``_inputs``, and
+#: what the transformer family alone uses into its package, ``contextembed.encoders.transformer``
 MOVED: dict[str, str] = {
     "contextembed._alignment": "contextembed._inputs.alignment",
     "contextembed._backends": "contextembed._runtime.backends",
@@ -45,9 +46,14 @@ MOVED: dict[str, str] = {
     "contextembed.devices": "contextembed._runtime.devices",
     "contextembed.distillation": "contextembed.pretraining._distillation",
     "contextembed.documents": "contextembed._inputs.documents",
+    "contextembed.encoders._engine": "contextembed.encoders.transformer._engine",
+    "contextembed.encoders._host_copies": "contextembed.encoders.transformer._host_copies",
+    "contextembed.encoders._pruning": "contextembed.encoders.transformer._pruning",
+    "contextembed.encoders._sentence_config": "contextembed.encoders.transformer._sentence_config",
+    "contextembed.encoders._unpadded": "contextembed.encoders.transformer._unpadded",
     "contextembed.encoders.base": "contextembed.encoders._base",
     "contextembed.encoders.elmo": "contextembed.encoders._elmo",
-    "contextembed.encoders.engine": "contextembed.encoders._engine",
+    "contextembed.encoders.engine": "contextembed.encoders.transformer._engine",
     "contextembed.encoders.hf_files": "contextembed.encoders._hf_files",
     "contextembed.encoders.identity": "contextembed.encoders._identity",
     "contextembed.encoders.loading": "contextembed.encoders._loading",
@@ -55,7 +61,7 @@ MOVED: dict[str, str] = {
     "contextembed.encoders.static_directory": "contextembed.encoders._static_directory",
     "contextembed.encoders.subwords": "contextembed.encoders._subwords",
     "contextembed.encoders.table_storage": "contextembed.encoders._table_storage",
-    "contextembed.encoders.unpadded": "contextembed.encoders._unpadded",
+    "contextembed.encoders.unpadded": "contextembed.encoders.transformer._unpadded",
     "contextembed.encoders.vector_files": "contextembed.encoders._vector_files",
     "contextembed.engines.arrow": "contextembed.engines._arrow",
     "contextembed.engines.batch": "contextembed.engines._batch",

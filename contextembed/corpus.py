@@ -195,7 +195,7 @@ def adopt_recorded(jobs: list[Job], existing: set, options: dict) -> dict:
     as the existing ones were, whatever ``auto`` would choose in this process."""
     from ._runtime.backends import BACKEND_NAMES
     from ._runtime.devices import PRECISION_NAMES
-    from .encoders import _engine as engine
+    from .encoders.transformer import _engine as engine
     from .errors import ProvenanceError
     from .io._records import read_output_record
 

@@ -27,7 +27,7 @@ CORPUS = [
 def pytest_configure(config):
     """Refuse network sockets for the whole session (see ``tests/socket_guard.py``), and keep the
     session's tuning records (:mod:`contextembed.tuning`), feature store (:mod:`contextembed._runtime.store`)
-    and engine exports (:mod:`contextembed.encoders._engine`) in directories of their own, shared
+    and engine exports (:mod:`contextembed.encoders.transformer._engine`) in directories of their own, shared
     with the processes its tests start: a user's records, features and exports neither steer nor
     receive the suite's. An export is keyed by the model's fingerprint and checked before reuse, so
     the session exports each tiny model once; a test that counts, damages or inspects exports asks

@@ -30,7 +30,7 @@ def _reference(tokenizer, sentence):
 
 @pytest.fixture(scope="module", params=["bert", "roberta"])
 def tokenizer(request, tiny_bert_dir, tiny_roberta_dir):
-    from contextembed.encoders.transformer import _tokenizer_options
+    from contextembed.encoders._hf_files import _tokenizer_options
 
     path = str(tiny_bert_dir if request.param == "bert" else tiny_roberta_dir)
     return AutoTokenizer.from_pretrained(path, local_files_only=True, **_tokenizer_options(path))
@@ -102,7 +102,7 @@ def test_only_tokenizers_that_cut_words_alone_are_cached(tiny_bert_dir, tiny_rob
     from tokenizers import pre_tokenizers
 
     from contextembed._inputs.alignment import context_free
-    from contextembed.encoders.transformer import _tokenizer_options
+    from contextembed.encoders._hf_files import _tokenizer_options
 
     bert = AutoTokenizer.from_pretrained(str(tiny_bert_dir), local_files_only=True)
     roberta = AutoTokenizer.from_pretrained(str(tiny_roberta_dir), local_files_only=True,
@@ -129,7 +129,7 @@ def test_the_word_cache_is_bounded_and_follows_the_vocabulary(tiny_bert_dir):
 
 
 def test_roberta_words_get_word_initial_pieces(tiny_roberta_dir):
-    from contextembed.encoders.transformer import _tokenizer_options
+    from contextembed.encoders._hf_files import _tokenizer_options
 
     path = str(tiny_roberta_dir)
     tokenizer = AutoTokenizer.from_pretrained(path, **_tokenizer_options(path))

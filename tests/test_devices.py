@@ -86,7 +86,7 @@ def test_auto_keeps_int8_only_where_it_keeps_the_features(untuned, monkeypatch, 
     assert encoder.precision == "int8"
     assert any(type(m).__name__ == "Int8Linear" for m in encoder.model.modules())
     monkeypatch.setattr(quantization, "INT8_MIN_COSINE", 1.01)  # a bar nothing reaches
-    monkeypatch.setattr("contextembed.encoders._runtime_choice.INT8_MIN_COSINE", 1.01)
+    monkeypatch.setattr("contextembed.encoders.transformer._runtime_choice.INT8_MIN_COSINE", 1.01)
     monkeypatch.setattr(devices, "cpu_has_fast_bf16", lambda: False)
     fallback = load_encoder(tiny_bert_dir, device="cpu")
     assert fallback.precision == "fp32" and fallback.dtype == torch.float32

@@ -507,7 +507,7 @@ def test_tune_refuses_what_load_encoder_refuses(tiny_bert_dir, capsys):
     ({"backend": ["openvino"], "speedup": 2.0, "engine_precision": "fp32"}, "auto", "not one of"),
 ])
 def test_a_backend_record_the_measurement_could_not_write_is_refused(result, precision, reason):
-    from contextembed.encoders._runtime_choice import check_backend_record
+    from contextembed.encoders.transformer._runtime_choice import check_backend_record
 
     with pytest.raises(ValueError, match=reason):
         check_backend_record(result, precision)
@@ -519,7 +519,7 @@ def test_a_backend_record_the_measurement_could_not_write_is_refused(result, pre
     ({"backend": "torch", "speedup": None}, "auto"),
 ])
 def test_a_backend_record_the_measurement_writes_is_used(result, precision):
-    from contextembed.encoders._runtime_choice import check_backend_record, chosen_backend
+    from contextembed.encoders.transformer._runtime_choice import check_backend_record, chosen_backend
 
     check_backend_record(result, precision)
     assert chosen_backend(result["speedup"]) == result["backend"]
@@ -546,7 +546,7 @@ ALL_ENGINE = ("fp32", "bf16", "int8")
 ])
 def test_an_engine_precision_record_the_measurement_could_not_write_is_refused(monkeypatch, result, candidates, reason):
     """``"speedups": [1.0]`` or ``null`` once raised AttributeError (issue 53, item 4)."""
-    from contextembed.encoders import _engine as engine
+    from contextembed.encoders.transformer import _engine as engine
 
     monkeypatch.setattr(engine, "_auto_candidates", lambda: candidates)
     with pytest.raises(ValueError, match=reason):
@@ -560,7 +560,7 @@ def test_an_engine_precision_record_the_measurement_could_not_write_is_refused(m
     ({"precision": "fp32", "speedups": {"int8": 1.0}, "int8_cosine": 0.999}, ("fp32", "int8")),
 ])
 def test_an_engine_precision_record_the_measurement_writes_is_used(monkeypatch, result, candidates):
-    from contextembed.encoders import _engine as engine
+    from contextembed.encoders.transformer import _engine as engine
 
     monkeypatch.setattr(engine, "_auto_candidates", lambda: candidates)
     engine.check_precision_record(result)
@@ -569,7 +569,7 @@ def test_an_engine_precision_record_the_measurement_writes_is_used(monkeypatch, 
 
 def test_a_forged_backend_record_is_measured_again_not_adopted(records):
     """``{"backend": "torch", "speedup": 3.0}`` passed the old check (choice and range apart)."""
-    from contextembed.encoders._runtime_choice import check_backend_record
+    from contextembed.encoders.transformer._runtime_choice import check_backend_record
 
     def remember(measure):
         return tuning.remembered("transformer backend", {"model": "m1", "precision": "auto"}, measure,
@@ -630,7 +630,7 @@ def test_a_bounded_timing_of_quick_runs_runs_every_round():
 
 
 def test_the_engine_times_within_its_budget(monkeypatch):
-    from contextembed.encoders import _engine as engine
+    from contextembed.encoders.transformer import _engine as engine
 
     seen = []
     monkeypatch.setattr(devices, "best_times", lambda runs, rounds, warmup, budget: seen.append(budget) or {})

@@ -1,13 +1,13 @@
 """The backend names: which engine runs a transformer encoder's forward pass.
 
 Plain names with no heavy imports, so that the loaders, the adapters and the CLI check a
-``backend=`` before anything is loaded (the engines themselves: :mod:`contextembed.encoders._engine`).
+``backend=`` before anything is loaded (the engines themselves: :mod:`contextembed.encoders.transformer._engine`).
 
 - ``"torch"``: the model's own PyTorch forward (every device, every precision).
 - ``"openvino"``: the model exported once to OpenVINO and run by its fused CPU kernels
   (the ``openvino`` extra).
 - ``"auto"``: the faster of the two on this machine, measured when the encoder loads, among the
-  paths that are installed and meet the quality bar (:mod:`contextembed.encoders._engine`).
+  paths that are installed and meet the quality bar (:mod:`contextembed.encoders.transformer._engine`).
 
 Only transformer encoders have an engine: ELMo runs on torch and static vectors are a table that is
 looked up, so they take ``"auto"`` and ``"torch"`` (their one path), and an engine name is an error.

@@ -4,7 +4,7 @@ from .._runtime.devices import auto_cpu_precision, cpu_bf16_speedup
 from ._base import Encoder, PieceEncoding, check_sentences
 from ._elmo import BiLMEncoderModule, ElmoEncoder, elmo_options, save_bilm, sentence_char_ids
 from ._loading import NAMED_MODELS, load_encoder, register_directory_format, tune
-from ._runtime_choice import Runtime, choose_runtime
+from .transformer._runtime_choice import Runtime, choose_runtime
 from ._static import StaticVectors
 from ._table_storage import TableStorage
 from ._vector_files import write_word2vec

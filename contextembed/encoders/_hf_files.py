@@ -20,6 +20,7 @@ Only local directories are ever passed to transformers, so nothing can reach the
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 import os
 from collections.abc import Iterable
 
@@ -248,3 +249,33 @@ def _preview(keys: Iterable[str], limit: int = 4) -> str:
     keys = sorted(keys)
     shown = ", ".join(keys[:limit])
     return shown + (f", ... ({len(keys) - limit} more)" if len(keys) > limit else "")
+
+
+@contextmanager
+def _quiet_transformers():
+    """Silence transformers' loading progress bar and its logged loading report (which
+    :func:`~contextembed.encoders._hf_files.check_loading_report` checks instead: a pretraining
+    checkpoint's MLM/NSP heads are fine, missing encoder weights are an error), restoring the
+    caller's settings afterwards."""
+    from transformers.utils import logging as hf_logging
+
+    verbosity, bar = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        if bar:
+            hf_logging.enable_progress_bar()
+
+
+#: model types with byte-level BPE tokenizers, which need ``add_prefix_space`` for pre-split words
+_BYTE_LEVEL_TYPES = {"roberta", "gpt2", "longformer", "bart", "deberta", "camembert", "roberta-prelayernorm",
+                     "data2vec-text", "luke", "mpnet", "ibert", "xlm-roberta"}
+
+
+def _tokenizer_options(source: str) -> dict:
+    """Byte-level BPE tokenizers need ``add_prefix_space`` to take pre-split words."""
+    model_type = read_config(source).get("model_type")
+    return {"add_prefix_space": True} if isinstance(model_type, str) and model_type in _BYTE_LEVEL_TYPES else {}

@@ -23,7 +23,6 @@ from .._inputs.bounds import COUNT, check_setting
 from .._runtime.devices import check_settings
 from ..errors import ModelFormatError, ModelNotFoundError, SettingError
 from ._base import Encoder
-from ._runtime_choice import choose_runtime
 
 
 @dataclass(frozen=True)
@@ -453,6 +452,7 @@ def tune(spec: Union[str, os.PathLike], *, device: str = "auto", precision: str 
     with tuning.refreshing(refresh), tuning.thorough():
         if directory is not None:  # the runtime is chosen on the model read once, no encoder built
             from .transformer import TransformerEncoder
+            from .transformer._runtime_choice import choose_runtime
 
             check_settings(device, precision, "transformer")
             check_backend(backend, "transformer")

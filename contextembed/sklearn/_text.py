@@ -8,7 +8,7 @@ from typing import Optional, Union
 
 import numpy as np
 
-from ..encoders._sentence_config import SentencePooling
+from ..encoders.transformer._sentence_config import SentencePooling
 from ..pooling import LayerSpec, check_text_options, check_text_pooling, normalize_rows
 from ..pooling._layers import OutputDtype
 from ._base import LayerFeaturesBase, _check_finite, check_flag, check_n_jobs

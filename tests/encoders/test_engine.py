@@ -22,7 +22,7 @@ from contextembed.errors import EngineError, MissingDependencyError, SettingErro
 
 openvino = pytest.importorskip("openvino", reason='backend="openvino" needs pip install ".[openvino]"')
 
-from contextembed.encoders import _engine as engine  # noqa: E402
+from contextembed.encoders.transformer import _engine as engine  # noqa: E402
 
 SENTENCES = [
     ["unaffable", "officials", "in", "Brussels", "."],

@@ -19,7 +19,7 @@ from contextembed.errors import SettingError
 
 openvino = pytest.importorskip("openvino", reason='backend="openvino" needs pip install ".[openvino]"')
 
-from contextembed.encoders import _engine as engine, _runtime_choice as runtime_choice  # noqa: E402
+from contextembed.encoders.transformer import _engine as engine, _runtime_choice as runtime_choice  # noqa: E402
 
 SENTENCES = [["the", "quick", "brown", "fox"], ["New", "York"] * 12, ["naïve", "café"], ["a"]] * 40
 
@@ -150,7 +150,7 @@ def test_a_killed_export_leaves_a_partial_that_the_next_export_removes(tiny_bert
     """SIGKILL during an export: the partial directory stays until the next export cleans it."""
     code = textwrap.dedent("""
         import os, signal, sys
-        from contextembed.encoders import _engine as engine
+        from contextembed.encoders.transformer import _engine as engine
         original = engine.OpenVinoForward._export
         def killed(self, top, folder):
             original(self, top, folder)

@@ -11,7 +11,7 @@ import torch
 
 from contextembed import load_encoder
 from contextembed._inputs.documents import in_context
-from contextembed.encoders._host_copies import HostCopies
+from contextembed.encoders.transformer._host_copies import HostCopies
 from contextembed.encoders._base import Encoder
 from contextembed.encoders._static import StaticVectors
 from contextembed.pooling import COMBINES, SUBWORD_POOLINGS, LayerPooling
@@ -197,7 +197,7 @@ def test_cuda_copies_go_through_two_reused_pinned_buffers():
 
 
 def test_chunks_are_tokenized_ahead_on_a_producer_in_order():
-    from contextembed.encoders.transformer import _tokenized
+    from contextembed.encoders.transformer._chunking import _tokenized
 
     threads = []
 
@@ -243,7 +243,7 @@ def test_window_sums_are_torch_index_add_bit_for_bit(width):
     device's), on values of every magnitude where the order of the additions shows: a batch's
     windows (evenly spaced runs of one count, read as one view), and segments in any order,
     overlapping or empty."""
-    from contextembed.encoders.transformer import _segment_sums
+    from contextembed.encoders.transformer._words import _segment_sums
 
     rng = np.random.default_rng(0)
     rows = (rng.standard_normal((900, width)) * np.exp(rng.uniform(-40, 40, (900, 1)))).astype(np.float32)
@@ -271,7 +271,8 @@ def test_window_sums_are_torch_index_add_bit_for_bit(width):
 
 def _on_the_device_paths(monkeypatch):
     """The torch operations every device runs, in place of the CPU's NumPy copies and sums."""
-    from contextembed.encoders.transformer import TransformerEncoder, _Pooled
+    from contextembed.encoders.transformer import TransformerEncoder
+    from contextembed.encoders.transformer._pooled import _Pooled
 
     monkeypatch.setattr(TransformerEncoder, "_sums_on_host", lambda self, flat: False)
     monkeypatch.setattr(_Pooled, "copies_in_place", lambda self, flat: False)
@@ -390,13 +391,14 @@ class _DeferredCopies:
 def test_piece_means_divided_on_the_device_come_back_as_cuda_hands_them_over(request, monkeypatch):
     """On a device the means are divided there and consumed a batch late, as CUDA's pinned copies
     complete; a sentence in several windows is still written last, over its first window's row."""
-    import contextembed.encoders.transformer as transformer
+    from contextembed.encoders.transformer import _rows, _words
 
     encoder, sentences = _many_sentences(request, "bert", {"max_batch_size": 3, "window": 7, "stride": 3})
     expected = encoder.encode_piece_means(sentences, [-1, 0])
     assert any(len(encoder.pieces.joined([s])[0]) > 7 for s in sentences)  # some sentences span windows
     _on_the_device_paths(monkeypatch)
-    monkeypatch.setattr(transformer, "HostCopies", _DeferredCopies)
+    monkeypatch.setattr(_words, "HostCopies", _DeferredCopies)
+    monkeypatch.setattr(_rows, "HostCopies", _DeferredCopies)
     assert np.array_equal(encoder.encode_piece_means(sentences, [-1, 0]), expected)
     assert np.array_equal(np.stack(list(encoder.iter_encode_piece_means(sentences, [-1, 0]))), expected)
     assert np.array_equal(expected, _piece_means_reference(encoder, sentences, [-1, 0]))
@@ -405,7 +407,7 @@ def test_piece_means_divided_on_the_device_come_back_as_cuda_hands_them_over(req
 def _pending_rows(encoder, sentences, pooling, method) -> list[np.ndarray]:
     """The rows of the path with an object per sentence, window and unit (``_iter_pending``, as the
     grouped poolings and context still run): the batches, rows and copies the planned path replaces."""
-    from contextembed.encoders.transformer import _DIRECT, _Pooled
+    from contextembed.encoders.transformer._pooled import _DIRECT, _Pooled
 
     pooled = _Pooled(pooling, pooling, method, "float32")
     pending = encoder._iter_pending(sentences, pooling.layer_indexes, _DIRECT[method], False, pooled)
@@ -462,7 +464,7 @@ def test_word_pieces_are_the_sentences_pieces_joined(request, model):
 
 
 def test_picked_words_count_progress_by_sentence(tiny_bert_dir, monkeypatch):
-    import contextembed.encoders.transformer as transformer
+    from contextembed.encoders.transformer import _rows, _words
 
     counted = []
 
@@ -470,7 +472,8 @@ def test_picked_words_count_progress_by_sentence(tiny_bert_dir, monkeypatch):
         def update(self, n):
             counted.append(n)
 
-    monkeypatch.setattr(transformer, "progress_bar", lambda items, show: contextlib.nullcontext(Bar()))
+    monkeypatch.setattr(_words, "progress_bar", lambda items, show: contextlib.nullcontext(Bar()))
+    monkeypatch.setattr(_rows, "progress_bar", lambda items, show: contextlib.nullcontext(Bar()))
     encoder = load_encoder(str(tiny_bert_dir), device="cpu", precision="fp32", chunk_size=3, max_batch_size=1)
     rows = list(encoder.iter_encode_pooled(SENTENCES, _pooling(encoder, "concat"), "first", show_progress=True))
     assert len(rows) == len(SENTENCES)
@@ -537,7 +540,7 @@ def test_piece_means_pooled_where_the_model_ran_are_the_hosts_pooling_bit_for_bi
 def test_piece_means_pooled_on_the_device_come_back_as_cuda_hands_them_over(request, monkeypatch):
     """The device's path (means divided and combined there, consumed a batch late) gives the CPU's bits;
     a sentence in several windows is combined on the host, over its first window's row."""
-    import contextembed.encoders.transformer as transformer
+    from contextembed.encoders.transformer import _rows, _words
 
     encoder, sentences = _many_sentences(request, "bert", {"max_batch_size": 3, "window": 7, "stride": 3})
     for combine in COMBINES:
@@ -545,7 +548,8 @@ def test_piece_means_pooled_on_the_device_come_back_as_cuda_hands_them_over(requ
         expected = encoder.encode_piece_means(sentences, [-1, 0], pooling=pooling)
         with monkeypatch.context() as patched:
             _on_the_device_paths(patched)
-            patched.setattr(transformer, "HostCopies", _DeferredCopies)
+            patched.setattr(_words, "HostCopies", _DeferredCopies)
+            patched.setattr(_rows, "HostCopies", _DeferredCopies)
             assert np.array_equal(encoder.encode_piece_means(sentences, [-1, 0], pooling=pooling), expected)
 
 

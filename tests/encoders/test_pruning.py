@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from contextembed import load_encoder
-from contextembed.encoders._pruning import LayerPruner
+from contextembed.encoders.transformer._pruning import LayerPruner
 
 
 def _probe(model) -> dict:

@@ -13,7 +13,7 @@ from transformers import AutoModel, AutoTokenizer
 
 from contextembed import load_encoder, tuning
 from contextembed.encoders import Runtime, choose_runtime
-from contextembed.encoders import _engine as engine, _runtime_choice as runtime_choice
+from contextembed.encoders.transformer import _engine as engine, _runtime_choice as runtime_choice
 from contextembed.encoders.transformer import TransformerEncoder
 
 SENTENCES = [["The", "quick", "brown", "fox"], ["jumps"], [], ["over", "the", "lazy", "dog", "again"] * 9]
@@ -134,11 +134,11 @@ def test_settings_are_checked_before_anything_runs(model_and_tokenizer):
 def test_tune_chooses_a_transformer_s_runtime_without_building_an_encoder(tiny_bert_dir, records, monkeypatch):
     from contextembed.encoders import tune
 
-    monkeypatch.setattr(TransformerEncoder, "__init__", _never)
-    result = tune(str(tiny_bert_dir), device="cpu", precision="auto", backend="torch")
+    with monkeypatch.context() as patched:
+        patched.setattr(TransformerEncoder, "__init__", _never)
+        result = tune(str(tiny_bert_dir), device="cpu", precision="auto", backend="torch")
     chosen = result["chosen"]["backend=torch"]
     assert chosen["backend"] == "torch" and chosen["precision"] in ("fp32", "bf16", "int8")
     assert result["records"]  # what it measured is recorded
-    monkeypatch.undo()
     tuning.forget()  # a later process reads what tune recorded and runs it
     assert load_encoder(str(tiny_bert_dir), device="cpu", precision="auto").precision == chosen["precision"]

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from contextembed.encoders._sentence_config import SentencePooling, read_sentence_pooling
+from contextembed.encoders.transformer._sentence_config import SentencePooling, read_sentence_pooling
 from contextembed.errors import FileFormatError
 from contextembed.sklearn import TextEmbedder
 

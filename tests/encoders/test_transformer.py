@@ -214,7 +214,7 @@ def test_piece_means_of_static_and_elmo_encoders(tiny_elmo_dir):
 
 
 def test_batch_tokens_default_depends_on_the_device(tiny_bert_dir):
-    from contextembed.encoders.transformer import CPU_BATCH_TOKENS
+    from contextembed.encoders.transformer._encoder import CPU_BATCH_TOKENS
 
     assert load_encoder(tiny_bert_dir, device="cpu").batch_tokens == CPU_BATCH_TOKENS
     assert load_encoder(tiny_bert_dir, device="cpu", batch_tokens=64).batch_tokens == 64
@@ -237,7 +237,7 @@ def test_an_int_option_that_is_not_a_positive_int_is_refused_before_the_model_is
                                                                                         value, error):
     """A chunk of 0 sentences filled means with uninitialised memory, -1 encoded nothing, a NaN batch size
     removed the cap, and True was taken for 1: each is now an error naming the option and the value."""
-    from contextembed.encoders import transformer
+    from contextembed.encoders.transformer import _encoder as transformer
 
     def never(*args, **kwargs):
         raise AssertionError("the model was read before the options were checked")
@@ -279,7 +279,7 @@ def test_raw_calibration_texts_calibrate_on_words_and_share_the_token_lists_cach
     pytest.importorskip("openvino")
     import json
 
-    from contextembed.encoders import _engine as engine
+    from contextembed.encoders.transformer import _engine as engine
 
     monkeypatch.setenv(engine.ENGINE_CACHE_ENV, str(tmp_path / "engines"))
     texts = ["the quick fox.", "New York officials, Tuesday"]
@@ -299,7 +299,7 @@ def test_a_calibration_generator_is_read_once_with_backend_auto(tiny_bert_dir, t
     """Issue 38 item 4: backend="auto" used to read the generator twice (export, then the probe) and
     fail with "calibration holds no non-empty sentence"."""
     pytest.importorskip("openvino")
-    from contextembed.encoders import _engine as engine
+    from contextembed.encoders.transformer import _engine as engine
 
     monkeypatch.setenv(engine.ENGINE_CACHE_ENV, str(tmp_path / "engines"))
     reads = []

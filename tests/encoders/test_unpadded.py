@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from contextembed import load_encoder
-from contextembed.encoders import _unpadded as unpadded
+from contextembed.encoders.transformer import _unpadded as unpadded
 
 WORDS = "the quick brown fox jumps over lazy dog New York Times reported unaffable behaviour".split()
 

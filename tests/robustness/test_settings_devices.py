@@ -44,7 +44,7 @@ def nothing_loads(monkeypatch):
 
     monkeypatch.setattr("contextembed.encoders._static.StaticVectors.load", loaded)
     monkeypatch.setattr("contextembed.encoders._elmo.encoder.load_bilm", loaded)
-    monkeypatch.setattr("contextembed.encoders.transformer.load_model", loaded)
+    monkeypatch.setattr("contextembed.encoders.transformer._encoder.load_model", loaded)
 
 
 @pytest.mark.parametrize("device", BAD_DEVICES, ids=repr)

@@ -15,7 +15,7 @@ from contextembed.encoders._registry import EncoderRef, clear_encoders
 
 openvino = pytest.importorskip("openvino", reason='backend="openvino" needs pip install ".[openvino]"')
 
-from contextembed.encoders import _engine as engine  # noqa: E402
+from contextembed.encoders.transformer import _engine as engine  # noqa: E402
 
 #: the engine in fp32 against torch in fp32 (tests/encoders/test_engine.py)
 FP32_TOLERANCE = 1e-4

@@ -58,13 +58,13 @@ from typing import Optional
 import numpy as np
 import torch
 
-from .._runtime import provenance
-from .. import settings
-from .._runtime.files import (TRUST_RULE, UntrustedPathError, atomic_directory, make_trusted_directory, read_trusted,
+from ..._runtime import provenance
+from ... import settings
+from ..._runtime.files import (TRUST_RULE, UntrustedPathError, atomic_directory, make_trusted_directory, read_trusted,
                       remove_stale_partials, restrict_writes, untrusted_reason)
-from .._runtime.signal_stack import signal_stack_kept
-from ..errors import EngineError, ProvenanceError, SettingError, missing_extra
-from ..tuning import announce
+from ..._runtime.signal_stack import signal_stack_kept
+from ...errors import EngineError, ProvenanceError, SettingError, missing_extra
+from ...tuning import announce
 
 logger = logging.getLogger(__name__)
 
@@ -397,7 +397,7 @@ def best_times(runs: dict, rounds: int = 8, warmup: int = 3, budget: Optional[fl
     """Best wall time of each run (a callable) after ``warmup`` of ``rounds`` alternating rounds,
     fewer where they would take longer than ``budget`` seconds
     (:func:`contextembed._runtime.devices.best_times`)."""
-    from .._runtime.devices import best_times as alternating
+    from ..._runtime.devices import best_times as alternating
 
     return alternating(runs, rounds, warmup, budget=budget)
 
@@ -450,8 +450,8 @@ def auto_precision(make, probe: dict[str, np.ndarray], n_layers: int, key: dict,
     ``make(name)`` builds the engine in precision ``name``. ``candidates`` (default:
     :func:`auto_candidates` of a model of ``n_parameters``) are the precisions timed.
     """
-    from .. import tuning
-    from .._runtime.devices import forced_cpu_precision
+    from ... import tuning
+    from ..._runtime.devices import forced_cpu_precision
 
     forced = forced_cpu_precision(int8_allowed=True)
     if forced:
@@ -492,7 +492,7 @@ def measured_at_first_use(n_parameters: int) -> bool:
     won only in its int8, whose calibration takes minutes (all-mpnet-base-v2 on a 2-core Zen 4 EPYC:
     its fp32 0.97x torch's, its bf16 0.84x torch's int8), while the export and the timings alone took
     a bounded first use 68.5 s."""
-    from .. import tuning
+    from ... import tuning
 
     return n_parameters <= AUTO_INT8_MAX_PARAMETERS or tuning.measuring_thoroughly()
 
@@ -504,7 +504,7 @@ def auto_candidates(n_parameters: Optional[int], kind: str, key_of, check_of) ->
     :func:`contextembed.tuning.thorough`) or a record of the measurement ``kind`` with int8 among
     its candidates is there to read (``key_of(candidates)``, ``check_of(candidates)``: its key and
     check)."""
-    from .. import tuning
+    from ... import tuning
 
     every = _auto_candidates()
     if "int8" not in every or n_parameters is None or n_parameters <= AUTO_INT8_MAX_PARAMETERS:
@@ -521,7 +521,7 @@ def _auto_candidates() -> tuple[str, ...]:
     where it has integer dot-product units (without them the engine's int8 ran at 1.05x fp32 on an
     AVX2-only AMD EPYC, below :data:`~contextembed._runtime.devices.INT8_MIN_SPEEDUP`, after a calibration
     of about a minute)."""
-    from .._runtime.devices import cpu_has_int8_dot
+    from ..._runtime.devices import cpu_has_int8_dot
 
     return ("fp32",) + (("bf16",) if cpu_has_bf16() else ()) + (("int8",) if cpu_has_int8_dot() else ())
 
@@ -530,7 +530,7 @@ def check_forced_precision(forced: str) -> str:
     """``CONTEXTEMBED_AUTO_CPU_PRECISION``'s precision if the engine runs it here: bf16 on a CPU
     without bf16 units is a :class:`~contextembed.errors.SettingError` naming the variable (the
     engine would compute in f32 under a bf16 label, the case ``precision="bf16"`` refuses)."""
-    from .._runtime.devices import AUTO_CPU_PRECISION_ENV
+    from ..._runtime.devices import AUTO_CPU_PRECISION_ENV
 
     if forced == "bf16" and not cpu_has_bf16():
         raise SettingError(
@@ -544,7 +544,7 @@ def chosen_precision(speedups: dict[str, float]) -> str:
     each candidate's; a candidate left out was not measured or kept): bf16 where it beats fp32 by
     :data:`~contextembed._runtime.devices.BF16_MIN_SPEEDUP`, int8 where it beats the better of those by
     :data:`~contextembed._runtime.devices.INT8_MIN_SPEEDUP`, else fp32."""
-    from .._runtime.devices import BF16_MIN_SPEEDUP, INT8_MIN_SPEEDUP
+    from ..._runtime.devices import BF16_MIN_SPEEDUP, INT8_MIN_SPEEDUP
 
     chosen, best = "fp32", 1.0
     if speedups.get("bf16", 0.0) >= BF16_MIN_SPEEDUP:
@@ -559,7 +559,7 @@ def check_precision_record(result: dict, candidates: Optional[tuple[str, ...]] =
     written on this CPU timing ``candidates`` (default: :func:`_auto_candidates`): other keys, a
     precision or speedup of the wrong type or out of range, a speedup of a precision not timed here,
     int8 timed without the cosine that admits it, or a choice its own speedups do not imply."""
-    from .. import tuning
+    from ... import tuning
 
     tuning.recorded_keys(result, ("precision", "speedups", "int8_cosine"))
     candidates = _auto_candidates() if candidates is None else candidates

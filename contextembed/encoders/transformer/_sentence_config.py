@@ -19,8 +19,8 @@ import os
 from dataclasses import dataclass
 from typing import Literal, Optional
 
-from .._runtime import json_io as _json
-from ..errors import FileFormatError
+from ..._runtime import json_io as _json
+from ...errors import FileFormatError
 
 #: the module types of ``modules.json``, by their last name
 _TRANSFORMER, _POOLING, _NORMALIZE = "Transformer", "Pooling", "Normalize"

@@ -21,7 +21,7 @@ import weakref
 import torch
 import torch.nn.functional as F
 
-from .._runtime.quantization import Int8Linear
+from ..._runtime.quantization import Int8Linear
 
 #: model types whose layers are BertLayer's structure (query/key/value, output, intermediate)
 _BERT_LAYER_TYPES = frozenset({"bert", "roberta", "xlm-roberta", "camembert", "electra"})

@@ -24,12 +24,12 @@ from typing import Literal, Optional, Union
 import numpy as np
 import torch
 
-from .._inputs.alignment import PieceTokenizer, plan_windows
-from .._runtime import streams
-from .._runtime.backends import check_backend, check_calibration
-from .._runtime.devices import auto_cpu_precision, check_precision, compute_dtype, resolve_device, resolve_precision
-from .._runtime.quantization import INT8_MIN_COSINE, int8_fidelity, quantize_int8
-from ..errors import EngineError
+from ..._inputs.alignment import PieceTokenizer, plan_windows
+from ..._runtime import streams
+from ..._runtime.backends import check_backend, check_calibration
+from ..._runtime.devices import auto_cpu_precision, check_precision, compute_dtype, resolve_device, resolve_precision
+from ..._runtime.quantization import INT8_MIN_COSINE, int8_fidelity, quantize_int8
+from ...errors import EngineError
 from . import _engine as engine, _unpadded as unpadded
 from ._pruning import LayerPruner
 
@@ -331,7 +331,7 @@ class _Chooser:
         """``backend="auto"``: the faster of torch and the engine on a probe batch, each in the
         precision ``precision`` gives it (the engine only where it runs that precision), measured
         once per machine and model and remembered (:mod:`contextembed.tuning`)."""
-        from .. import tuning
+        from ... import tuning
 
         torch_precision = resolve_precision(precision, self.device, int8_allowed=True)
         if torch_precision not in engine.ENGINE_PRECISIONS and precision != "auto":
@@ -399,7 +399,7 @@ class _Chooser:
     def _int8_fidelity(self, quantized) -> float:
         """:func:`~contextembed._runtime.quantization.int8_fidelity` of ``quantized`` to the model,
         measured once per machine and model and remembered (:mod:`contextembed.tuning`)."""
-        from .. import tuning
+        from ... import tuning
 
         def check(result: dict) -> None:
             tuning.recorded_keys(result, ("cosine",))
@@ -444,7 +444,7 @@ def engine_speedup(chooser: _Chooser, torch_runtime: Runtime, precision: str,
 def chosen_backend(speedup: Optional[float]) -> str:
     """What ``backend="auto"`` runs given the engine's measured ``speedup`` over torch (``None``: the
     engine could not run the model): the engine where it is at least
-    :data:`~contextembed.encoders._engine.ENGINE_MIN_SPEEDUP` times as fast, else torch."""
+    :data:`~contextembed.encoders.transformer._engine.ENGINE_MIN_SPEEDUP` times as fast, else torch."""
     return "openvino" if speedup is not None and speedup >= engine.ENGINE_MIN_SPEEDUP else "torch"
 
 
@@ -453,7 +453,7 @@ def check_backend_record(result: dict, precision: str, candidates: Optional[tupl
     have written (the engine's ``precision="auto"`` timing ``candidates``, by default every precision
     it runs): other keys, a backend, speedup or engine precision of the wrong type or out of range, or
     a backend its own speedup does not imply (torch recorded where the engine ran 3x faster)."""
-    from .. import tuning
+    from ... import tuning
 
     if result.get("speedup") is None:  # the engine could not run the model: torch
         tuning.recorded_keys(result, ("backend", "speedup"))

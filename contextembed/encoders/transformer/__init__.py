@@ -1,0 +1,16 @@
+"""BERT-style transformer encoders: any local Hugging Face encoder that ``AutoModel`` loads.
+
+Layers are the embedding output followed by every hidden layer (``hidden_states`` of
+``output_hidden_states=True``): 13 for BERT-base, 7 for MiniLM-L6.
+
+The package holds what the transformer family alone uses: the encoder (``_encoder``), the choice of
+its runtime (``_runtime_choice``), the two ways its batches are planned and run (``_words``: arrays
+for words and piece means; ``_rows``: row objects for pieces, pairs, document context and texts),
+their pooling (``_pooled``) and chunking (``_chunking``), the flat forward (``_unpadded``), the layers
+not run (``_pruning``), the OpenVINO engine (``_engine``), copies to the host (``_host_copies``) and
+sentence-transformers' pooling configuration (``_sentence_config``).
+"""
+
+from ._encoder import TransformerEncoder
+
+__all__ = ["TransformerEncoder"]
