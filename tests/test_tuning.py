@@ -546,11 +546,11 @@ ALL_ENGINE = ("fp32", "bf16", "int8")
 ])
 def test_an_engine_precision_record_the_measurement_could_not_write_is_refused(monkeypatch, result, candidates, reason):
     """``"speedups": [1.0]`` or ``null`` once raised AttributeError (issue 53, item 4)."""
-    from contextembed.encoders.transformer import _engine as engine
+    from contextembed.encoders.transformer import _engine as engine, _engine_choice as engine_choice
 
-    monkeypatch.setattr(engine, "_auto_candidates", lambda: candidates)
+    monkeypatch.setattr(engine_choice, "_auto_candidates", lambda: candidates)
     with pytest.raises(ValueError, match=reason):
-        engine.check_precision_record(result)
+        engine_choice.check_precision_record(result)
 
 
 @pytest.mark.parametrize("result, candidates", [
@@ -560,11 +560,11 @@ def test_an_engine_precision_record_the_measurement_could_not_write_is_refused(m
     ({"precision": "fp32", "speedups": {"int8": 1.0}, "int8_cosine": 0.999}, ("fp32", "int8")),
 ])
 def test_an_engine_precision_record_the_measurement_writes_is_used(monkeypatch, result, candidates):
-    from contextembed.encoders.transformer import _engine as engine
+    from contextembed.encoders.transformer import _engine as engine, _engine_choice as engine_choice
 
-    monkeypatch.setattr(engine, "_auto_candidates", lambda: candidates)
-    engine.check_precision_record(result)
-    assert engine.chosen_precision(result["speedups"]) == result["precision"]
+    monkeypatch.setattr(engine_choice, "_auto_candidates", lambda: candidates)
+    engine_choice.check_precision_record(result)
+    assert engine_choice.chosen_precision(result["speedups"]) == result["precision"]
 
 
 def test_a_forged_backend_record_is_measured_again_not_adopted(records):
@@ -630,12 +630,12 @@ def test_a_bounded_timing_of_quick_runs_runs_every_round():
 
 
 def test_the_engine_times_within_its_budget(monkeypatch):
-    from contextembed.encoders.transformer import _engine as engine
+    from contextembed.encoders.transformer import _engine as engine, _engine_choice as engine_choice
 
     seen = []
     monkeypatch.setattr(devices, "best_times", lambda runs, rounds, warmup, budget: seen.append(budget) or {})
-    engine.best_times({})
-    assert seen == [engine.TIMING_BUDGET]
+    engine_choice.best_times({})
+    assert seen == [engine_choice.TIMING_BUDGET]
 
 
 @pytest.mark.parametrize("problem", ["others can write it", "tuning off"])

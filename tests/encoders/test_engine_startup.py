@@ -19,7 +19,7 @@ from contextembed.errors import SettingError
 
 openvino = pytest.importorskip("openvino", reason='backend="openvino" needs pip install ".[openvino]"')
 
-from contextembed.encoders.transformer import _engine as engine, _runtime_choice as runtime_choice  # noqa: E402
+from contextembed.encoders.transformer import _engine as engine, _engine_choice as engine_choice, _runtime_choice as runtime_choice  # noqa: E402
 
 SENTENCES = [["the", "quick", "brown", "fox"], ["New", "York"] * 12, ["naïve", "café"], ["a"]] * 40
 
@@ -234,16 +234,16 @@ def test_engine_precision_auto_is_remembered(tiny_bert_dir, records, monkeypatch
     result = json.loads(path.read_text())["result"]
     assert result["precision"] == first.precision
     tuning.forget()
-    monkeypatch.setattr(engine, "_measure_precisions", _fail)
+    monkeypatch.setattr(engine_choice, "_measure_precisions", _fail)
     assert load_encoder(str(tiny_bert_dir), device="cpu", backend="openvino").precision == first.precision
 
 
 def test_engine_auto_leaves_int8_out_without_dot_product_units(monkeypatch):
     monkeypatch.setattr(tuning, "cpu_flags", lambda: frozenset({"avx2"}))
     monkeypatch.setattr(engine, "cpu_has_bf16", lambda: False)
-    assert engine._auto_candidates() == ("fp32",)
+    assert engine_choice._auto_candidates() == ("fp32",)
     monkeypatch.setattr(tuning, "cpu_flags", lambda: frozenset({"avx2", "avx_vnni"}))
-    assert engine._auto_candidates() == ("fp32", "int8")
+    assert engine_choice._auto_candidates() == ("fp32", "int8")
 
 
 def test_a_partial_named_with_an_impossible_process_id_is_stale(tmp_path):
@@ -256,15 +256,15 @@ def test_a_partial_named_with_an_impossible_process_id_is_stale(tmp_path):
 
 def test_a_large_models_first_use_leaves_the_engines_int8_to_tune(tiny_bert_dir, records, monkeypatch):
     """At base size the engine's int8 calibration took 173 s of backend='auto''s first use (issue 52)."""
-    monkeypatch.setattr(engine, "AUTO_INT8_MAX_PARAMETERS", 0)  # the tiny model stands in for a large one
-    monkeypatch.setattr(engine, "_auto_candidates", lambda: ("fp32", "int8"))
+    monkeypatch.setattr(engine_choice, "AUTO_INT8_MAX_PARAMETERS", 0)  # the tiny model stands in for a large one
+    monkeypatch.setattr(engine_choice, "_auto_candidates", lambda: ("fp32", "int8"))
     timed = []
 
     def measure(build, probe, n_layers, names):
         timed.append(names)
         return {"precision": "fp32", "speedups": {}, "int8_cosine": 0.5 if "int8" in names else None}
 
-    monkeypatch.setattr(engine, "_measure_precisions", measure)
+    monkeypatch.setattr(engine_choice, "_measure_precisions", measure)
     assert load_encoder(str(tiny_bert_dir), device="cpu", backend="openvino").precision == "fp32"
     (path,) = records.glob("engine-precision-*.json")
     assert timed == [("fp32",)] and json.loads(path.read_text())["candidates"] == ["fp32"]
@@ -273,7 +273,7 @@ def test_a_large_models_first_use_leaves_the_engines_int8_to_tune(tiny_bert_dir,
         load_encoder(str(tiny_bert_dir), device="cpu", backend="openvino")
     assert timed == [("fp32",), ("fp32", "int8")] and len(list(records.glob("engine-precision-*.json"))) == 2
     tuning.forget()  # a later first use reads the thorough record
-    monkeypatch.setattr(engine, "_measure_precisions", _fail)
+    monkeypatch.setattr(engine_choice, "_measure_precisions", _fail)
     assert load_encoder(str(tiny_bert_dir), device="cpu", backend="openvino").precision == "fp32"
 
 
@@ -281,7 +281,7 @@ def test_a_large_models_first_use_leaves_the_engines_int8_to_tune(tiny_bert_dir,
 def test_a_large_models_first_use_of_backend_auto_leaves_the_engine_to_tune(tiny_bert_dir, records, monkeypatch):
     """At base size the export and timings alone took backend='auto''s bounded first use 68.5 s
     (issue 52): a large model runs torch, records nothing, and `contextembed tune` measures it."""
-    monkeypatch.setattr(engine, "AUTO_INT8_MAX_PARAMETERS", 0)  # the tiny model stands in for a large one
+    monkeypatch.setattr(engine_choice, "AUTO_INT8_MAX_PARAMETERS", 0)  # the tiny model stands in for a large one
     monkeypatch.setattr(runtime_choice, "engine_speedup", _fail)
     first = load_encoder(str(tiny_bert_dir), device="cpu", backend="auto")
     assert first.backend == "torch" and not list(records.glob("transformer-backend-*.json"))
@@ -295,7 +295,7 @@ def test_a_large_models_first_use_of_backend_auto_leaves_the_engine_to_tune(tiny
     tuning.forget()
     with tuning.thorough():  # what `contextembed tune` measures
         assert load_encoder(str(tiny_bert_dir), device="cpu", backend="auto").backend == "openvino"
-    assert timed == [engine._auto_candidates()] and len(list(records.glob("transformer-backend-*.json"))) == 1
+    assert timed == [engine_choice._auto_candidates()] and len(list(records.glob("transformer-backend-*.json"))) == 1
     tuning.forget()  # a later first use reads what tune recorded, measuring nothing
     monkeypatch.setattr(runtime_choice, "engine_speedup", _fail)
     later = load_encoder(str(tiny_bert_dir), device="cpu", backend="auto")

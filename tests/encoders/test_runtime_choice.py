@@ -13,7 +13,7 @@ from transformers import AutoModel, AutoTokenizer
 
 from contextembed import load_encoder, tuning
 from contextembed.encoders import Runtime, choose_runtime
-from contextembed.encoders.transformer import _engine as engine, _runtime_choice as runtime_choice
+from contextembed.encoders.transformer import _engine as engine, _engine_choice as engine_choice, _runtime_choice as runtime_choice
 from contextembed.encoders.transformer import TransformerEncoder
 
 SENTENCES = [["The", "quick", "brown", "fox"], ["jumps"], [], ["over", "the", "lazy", "dog", "again"] * 9]
@@ -45,7 +45,7 @@ def nothing_measured(monkeypatch):
     monkeypatch.setattr(tuning, "remembered", _never)
     monkeypatch.setattr(tuning, "recorded", _never)
     monkeypatch.setattr(runtime_choice, "int8_fidelity", _never)
-    monkeypatch.setattr(engine, "auto_precision", _never)
+    monkeypatch.setattr(engine_choice, "auto_precision", _never)
     monkeypatch.setattr(engine.OpenVinoForward, "compiled", _never)
 
 

@@ -279,7 +279,7 @@ def test_raw_calibration_texts_calibrate_on_words_and_share_the_token_lists_cach
     pytest.importorskip("openvino")
     import json
 
-    from contextembed.encoders.transformer import _engine as engine
+    from contextembed.encoders.transformer import _engine as engine, _engine_choice as engine_choice
 
     monkeypatch.setenv(engine.ENGINE_CACHE_ENV, str(tmp_path / "engines"))
     texts = ["the quick fox.", "New York officials, Tuesday"]
@@ -290,8 +290,8 @@ def test_raw_calibration_texts_calibrate_on_words_and_share_the_token_lists_cach
         assert encoder.encode([["the", "fox"]])[0].shape == (encoder.n_layers, 2, encoder.width)
     (folder,) = _engine_folders(tmp_path / "engines")
     record = json.loads((folder / "contextembed_provenance.json").read_text())
-    assert record["calibration"] == engine.sentences_hash(tokens)
-    assert record["calibration"] != engine.sentences_hash([list(text) for text in texts])
+    assert record["calibration"] == engine_choice.sentences_hash(tokens)
+    assert record["calibration"] != engine_choice.sentences_hash([list(text) for text in texts])
 
 
 @pytest.mark.slow
@@ -299,7 +299,7 @@ def test_a_calibration_generator_is_read_once_with_backend_auto(tiny_bert_dir, t
     """Issue 38 item 4: backend="auto" used to read the generator twice (export, then the probe) and
     fail with "calibration holds no non-empty sentence"."""
     pytest.importorskip("openvino")
-    from contextembed.encoders.transformer import _engine as engine
+    from contextembed.encoders.transformer import _engine as engine, _engine_choice as engine_choice
 
     monkeypatch.setenv(engine.ENGINE_CACHE_ENV, str(tmp_path / "engines"))
     reads = []

@@ -7,7 +7,8 @@ The package holds what the transformer family alone uses: the encoder (``_encode
 its runtime (``_runtime_choice``), the two ways its batches are planned and run (``_words``: arrays
 for words and piece means; ``_rows``: row objects for pieces, pairs, document context and texts),
 their pooling (``_pooled``) and chunking (``_chunking``), the flat forward (``_unpadded``), the layers
-not run (``_pruning``), the OpenVINO engine (``_engine``), copies to the host (``_host_copies``) and
+not run (``_pruning``), the OpenVINO engine (``_engine``) and how its precision is chosen
+(``_engine_choice``), copies to the host (``_host_copies``) and
 sentence-transformers' pooling configuration (``_sentence_config``).
 """
 

@@ -30,7 +30,7 @@ from ..._runtime.backends import check_backend, check_calibration
 from ..._runtime.devices import auto_cpu_precision, check_precision, compute_dtype, resolve_device, resolve_precision
 from ..._runtime.quantization import INT8_MIN_COSINE, int8_fidelity, quantize_int8
 from ...errors import EngineError
-from . import _engine as engine, _unpadded as unpadded
+from . import _engine as engine, _engine_choice as engine_choice, _unpadded as unpadded
 from ._pruning import LayerPruner
 
 logger = logging.getLogger(__name__)
@@ -222,15 +222,15 @@ class TorchForward:
 
 def engine_forward(model, inputs: ModelInputs, n_layers: int, precision: str, calibration, fingerprint: str,
                    device: torch.device, candidates: Optional[tuple[str, ...]] = None) -> "engine.OpenVinoForward":
-    """The engine for ``model`` in ``precision`` (``"auto"``: :func:`engine.auto_precision`, timing
-    ``candidates``, by default :func:`engine.auto_candidates` of the model's size). A precision
+    """The engine for ``model`` in ``precision`` (``"auto"``: :func:`engine_choice.auto_precision`, timing
+    ``candidates``, by default :func:`engine_choice.auto_candidates` of the model's size). A precision
     named here exports nothing yet: the engine exports (or reads its cache) on its first batch."""
     if precision != "auto":
         engine.check_engine_precision(precision, device)
     # the calibration text is read only where int8 may run
     sentences = engine.calibration_sentences(calibration) if precision in ("int8", "auto") else []
     n_streams, threads = streams.cpu_streams()
-    calibration_hash = engine.sentences_hash(sentences)
+    calibration_hash = engine_choice.sentences_hash(sentences)
 
     def make(name: str) -> engine.OpenVinoForward:
         return engine.OpenVinoForward(
@@ -240,8 +240,8 @@ def engine_forward(model, inputs: ModelInputs, n_layers: int, precision: str, ca
 
     if precision != "auto":
         return make(precision)
-    key = engine.record_key(fingerprint, n_layers, inputs.names, calibration_hash)
-    return engine.auto_precision(make, inputs.probe(sentences), n_layers, key,
+    key = engine_choice.record_key(fingerprint, n_layers, inputs.names, calibration_hash)
+    return engine_choice.auto_precision(make, inputs.probe(sentences), n_layers, key,
                                  candidates=candidates, n_parameters=parameter_count(model))
 
 
@@ -338,15 +338,15 @@ class _Chooser:
             logger.info("backend='auto' chose torch: the engine does not run precision=%r", torch_precision)
             return self.torch(precision)
         sentences = engine.calibration_sentences(self.calibration) if precision in ("int8", "auto") else []
-        key = {**engine.record_key(self.fingerprint, self.n_layers, self.inputs.names, engine.sentences_hash(sentences)),
+        key = {**engine_choice.record_key(self.fingerprint, self.n_layers, self.inputs.names, engine_choice.sentences_hash(sentences)),
                "method": BACKEND_METHOD, "precision": precision, "torch_precision": torch_precision}
-        candidates = engine._auto_candidates()
+        candidates = engine_choice._auto_candidates()
 
         def check(result: dict) -> None:
             check_backend_record(result, precision, candidates)
 
         n_parameters = parameter_count(self.model)
-        if not engine.measured_at_first_use(n_parameters) and tuning.recorded("transformer backend", key, check) is None:
+        if not engine_choice.measured_at_first_use(n_parameters) and tuning.recorded("transformer backend", key, check) is None:
             logger.info("backend='auto' chose torch without timing the engine for a model of %.0fM parameters (its "
                         "export and timing take a minute): `contextembed tune MODEL` measures it once for this "
                         "machine", n_parameters / 1e6)
@@ -434,7 +434,7 @@ def engine_speedup(chooser: _Chooser, torch_runtime: Runtime, precision: str,
     # as the encoders run batches: one per stream at once (torch's many small ops share the GIL
     # between streams, the engine's one call does not; one batch alone measured 1.15x where whole
     # runs went 1.42x, and backend='auto' once kept torch; per stream it measures 1.27x to 1.29x)
-    times = engine.best_times({
+    times = engine_choice.best_times({
         "torch": lambda: streams.run_all(torch_forward, range(n_streams), chooser.device),
         "openvino": lambda: streams.run_all(lambda _: forward(probe, wanted), range(n_streams), chooser.device),
     })
@@ -444,8 +444,8 @@ def engine_speedup(chooser: _Chooser, torch_runtime: Runtime, precision: str,
 def chosen_backend(speedup: Optional[float]) -> str:
     """What ``backend="auto"`` runs given the engine's measured ``speedup`` over torch (``None``: the
     engine could not run the model): the engine where it is at least
-    :data:`~contextembed.encoders.transformer._engine.ENGINE_MIN_SPEEDUP` times as fast, else torch."""
-    return "openvino" if speedup is not None and speedup >= engine.ENGINE_MIN_SPEEDUP else "torch"
+    :data:`~contextembed.encoders.transformer._engine_choice.ENGINE_MIN_SPEEDUP` times as fast, else torch."""
+    return "openvino" if speedup is not None and speedup >= engine_choice.ENGINE_MIN_SPEEDUP else "torch"
 
 
 def check_backend_record(result: dict, precision: str, candidates: Optional[tuple[str, ...]] = None) -> None:
