@@ -261,7 +261,7 @@ def cached_reduction(cache: Path, name: str, make) -> tuple[object, float]:
 def our_students(reductions: dict, corpus_counts: dict) -> dict:
     """``{name: (StaticVectors, storage, seconds of refine, source)}``: every option on the two passes."""
     from contextembed.pretraining._distillation import refine
-    from contextembed.encoders._table_storage import TableStorage
+    from contextembed.encoders._static.tables import TableStorage
 
     plans = [
         ("vocabulary, no PCA, no weighting (before)", "vocabulary", None, "none", None),

@@ -16,7 +16,8 @@ import warnings
 
 #: old module path -> the private module it became (a package's submodules follow their package); the
 #: root's private modules of 0.1 moved again, into the private packages ``_runtime`` and ``_inputs``, and
-#: what the transformer family alone uses into its package, ``contextembed.encoders.transformer``
+#: what the transformer family alone uses into its package, ``contextembed.encoders.transformer``, and the
+#: static vectors' modules into theirs, ``contextembed.encoders._static``
 MOVED: dict[str, str] = {
     "contextembed._alignment": "contextembed._inputs.alignment",
     "contextembed._backends": "contextembed._runtime.backends",
@@ -50,19 +51,23 @@ MOVED: dict[str, str] = {
     "contextembed.encoders._host_copies": "contextembed.encoders.transformer._host_copies",
     "contextembed.encoders._pruning": "contextembed.encoders.transformer._pruning",
     "contextembed.encoders._sentence_config": "contextembed.encoders.transformer._sentence_config",
+    "contextembed.encoders._static_directory": "contextembed.encoders._static.directory",
+    "contextembed.encoders._subwords": "contextembed.encoders._static.subwords",
+    "contextembed.encoders._table_storage": "contextembed.encoders._static.tables",
     "contextembed.encoders._unpadded": "contextembed.encoders.transformer._unpadded",
+    "contextembed.encoders._vector_files": "contextembed.encoders._static.files",
     "contextembed.encoders.base": "contextembed.encoders._base",
     "contextembed.encoders.elmo": "contextembed.encoders._elmo",
     "contextembed.encoders.engine": "contextembed.encoders.transformer._engine",
     "contextembed.encoders.hf_files": "contextembed.encoders._hf_files",
     "contextembed.encoders.identity": "contextembed.encoders._identity",
     "contextembed.encoders.loading": "contextembed.encoders._loading",
-    "contextembed.encoders.static": "contextembed.encoders._static",
-    "contextembed.encoders.static_directory": "contextembed.encoders._static_directory",
-    "contextembed.encoders.subwords": "contextembed.encoders._subwords",
-    "contextembed.encoders.table_storage": "contextembed.encoders._table_storage",
+    "contextembed.encoders.static": "contextembed.encoders._static.vectors",
+    "contextembed.encoders.static_directory": "contextembed.encoders._static.directory",
+    "contextembed.encoders.subwords": "contextembed.encoders._static.subwords",
+    "contextembed.encoders.table_storage": "contextembed.encoders._static.tables",
     "contextembed.encoders.unpadded": "contextembed.encoders.transformer._unpadded",
-    "contextembed.encoders.vector_files": "contextembed.encoders._vector_files",
+    "contextembed.encoders.vector_files": "contextembed.encoders._static.files",
     "contextembed.engines.arrow": "contextembed.engines._arrow",
     "contextembed.engines.batch": "contextembed.engines._batch",
     "contextembed.forking": "contextembed._runtime.forking",

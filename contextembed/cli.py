@@ -356,8 +356,8 @@ def add_distill_parser(subparsers) -> None:
     from typing import get_args
 
     from .pretraining._distillation import Case, Weighting
-    from .encoders._static import OovVector
-    from .encoders._table_storage import Int8Scale, StoragePrecision
+    from .encoders._static.vectors import OovVector
+    from .encoders._static.tables import Int8Scale, StoragePrecision
     from .io.readers import INPUT_FORMATS
     from .tokenizers import TOKENIZERS
     from ._inputs.bounds import Bound
@@ -426,7 +426,7 @@ def _pca_dim(text: str):
 
 def _run_distill(args: argparse.Namespace) -> int:
     from .pretraining._distillation import check_output, distill
-    from .encoders._table_storage import TableStorage
+    from .encoders._static.tables import TableStorage
     from .encoders import load_encoder
     from .io.readers import read_sentences
     from .tokenizers import get_tokenizer

@@ -130,8 +130,8 @@ def test_the_layers_below_run_one_way():
         "contextembed.io._jobs": ("contextembed.corpus", "contextembed.engines"),
         "contextembed._runtime.precisions": ("contextembed._runtime.devices", "contextembed._runtime.quantization"),
         "contextembed._runtime.quantization": ("contextembed._runtime.devices",),
-        "contextembed.encoders._vector_files": ("contextembed.encoders._static",),
-        "contextembed.encoders._static_directory": ("contextembed.encoders._static",),
+        "contextembed.encoders._static.files": ("contextembed.encoders._static.vectors",),
+        "contextembed.encoders._static.directory": ("contextembed.encoders._static.vectors",),
         # contextembed.io: the readers and the writer below the output records, the records below embed_file
         "contextembed.io.readers": ("contextembed.io._records", "contextembed.io._pipeline", "contextembed.io.writer"),
         "contextembed.io.writer": ("contextembed.io._records", "contextembed.io._pipeline", "contextembed.io.readers"),

@@ -169,7 +169,7 @@ def test_bad_context_options(tiny_bert_dir, tmp_path, capsys, extra, message):
 
 
 def test_doc_sep_is_for_plain_text_and_context_for_transformers(tmp_path):
-    from contextembed.encoders._static import write_word2vec
+    from contextembed.encoders._static.vectors import write_word2vec
     from contextembed.io import embed_file
 
     source = tmp_path / "in.conll"

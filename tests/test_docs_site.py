@@ -372,7 +372,7 @@ def accepted_precisions(qualified: str) -> set[str]:
     from typing import get_args
 
     from contextembed._runtime.precisions import Precision
-    from contextembed.encoders._table_storage import StoragePrecision
+    from contextembed.encoders._static.tables import StoragePrecision
     from contextembed.pretraining._training import TrainingPrecision
 
     if qualified == "contextembed.encoders.TableStorage":

@@ -180,7 +180,7 @@ def test_bad_context(encoder, bad, error, match):
 
 
 def test_context_refused_by_static_vectors_and_elmo(tiny_elmo_dir, tmp_path):
-    from contextembed.encoders._static import StaticVectors
+    from contextembed.encoders._static.vectors import StaticVectors
 
     static = StaticVectors(["a", "b"], np.ones((2, 3), dtype=np.float32), spec="table")
     assert check_context(0, static) == 0

@@ -64,7 +64,7 @@ def test_piece_mean_texts_average_every_piece(bert):
 
 
 def test_cls_needs_a_transformer(tmp_path):
-    from contextembed.encoders._static import write_word2vec
+    from contextembed.encoders._static.vectors import write_word2vec
 
     write_word2vec(tmp_path / "v.vec", ["a"], np.ones((1, 3)))
     with pytest.raises(ValueError, match="cls"):

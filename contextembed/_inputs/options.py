@@ -29,9 +29,9 @@ option                 definition (type and check)
 ``max_batch_size``,    ``contextembed._inputs.bounds.check_values``; against the model:
 ``chunk_size``,        ``contextembed._inputs.alignment.check_window``; an option of another family
 ``batch_words``        an error in ``contextembed.encoders._loading``
-``format``,            :data:`contextembed.encoders._vector_files.StaticFormat` and ``UnicodeErrors``,
+``format``,            :data:`contextembed.encoders._static.files.StaticFormat` and ``UnicodeErrors``,
 ``unicode_errors``     checked by ``read_vectors``
-``oov``, ``lowercase`` :data:`contextembed.encoders._static.OovVector`, ``check_lookup``
+``oov``, ``lowercase`` :data:`contextembed.encoders._static.vectors.OovVector`, ``check_lookup``
 ``engine``             :data:`contextembed.corpus.Engine`, ``runner`` (dispatch through ``RUNNERS``)
 ``output_format``      :data:`contextembed.io._jobs.OutputFormat`, checked by ``plan``
 ``context``            ``contextembed._inputs.documents.check_context`` (against the encoder)

@@ -5,9 +5,9 @@ from ._base import Encoder, PieceEncoding, check_sentences
 from ._elmo import BiLMEncoderModule, ElmoEncoder, elmo_options, save_bilm, sentence_char_ids
 from ._loading import NAMED_MODELS, load_encoder, register_directory_format, tune
 from .transformer._runtime_choice import Runtime, choose_runtime
-from ._static import StaticVectors
-from ._table_storage import TableStorage
-from ._vector_files import write_word2vec
+from ._static.vectors import StaticVectors
+from ._static.tables import TableStorage
+from ._static.files import write_word2vec
 
 __all__ = [
     "BiLMEncoderModule",

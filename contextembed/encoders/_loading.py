@@ -48,7 +48,7 @@ def _minilm(**kwargs) -> Encoder:
 def _glove_6b_50d(**kwargs) -> Encoder:
     import numpy as np
 
-    from ._static import StaticVectors
+    from ._static.vectors import StaticVectors
 
     options = _static_options(kwargs)  # before reading 400k rows
     root = named_model_files("glove-6b-50d")
@@ -188,13 +188,13 @@ register_directory_format(_is_elmo_directory, _load_elmo)
 
 
 def _is_static_directory(path: str) -> bool:
-    from ._static import is_saved_directory
+    from ._static.vectors import is_saved_directory
 
     return is_saved_directory(path)
 
 
 def _load_static_directory(path: str, **options) -> Encoder:
-    from ._static import load_saved_directory
+    from ._static.vectors import load_saved_directory
 
     return load_saved_directory(path, **_static_options(options))
 
@@ -289,7 +289,7 @@ def _load_path(path: str, options: dict) -> Encoder:
             f"{path} is a directory but holds neither a Hugging Face model (config.json, weights, "
             "tokenizer) nor an ELMo model (options.json + weights.hdf5)"
         )
-    from ._static import StaticVectors
+    from ._static.vectors import StaticVectors
 
     return StaticVectors.load(path, **_static_options(options))
 

@@ -21,7 +21,7 @@ Ethayarajh, 2019; measured in docs/speed.md). Three more choices decide what a l
   the lowercased one. ``"fold"``: one lowercased row per word.
 - **subwords** (default: when the teacher has a piece tokenizer): the same pass averages every
   piece's contextual vectors too, and a word outside the table takes the mean of its pieces'
-  vectors (:class:`contextembed.encoders._subwords.SubwordVectors`) instead of one shared OOV vector.
+  vectors (:class:`contextembed.encoders._static.subwords.SubwordVectors`) instead of one shared OOV vector.
 - **dim**: the table (and the piece vectors, by the same projection) reduced by PCA, which also
   centres it (the common direction every mean of vectors shares is removed).
 - **weighting** ``"sif"``: after PCA, every row (word or piece) is multiplied by its SIF weight
@@ -29,7 +29,7 @@ Ethayarajh, 2019; measured in docs/speed.md). Three more choices decide what a l
   list (``frequencies``) or, without either, the Zipf rank of the word's first piece in the
   teacher's vocabulary: model2vec's post-processing, in place of the IDF a corpus would give.
 - **storage**: float32, float16, int8 or a clustered vocabulary on disk
-  (:mod:`contextembed.encoders._table_storage`).
+  (:mod:`contextembed.encoders._static.tables`).
 
 ``dim="auto"`` and ``weighting="auto"`` take the defaults measured best for each source on SST-2
 and the NER probe (:data:`DEFAULTS`; benchmarks/distill.py, docs/speed.md).
@@ -57,9 +57,9 @@ from ._sif import SIF_A, count_probabilities, read_word_counts, sif_weights, zip
 from .._runtime.files import atomic_directory, check_apart, check_writable
 from ..encoders._base import Encoder
 from ..encoders._identity import ModelIdentity, identify
-from ..encoders._static import OovVector, StaticVectors
-from ..encoders._subwords import SubwordVectors
-from ..encoders._table_storage import TableStorage
+from ..encoders._static.vectors import OovVector, StaticVectors
+from ..encoders._static.subwords import SubwordVectors
+from ..encoders._static.tables import TableStorage
 from ..extraction import FeatureExtractor
 from .._inputs.options import check_choice
 from ..pooling import LayerSpec
@@ -170,7 +170,7 @@ def distill(
         above the number of words.
     TypeError
         For ``frequencies`` that is neither a mapping nor a path, and ``storage`` that is not a
-        :class:`~contextembed.encoders._table_storage.TableStorage`.
+        :class:`~contextembed.encoders._static.tables.TableStorage`.
     FileFormatError
         For a word-count file with a line that is not ``word count`` (naming the file and line).
     FileExistsError

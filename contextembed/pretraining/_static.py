@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from .._runtime.devices import resolve_device
-from ..encoders._static import write_word2vec
+from ..encoders._static.vectors import write_word2vec
 from .._inputs.options import check_choice
 from ._corpus import EncodingErrors, check_encoding_errors, split_words
 from ._distributed import DistributedContext

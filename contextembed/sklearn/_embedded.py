@@ -270,7 +270,7 @@ def _verify(folder: str, packed: dict, ref: EncoderRef) -> None:
 def _saved_family(folder: str) -> Optional[str]:
     """The encoder family whose :meth:`Encoder.save` layout ``folder`` has (as ``load_encoder`` tells)."""
     from ..encoders._elmo.encoder import is_elmo_directory
-    from ..encoders._static import is_saved_directory
+    from ..encoders._static.vectors import is_saved_directory
 
     if is_elmo_directory(folder):
         return "elmo"

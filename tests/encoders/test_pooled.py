@@ -13,7 +13,7 @@ from contextembed import load_encoder
 from contextembed._inputs.documents import in_context
 from contextembed.encoders.transformer._host_copies import HostCopies
 from contextembed.encoders._base import Encoder
-from contextembed.encoders._static import StaticVectors
+from contextembed.encoders._static.vectors import StaticVectors
 from contextembed.pooling import COMBINES, SUBWORD_POOLINGS, LayerPooling
 
 SENTENCES = [

@@ -7,7 +7,7 @@ import pytest
 
 
 from contextembed import load_encoder
-from contextembed.encoders._static import write_word2vec
+from contextembed.encoders._static.vectors import write_word2vec
 
 SENTENCES = [["Paris", "is", "lovely"], ["naïve", "unknownword", "paris"], []]
 

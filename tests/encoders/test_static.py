@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from contextembed import load_encoder
-from contextembed.encoders._static import StaticVectors, is_saved_directory, load_saved_directory
-from contextembed.encoders._vector_files import sniff_format, write_word2vec
+from contextembed.encoders._static.vectors import StaticVectors, is_saved_directory, load_saved_directory
+from contextembed.encoders._static.files import sniff_format, write_word2vec
 from contextembed.errors import FileFormatError, ModelFormatError
 
 WORDS = ["the", "Paris", "paris", "naïve", "東京", "a.b"]
@@ -351,7 +351,7 @@ def test_broken_saved_directories_are_clear_errors(tmp_path, vectors):
 
 def test_the_saved_directory_format_is_read_without_the_encoder(tmp_path, vectors):
     """``static_directory`` reads the table and its options; the encoder is built from them."""
-    from contextembed.encoders._static_directory import read_saved_table
+    from contextembed.encoders._static.directory import read_saved_table
 
     StaticVectors(WORDS + ["the"], np.vstack([vectors, vectors[:1]]), oov="mean").save(tmp_path / "copy")
     table = read_saved_table(str(tmp_path / "copy"))
@@ -369,7 +369,7 @@ def test_the_file_formats_are_their_own_module(tmp_path, vectors):
     """``vector_files`` reads, detects and writes the files; ``StaticVectors.load`` reads through it,
     and the public names stay importable where they were documented."""
     from contextembed import encoders
-    from contextembed.encoders import _static as static, _vector_files as vector_files
+    from contextembed.encoders._static import vectors as static, files as vector_files
 
     path = tmp_path / "vectors.bin"
     vector_files.write_word2vec(path, WORDS + ["the"], np.vstack([vectors, vectors[:1]]), binary=True)

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from contextembed import StaticVectors, load_encoder
-from contextembed.encoders import _subwords as subwords_module
-from contextembed.encoders._subwords import SUBWORD_FOLDER, SUBWORD_VECTORS, SubwordVectors
+from contextembed.encoders._static import subwords as subwords_module
+from contextembed.encoders._static.subwords import SUBWORD_FOLDER, SUBWORD_VECTORS, SubwordVectors
 from contextembed.errors import ModelFormatError
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "static_tables"

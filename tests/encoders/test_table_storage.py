@@ -12,8 +12,8 @@ import pytest
 from safetensors.numpy import load_file, save_file
 
 from contextembed import StaticVectors, load_encoder
-from contextembed.encoders import _static_directory as static_directory
-from contextembed.encoders._table_storage import TableStorage, decode, encode
+from contextembed.encoders._static import directory as static_directory
+from contextembed.encoders._static.tables import TableStorage, decode, encode
 from contextembed.errors import ModelFormatError, ProvenanceError
 from contextembed._runtime.provenance import PROVENANCE_FILE
 

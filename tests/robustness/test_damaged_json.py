@@ -91,7 +91,7 @@ def test_a_saved_static_tables_options(tmp_path, damage):
 def test_a_saved_static_tables_words(tmp_path, damage):
     """(The provenance record of a table saved since format 4 refuses an edited words.json first:
     this is the reader of the older formats, which have none.)"""
-    from contextembed.encoders._static_directory import _read_saved_words
+    from contextembed.encoders._static.directory import _read_saved_words
 
     text, reason = damage
     (tmp_path / "words.json").write_text(text)

@@ -26,7 +26,8 @@ import numpy as np
 import pytest
 
 from contextembed import load_encoder
-from contextembed.encoders import _static as static, write_word2vec
+from contextembed.encoders._static import vectors as static
+from contextembed.encoders import write_word2vec
 from contextembed.extraction import FeatureExtractor
 from contextembed._runtime.streams import STREAMS_ENV, StreamsCappedWarning, cpu_streams, max_streams, run_all
 

@@ -42,7 +42,7 @@ def nothing_loads(monkeypatch):
     def loaded(*args, **kwargs):
         pytest.fail("a model was loaded before its device and precision were checked")
 
-    monkeypatch.setattr("contextembed.encoders._static.StaticVectors.load", loaded)
+    monkeypatch.setattr("contextembed.encoders._static.vectors.StaticVectors.load", loaded)
     monkeypatch.setattr("contextembed.encoders._elmo.encoder.load_bilm", loaded)
     monkeypatch.setattr("contextembed.encoders.transformer._encoder.load_model", loaded)
 

@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from contextembed import load_encoder
-from contextembed.encoders._static import StaticVectors
-from contextembed.encoders._vector_files import write_word2vec
+from contextembed.encoders._static.vectors import StaticVectors
+from contextembed.encoders._static.files import write_word2vec
 from contextembed.errors import FileFormatError
 
 SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from contextembed.encoders._static import write_word2vec
+from contextembed.encoders._static.vectors import write_word2vec
 
 SENTENCES = [
     ["EU", "rejects", "German", "call", "to", "boycott", "British", "lamb", "."],

@@ -124,7 +124,7 @@ def _vectors_bin(static_path) -> bytes:
     import tempfile
 
     from contextembed import load_encoder
-    from contextembed.encoders._static import write_word2vec
+    from contextembed.encoders._static.vectors import write_word2vec
 
     encoder = load_encoder(static_path)
     with tempfile.TemporaryDirectory() as folder:

@@ -1,12 +1,12 @@
-"""The directory :meth:`StaticVectors.save <contextembed.encoders._static.StaticVectors.save>` writes.
+"""The directory :meth:`StaticVectors.save <contextembed.encoders._static.vectors.StaticVectors.save>` writes.
 
 Format version 2 holds ``vectors.safetensors`` (one float32 tensor ``"vectors"``, ``(vocab,
 width)``, every row including duplicates), ``words.json`` (the exact list of words, any ``str``)
 and ``contextembed_static.json`` (``format_version``, ``lowercase``, ``oov``). Version 3 is the same
-with a ``subwords`` folder beside them (:class:`~contextembed.encoders._subwords.SubwordVectors`,
+with a ``subwords`` folder beside them (:class:`~contextembed.encoders._static.subwords.SubwordVectors`,
 which reads and writes that folder itself) and ``"subwords": true``. Version 4 is a table stored
 otherwise than as float32 rows (float16, int8 with its scales, or clustered:
-:mod:`~contextembed.encoders._table_storage`), its options naming the ``"storage"`` and whether
+:mod:`~contextembed.encoders._static.tables`), its options naming the ``"storage"`` and whether
 ``"subwords"`` are present. Version 5 is every table with subword vectors since: each distinct
 row is stored once. ``vectors.safetensors`` holds the words' rows (one per word, as before) followed
 by ``"piece_rows"`` rows (a count in the options) that hold piece vectors no word row equals, in the
@@ -28,7 +28,7 @@ checks it before reading the table, so an edited, truncated, added or swapped fi
 Tables saved before it existed (versions 1 to 3, no record) load exactly as before.
 
 This module reads and writes the table and its options; the encoder is built from them by
-:func:`contextembed.encoders._static.load_saved_directory`.
+:func:`contextembed.encoders._static.vectors.load_saved_directory`.
 """
 
 from __future__ import annotations
@@ -41,10 +41,10 @@ from typing import NamedTuple, Optional
 
 import numpy as np
 
-from .._runtime import json_io as _json, provenance
-from ..errors import ModelFormatError, ProvenanceError
-from ._table_storage import TableStorage, decode, encode
-from ._vector_files import UnicodeErrors, read_vectors
+from ..._runtime import json_io as _json, provenance
+from ...errors import ModelFormatError, ProvenanceError
+from .tables import TableStorage, decode, encode
+from .files import UnicodeErrors, read_vectors
 
 #: the files :meth:`StaticVectors.save` writes (format version 2)
 SAVED_OPTIONS = "contextembed_static.json"
@@ -118,7 +118,7 @@ def write_saved_table(folder: str, words: list[str], vectors: np.ndarray, *, low
         encoder wrote the tokenizer into the ``subwords`` folder before this call (its files are
         hashed in the record); a piece vector equal to a word's row is stored as that row's index.
     storage : TableStorage
-        How the vectors are stored (:mod:`~contextembed.encoders._table_storage`).
+        How the vectors are stored (:mod:`~contextembed.encoders._static.tables`).
 
     Raises
     ------

@@ -19,9 +19,9 @@ from typing import Optional
 
 import numpy as np
 
-from .._inputs.alignment import PieceTokenizer
-from ..errors import ModelFormatError
-from ._table_storage import TableStorage, decode
+from ..._inputs.alignment import PieceTokenizer
+from ...errors import ModelFormatError
+from .tables import TableStorage, decode
 
 #: the tokenizer's files and the piece vectors, in a ``subwords`` folder of the static directory
 SUBWORD_FOLDER = "subwords"
@@ -169,7 +169,7 @@ class SubwordVectors:
 
     def save_tokenizer(self, folder: str) -> None:
         """The tokenizer's files (``tokenizer.json`` and its configuration), in ``folder/subwords``;
-        the piece vectors are stored with the table (:func:`~contextembed.encoders._static_directory.write_saved_table`)."""
+        the piece vectors are stored with the table (:func:`~contextembed.encoders._static.directory.write_saved_table`)."""
         path = os.path.join(folder, SUBWORD_FOLDER)
         os.makedirs(path)
         # the fast tokenizer's file alone: vocab.txt would repeat tokenizer.json's vocabulary
@@ -186,7 +186,7 @@ class SubwordVectors:
             For a missing or unreadable tokenizer, or ids that repeat or lie outside its vocabulary
             (naming ``source``).
         """
-        from ._hf_files import load_tokenizer
+        from .._hf_files import load_tokenizer
 
         tokenizer = load_tokenizer(os.path.join(folder, SUBWORD_FOLDER), {})
         try:
@@ -204,8 +204,8 @@ class SubwordVectors:
         ModelFormatError
             For a missing or unreadable tokenizer or vectors file, or inconsistent contents.
         """
-        from ._hf_files import load_tokenizer
-        from ._static_directory import read_tensors
+        from .._hf_files import load_tokenizer
+        from .directory import read_tensors
 
         path = os.path.join(folder, SUBWORD_FOLDER)
         vectors_path = os.path.join(path, SUBWORD_VECTORS)

@@ -13,8 +13,8 @@ Duplicates
 
 Where the rest lives
     The vector files (word2vec text and binary, GloVe, fastText ``.vec``: format detection, the
-    strict readers, :func:`write_word2vec`) are :mod:`contextembed.encoders._vector_files`; the
-    directory :meth:`StaticVectors.save` writes is :mod:`contextembed.encoders._static_directory`.
+    strict readers, :func:`write_word2vec`) are :mod:`contextembed.encoders._static.files`; the
+    directory :meth:`StaticVectors.save` writes is :mod:`contextembed.encoders._static.directory`.
     Their public names stay importable from here.
 """
 
@@ -28,15 +28,15 @@ from typing import Literal, Optional, Union
 
 import numpy as np
 
-from .._runtime.files import atomic_directory
-from .._inputs.options import check_choice
-from ..pooling._layers import LayerSpec
-from ..pooling._subword import SubwordPooling, check_subword_pooling
-from ._base import Encoder, PieceEncoding, Sentences, ShowProgress, check_sentence_chunks, progress_bar
-from ._static_directory import PIECE_ROWS_FILE, is_saved_directory, read_saved_table, write_saved_table
-from ._subwords import SubwordVectors
-from ._table_storage import TableStorage
-from ._vector_files import (  # noqa: F401  (re-exported)
+from ..._runtime.files import atomic_directory
+from ..._inputs.options import check_choice
+from ...pooling._layers import LayerSpec
+from ...pooling._subword import SubwordPooling, check_subword_pooling
+from .._base import Encoder, PieceEncoding, Sentences, ShowProgress, check_sentence_chunks, progress_bar
+from .directory import PIECE_ROWS_FILE, is_saved_directory, read_saved_table, write_saved_table
+from .subwords import SubwordVectors
+from .tables import TableStorage
+from .files import (  # noqa: F401  (re-exported)
     FORMAT_DESCRIPTIONS,
     StaticFormat,
     UnicodeErrors,
@@ -211,7 +211,7 @@ class StaticVectors(Encoder):
              storage: Optional[TableStorage] = None) -> None:
         """As :meth:`Encoder.save`; ``storage`` (default: :attr:`storage`) says how the vectors (and
         the piece vectors) are stored: float32, float16, int8 or clustered
-        (:mod:`~contextembed.encoders._table_storage`).
+        (:mod:`~contextembed.encoders._static.tables`).
 
         Raises
         ------
@@ -238,7 +238,7 @@ class StaticVectors(Encoder):
 
     def _write(self, folder: str, storage: Optional[TableStorage] = None) -> None:
         """The vectors, the exact word list and the lookup options (see :meth:`Encoder.save` and
-        :mod:`~contextembed.encoders._static_directory`): every word exactly, whatever characters it
+        :mod:`~contextembed.encoders._static.directory`): every word exactly, whatever characters it
         holds, and every row, duplicates included."""
         storage = self._checked_storage(storage)
         pieces = None
@@ -259,13 +259,13 @@ class StaticVectors(Encoder):
         **kwargs,
     ) -> "StaticVectors":
         """Read a vectors file: word2vec text or binary, fastText ``.vec`` or GloVe
-        (:func:`~contextembed.encoders._vector_files.read_vectors`).
+        (:func:`~contextembed.encoders._static.files.read_vectors`).
 
         Parameters
         ----------
         path : str or path
             The file. Its format is detected from its content (see
-            :mod:`~contextembed.encoders._vector_files`), never from its name.
+            :mod:`~contextembed.encoders._static.files`), never from its name.
         format : {"word2vec", "word2vec-binary", "glove"}, optional
             Insist on a format; an error if the content says otherwise.
         unicode_errors : {"strict", "replace", "ignore"}
@@ -299,7 +299,7 @@ def load_saved_directory(path: Union[str, os.PathLike], **options) -> StaticVect
     ``subwords`` folder: :class:`SubwordVectors`), 4 (other storages) and 5 (piece vectors stored
     as rows of the table) and the earlier layout (``vectors.bin``, word2vec
     binary, read with ``unicode_errors`` from ``options``); see
-    :mod:`~contextembed.encoders._static_directory`.
+    :mod:`~contextembed.encoders._static.directory`.
 
     Raises
     ------

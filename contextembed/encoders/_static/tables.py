@@ -40,9 +40,9 @@ from typing import Literal, Optional
 
 import numpy as np
 
-from ..errors import ModelFormatError
-from .._inputs.options import check_choice
-from ..pooling._layers import as_output_dtype
+from ...errors import ModelFormatError
+from ..._inputs.options import check_choice
+from ...pooling._layers import as_output_dtype
 
 StoragePrecision = Literal["float32", "float16", "int8"]
 Int8Scale = Literal["vector", "dimension"]

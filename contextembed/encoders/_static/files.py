@@ -1,6 +1,6 @@
 """Vector files: word2vec (text and binary), GloVe ``.txt``, fastText ``.vec``: detecting, reading, writing.
 
-The file formats of :class:`~contextembed.encoders._static.StaticVectors`, apart from the encoder:
+The file formats of :class:`~contextembed.encoders._static.vectors.StaticVectors`, apart from the encoder:
 :func:`read_vectors` gives the words and the ``(vocab, width)`` table of a file, :func:`sniff_format`
 its format, :func:`write_word2vec` writes one. ``StaticVectors.load`` reads through them.
 
@@ -67,9 +67,9 @@ from typing import Literal, NamedTuple, Optional, Union
 
 import numpy as np
 
-from .._runtime.files import atomic_file
-from ..errors import FileFormatError
-from .._inputs.options import check_choice
+from ..._runtime.files import atomic_file
+from ...errors import FileFormatError
+from ..._inputs.options import check_choice
 
 StaticFormat = Literal["word2vec", "word2vec-binary", "glove"]
 UnicodeErrors = Literal["strict", "replace", "ignore"]
