@@ -74,5 +74,7 @@ html_theme_options = {
     "show_toc_level": 2,
     "header_links_before_dropdown": 6,
 }
-html_static_path = []
+html_static_path = ["_static"]
+# titles and names wrap instead of being cut at the edge of the page (tried in headless Chromium)
+html_css_files = ["contextembed.css"]
 html_last_updated_fmt = None

@@ -508,3 +508,18 @@ def test_private_path_finds_names_under_private_modules():
             "not contextembed.sklearn.TextEmbedder nor my_contextembed._x")
     assert PRIVATE_PATH.findall(text) == ["contextembed._runtime.backends", "contextembed.sklearn._base.LayerFeaturesBase"]
     assert present_in("Bases: LayerFeaturesBase", ["LayerFeaturesBase", "EntityScoresMixin"]) == ["LayerFeaturesBase"]
+
+
+def test_a_reference_page_is_titled_by_its_short_name_and_shows_where_to_import_it(site):
+    """Full dotted titles were cut at the edge of the article in headless Chromium at 1280 pixels
+    (issue 54): a page's title is the object's own name (as scikit-learn's are), the signature
+    below it the full path."""
+    for qualified, (page, _) in listed_names().items():
+        if not page:
+            continue
+        source = (site / page).read_text(encoding="utf-8")
+        title = re.search(r"<h1>(.*?)<a class=\"headerlink\"", source, flags=re.DOTALL)
+        assert title is not None, f"{page}: no title"
+        assert html.unescape(re.sub(r"<[^>]+>", "", title[1])).strip() == qualified.rsplit(".", 1)[1], page
+        assert f'id="{qualified}"' in source, f"{page}: the signature does not name {qualified}"
+    assert (site / "_static" / "contextembed.css").is_file()
