@@ -61,10 +61,12 @@ class Runtime:
     ----------
     device : torch.device
         Where the model runs.
-    backend : {"torch", "openvino"}
-        The model's own forward, or the OpenVINO engine's.
-    precision : {"fp32", "bf16", "fp16", "int8"}
-        The precision that runs (on the engine: the engine's).
+    backend : str
+        ``"torch"`` (the model's own forward) or ``"openvino"`` (the OpenVINO engine's), never
+        ``"auto"``. Which to choose for a task and a machine: ``docs/choosing.md``.
+    precision : str
+        The precision that runs (on the engine: the engine's): ``"fp32"``, ``"bf16"``, ``"fp16"``
+        or ``"int8"``, never ``"auto"``.
     prepared : TorchForward or OpenVinoForward, optional
         The forward the choice built while it measured, used by the encoder instead of building it
         again; not part of the choice (neither compared nor hashed).
@@ -257,7 +259,8 @@ def choose_runtime(model, tokenizer, *, device: Union[str, torch.device] = "auto
     tokenizer : transformers.PreTrainedTokenizerBase
         Its fast tokenizer.
     device, precision, backend, calibration
-        As for :class:`~contextembed.encoders.transformer.TransformerEncoder`.
+        As for :class:`~contextembed.encoders.transformer.TransformerEncoder`. Which to choose for
+        a task and a machine: ``docs/choosing.md``.
 
     Returns
     -------
