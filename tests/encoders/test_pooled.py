@@ -594,3 +594,25 @@ def test_piece_means_pooled_on_cuda_are_the_cpus(tiny_bert_dir):
         pooling = _selected_pooling(cpu.n_layers, combine)
         np.testing.assert_allclose(cuda.encode_piece_means(sentences, pooling=pooling),
                                    cpu.encode_piece_means(sentences, pooling=pooling), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("method", ["first", "mean"])
+def test_a_chunk_s_state_lives_on_its_own_object_never_on_the_shared_settings(tiny, method):
+    """Each chunk's output and copies to the host are set on a copy of the pooling settings made for
+    that chunk (issue 54): the settings every chunk shares are frozen and stay empty, so two runs
+    (or stream threads) never write one object."""
+    import dataclasses
+
+    from contextembed.encoders.transformer._pooled import _DIRECT, _Pooled
+
+    pooling = _pooling(tiny, "concat")
+    pooled = _Pooled(pooling, pooling, method, "float32")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        pooled.out = np.zeros(1)
+    sentences = [["a", "b"], ["c"] * 30, []] * 3
+    if method in _DIRECT:
+        rows = list(tiny._iter_picked(sentences, pooled, _DIRECT[method], False))
+    else:
+        rows = [item.rows for item in tiny._iter_pending(sentences, pooling.layer_indexes, ("all",), False, pooled)]
+    assert [r.shape[0] for r in rows] == [len(s) for s in sentences]
+    assert pooled.out is None and pooled.copies is None

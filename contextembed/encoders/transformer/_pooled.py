@@ -29,7 +29,7 @@ _DIRECT = {"first": ("starts",), "last": ("ends",), "first_last": ("starts", "en
 _OUTPUT_DTYPES = {"float32": torch.float32, "float16": torch.float16}
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Pooled:
     """Word features pooled where the model ran: each word's pieces (``method``), then the layers
     (``pooling``, on the model's device), so only ``(words, dim)`` rows in ``dtype`` reach the host.
@@ -46,8 +46,9 @@ class _Pooled:
     method: SubwordPooling
     #: ``"float32"`` or ``"float16"``
     dtype: str
+    #: a chunk's copies to the host and its ``(words, dim)`` output: set on the chunk's own copy of
+    #: these settings (``dataclasses.replace``), never on the settings shared by every chunk
     copies: Optional[HostCopies] = None
-    #: the current chunk's ``(words, dim)`` output
     out: Optional[np.ndarray] = None
 
     @property
@@ -74,7 +75,7 @@ class _Pooled:
         return pool_layers_numpy(self.host_pooling, words)
 
 
-@dataclass
+@dataclass(frozen=True)
 class _TextPooled:
     """Texts pooled where the model ran: each layer's pieces to words (``method``), then the words to
     one vector (``text_pooling``, ``"mean"`` or ``"max"``), so only ``(layers, width')`` per text (or

@@ -6,6 +6,7 @@ parts are gathered back into their sentences (:class:`_Pending`). Methods of
 from __future__ import annotations
 
 import collections
+import dataclasses
 import functools
 import itertools
 import logging
@@ -207,24 +208,27 @@ class _RowObjects:
         if pooled is None:
             self._run_rows(rows, layer_index, progress=progress)
             return
+        # this chunk's own pooling state (its output, its copies to the host), apart from the settings
         if isinstance(pooled, _TextPooled):
-            on_host = self._lay_out_texts(pending, rows, pooled)
+            chunk, on_host = dataclasses.replace(pooled, copies=HostCopies(self.device)), self._lay_out_texts(
+                pending, rows, pooled)
         else:
-            on_host = self._lay_out_rows(pending, pooled)
-        pooled.copies = HostCopies(self.device)
-        self._run_rows(rows, layer_index, pooled, progress)
-        pooled.copies.flush()
+            out, on_host = self._lay_out_rows(pending, pooled)
+            chunk = dataclasses.replace(pooled, out=out, copies=HostCopies(self.device))
+        self._run_rows(rows, layer_index, chunk, progress)
+        chunk.copies.flush()
         for item, item_rows in on_host:  # their pieces came back: see _Pooled, _TextPooled
-            item_rows[...] = pooled.pool_on_host(item)
+            item_rows[...] = chunk.pool_on_host(item)
             item.rows, item.blocks = item_rows, []
 
-    def _lay_out_rows(self, pending: list[_Pending], pooled: _Pooled) -> list[tuple[_Pending, np.ndarray]]:
-        """One ``(words, dim)`` output for the chunk (``pooled.out``), each sentence's ``rows`` a view of
-        it; the sentences pooled on the host instead, with their rows (their ``rows`` stay ``None``)."""
+    def _lay_out_rows(self, pending: list[_Pending],
+                      pooled: _Pooled) -> tuple[np.ndarray, list[tuple[_Pending, np.ndarray]]]:
+        """One ``(words, dim)`` output for the chunk, each sentence's ``rows`` a view of it; the
+        sentences pooled on the host instead, with their rows (their ``rows`` stay ``None``)."""
         dim = pooled.pooling.output_width(subword_output_width(self.width, pooled.method))
         counts = [len(item.pieces.offsets) - 1 for item in pending]
         # (words of the chunk, dim)
-        out = pooled.out = np.empty((sum(counts), dim), dtype=pooled.dtype)
+        out = np.empty((sum(counts), dim), dtype=pooled.dtype)
         on_host = []
         for item, end, count in zip(pending, itertools.accumulate(counts), counts):
             item.first_row = end - count
@@ -232,7 +236,7 @@ class _RowObjects:
                 item.rows = out[end - count : end]
             else:
                 on_host.append((item, out[end - count : end]))
-        return on_host
+        return out, on_host
 
     def _lay_out_texts(self, pending: list[_Pending], rows: list[_Row], pooled: _TextPooled) -> list[tuple[_Pending, np.ndarray]]:
         """One ``(texts, layers, width')`` float32 output for the chunk, each text's ``rows`` a view of

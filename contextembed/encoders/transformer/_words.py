@@ -7,6 +7,7 @@ of it, pooled rows written straight into the chunk's output. Methods of
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import logging
 from collections.abc import Callable, Iterator, Sequence
@@ -285,13 +286,13 @@ class _WordArrays:
             for chunk, (out, (ids, starts, first_word, n_words)) in _tokenized(chunks, tokenize, ahead):
                 windows = _ChunkWindows.plan(ids, starts[first_word + n_words] - starts[first_word], self.window, self.stride)
                 units = [_WordUnits.plan(windows, _UNIT_PIECES[name](starts), len(self.pieces.prefix)) for name in selectors]
-                pooled.out = out
-                pooled.copies = HostCopies(self.device)
+                # this chunk's own pooling state (its output, its copies to the host), apart from the settings
+                chunk_pooled = dataclasses.replace(pooled, out=out, copies=HostCopies(self.device))
                 padded, batches = self._window_batches(windows)
                 run = functools.partial(self._pick_batch, windows=windows, padded=padded, units=units,
-                                        layer_index=layer_index, pooled=pooled)
+                                        layer_index=layer_index, pooled=chunk_pooled)
                 self._run_windows(run, batches, padded, _ChunkProgress(progress, len(chunk)))
-                pooled.copies.flush()
+                chunk_pooled.copies.flush()
                 for begin, end in zip(first_word.tolist(), (first_word + n_words).tolist()):
                     yield out[begin:end]
 
