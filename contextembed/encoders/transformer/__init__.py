@@ -12,6 +12,17 @@ not run (``_pruning``), the OpenVINO engine (``_engine``) and how its precision 
 sentence-transformers' pooling configuration (``_sentence_config``).
 """
 
-from ._encoder import TransformerEncoder
+
+
+def __getattr__(name: str):
+    """``TransformerEncoder`` is imported when first asked for: ``import contextembed`` reaches this
+    package for the runtime choice alone, and pays for the encoder's modules only when one is
+    loaded."""
+    if name == "TransformerEncoder":
+        from ._encoder import TransformerEncoder
+
+        return TransformerEncoder
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["TransformerEncoder"]
