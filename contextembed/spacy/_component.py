@@ -65,7 +65,7 @@ from ..encoders._identity import ModelIdentity
 from ..errors import FileFormatError, ProvenanceError
 from ..pooling._layers import FixedCombine, LayerSpec, check_fixed_combine, check_layer_spec, resolve_layers
 from ..pooling._subword import SubwordPooling
-from ._encoder_layer import ContextEncoder
+from ._encoder_layer import EncoderLayer
 from ._doc_features import DocFeatures
 from ._hooks import install_hooks, set_doc_vector
 from ._combine_layers import pool_layers
@@ -126,7 +126,7 @@ def make_contextembed(
     """Build the component (the encoder itself loads on first use, never by download)."""
     return ContextEmbedder(
         nlp.vocab,
-        ContextEncoder(encoder, subword_pooling, cache_mb),
+        EncoderLayer(encoder, subword_pooling, cache_mb),
         name=name,
         tensor_layers=tensor_layers,
         tensor_combine=tensor_combine,
@@ -142,7 +142,7 @@ class ContextEmbedder(TrainablePipe):
     ----------
     vocab : Vocab
         The pipeline's vocabulary.
-    model : ContextEncoder
+    model : EncoderLayer
         The thinc layer around the encoder.
     name : str
         Component name (listeners name it as their ``upstream``).
@@ -165,7 +165,7 @@ class ContextEmbedder(TrainablePipe):
     def __init__(
         self,
         vocab: Vocab,
-        model: ContextEncoder,
+        model: EncoderLayer,
         name: str = "contextembed",
         *,
         tensor_layers: LayerSpec = -1,

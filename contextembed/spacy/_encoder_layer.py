@@ -28,7 +28,7 @@ from ._loader import EncoderLoader
 from ._settings import CACHE_MB
 
 
-class ContextEncoder(Model):
+class EncoderLayer(Model):
     """``Model[List[Doc], List[DocFeatures]]`` that runs the frozen encoder (no parameters).
 
     Parameters
@@ -146,7 +146,7 @@ def _rows(array: Optional[np.ndarray], layers: Sequence[int], wanted: Sequence[i
     return array[[position[layer] for layer in wanted]]
 
 
-def forward(model: ContextEncoder, docs: list[Doc], is_train: bool) -> tuple[list[DocFeatures], Callable]:
+def forward(model: EncoderLayer, docs: list[Doc], is_train: bool) -> tuple[list[DocFeatures], Callable]:
     """Encode the docs; the encoder is frozen, so the backward pass returns nothing."""
     return model.encode(docs), _no_backprop
 
