@@ -142,3 +142,21 @@ def test_tune_chooses_a_transformer_s_runtime_without_building_an_encoder(tiny_b
     assert result["records"]  # what it measured is recorded
     tuning.forget()  # a later process reads what tune recorded and runs it
     assert load_encoder(str(tiny_bert_dir), device="cpu", precision="auto").precision == chosen["precision"]
+
+
+def test_a_forward_prepared_for_another_model_is_not_run(tiny_bert_dir, tiny_roberta_dir, records):
+    """A choice's prepared forward belongs to the model it was chosen on: a runtime passed on to
+    another model's encoder builds that model's own forward, never runs the first model."""
+    bert = AutoModel.from_pretrained(str(tiny_bert_dir)), AutoTokenizer.from_pretrained(str(tiny_bert_dir))
+    roberta_dir = str(tiny_roberta_dir)
+    other = AutoModel.from_pretrained(roberta_dir), AutoTokenizer.from_pretrained(roberta_dir, add_prefix_space=True)
+    chosen = choose_runtime(*bert, device="cpu", precision="fp32", backend="torch")
+    foreign = dataclasses.replace(chosen, prepared=runtime_choice.TorchForward(
+        bert[0], "fp32", runtime_choice.ModelInputs(*bert), 3, CPU), prepared_for=bert[0])
+    encoder = TransformerEncoder(*other, foreign)
+    assert encoder.model is other[0] and encoder._torch is not foreign.prepared
+    reference = load_encoder(roberta_dir, device="cpu", precision="fp32")
+    for a, b in zip(encoder.encode(SENTENCES), reference.encode(SENTENCES)):
+        np.testing.assert_array_equal(a, b)
+    same = TransformerEncoder(*bert, foreign)  # the model it was built from: used, not built again
+    assert same._torch is foreign.prepared

@@ -180,7 +180,8 @@ class TransformerEncoder(_WordArrays, _RowObjects, Encoder):
         self.runtime = Runtime(runtime.device, runtime.backend, runtime.precision)  # what runs, without the forward
         self.backend = runtime.backend
         self.precision = runtime.precision
-        forward = runtime.prepared
+        # what the choice built while it measured, where it was built from this very model
+        forward = runtime.prepared if runtime.prepared_for is model else None
         if runtime.backend == "openvino":
             if forward is None:  # a precision named, not measured: the engine exports on its first batch
                 forward = engine_forward(model, self._inputs, self._n_layers, runtime.precision,

@@ -15,6 +15,7 @@ A choice that measured keeps the forward it built meanwhile (a quantized copy, a
 from __future__ import annotations
 
 import copy
+import dataclasses
 import inspect
 import logging
 from collections.abc import Iterator, Sequence
@@ -69,13 +70,16 @@ class Runtime:
         or ``"int8"``, never ``"auto"``.
     prepared : TorchForward or OpenVinoForward, optional
         The forward the choice built while it measured, used by the encoder instead of building it
-        again; not part of the choice (neither compared nor hashed).
+        again; not part of the choice (neither compared nor hashed), and used only with the model
+        it was built from (``prepared_for``): another model builds its own.
     """
 
     device: torch.device
     backend: Literal["torch", "openvino"]
     precision: str
     prepared: object = field(default=None, compare=False, hash=False, repr=False)
+    #: the model ``prepared`` was built from: the encoder uses it only for that very model
+    prepared_for: object = field(default=None, compare=False, hash=False, repr=False)
 
 
 def max_positions(model, tokenizer) -> int:
@@ -285,10 +289,12 @@ def choose_runtime(model, tokenizer, *, device: Union[str, torch.device] = "auto
                     "; calibration is not used" if calibration is not None else "")
         backend = "torch"  # auto on a GPU, or without the openvino extra
     if backend == "openvino":
-        return chooser.engine(precision)
-    if backend == "auto":
-        return chooser.faster(precision)
-    return chooser.torch(precision)
+        runtime = chooser.engine(precision)
+    elif backend == "auto":
+        runtime = chooser.faster(precision)
+    else:
+        runtime = chooser.torch(precision)
+    return runtime if runtime.prepared is None else dataclasses.replace(runtime, prepared_for=chooser.model)
 
 
 class _Chooser:
