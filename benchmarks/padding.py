@@ -176,9 +176,9 @@ def round_up(n: int, multiple: int) -> int:
 def budget_batches(sizes: list[int], options: Options) -> Iterator[list[int]]:
     """Indices of length-sorted items cut by contextembed's own rule: padded size (longest x count)
     within ``batch_tokens``, at most ``max_batch_size`` items."""
-    from contextembed.encoders.transformer._rows import _batches
+    from contextembed.encoders.transformer._plan import batches
 
-    yield from _batches(list(range(len(sizes))), sizes.__getitem__, options.batch_tokens, options.max_batch_size)
+    yield from batches(list(range(len(sizes))), sizes.__getitem__, options.batch_tokens, options.max_batch_size)
 
 
 def padded_passes(corpus: list[list[int]], options: Options) -> Iterator[Pass]:

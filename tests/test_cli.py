@@ -738,12 +738,12 @@ def test_the_embed_bar_starts_at_zero_moves_per_batch_and_prints_its_last_line_o
     import time
 
     from contextembed.encoders import transformer
-    from contextembed.encoders.transformer import _rows
+    from contextembed.encoders.transformer import _paths
 
-    run_batch, batches = transformer.TransformerEncoder._run_batch, _rows._batches
+    run_batch, batches = transformer.TransformerEncoder._run_batch, _paths.batches
     monkeypatch.setattr(transformer.TransformerEncoder, "_run_batch",  # slow enough for tqdm (0.1 s between draws)
                         lambda self, *a, **k: (time.sleep(0.12), run_batch(self, *a, **k))[1])
-    monkeypatch.setattr(_rows, "_batches", lambda rows, length, tokens, size: batches(rows, length, tokens, 3))
+    monkeypatch.setattr(_paths, "batches", lambda rows, length, tokens, size: batches(rows, length, tokens, 3))
     source = tmp_path / "in.txt"
     source.write_text("".join(f"the quick fox number {i} jumps\n" for i in range(12)), encoding="utf-8")
     args = ["embed", str(tiny_bert_dir), str(source), str(tmp_path / "out.npz"), "--device", "cpu",

@@ -227,9 +227,9 @@ def test_streams_ran_the_batches(tiny_bert_dir, two_threads, monkeypatch):
     names = []
     original = encoder._run_batch
 
-    def recording(batch, layer_index, pooled=None):
+    def recording(*args, **kwargs):
         names.append(threading.current_thread().name)
-        return original(batch, layer_index, pooled)
+        return original(*args, **kwargs)
 
     monkeypatch.setattr(encoder, "_run_batch", recording)
     monkeypatch.delenv(STREAMS_ENV, raising=False)

@@ -480,8 +480,9 @@ def plan_windows(n_pieces: int, window: int, stride: int) -> list[Window]:
     return windows
 
 
-def split_context(room: int, left: int, right: int) -> tuple[int, int]:
-    """How many context pieces each side gets in ``room`` free pieces of a window.
+def split_context(room, left, right):
+    """How many context pieces each side gets in ``room`` free pieces of a window (ints, or arrays of
+    them: one sentence each).
 
     Parameters
     ----------
@@ -496,8 +497,8 @@ def split_context(room: int, left: int, right: int) -> tuple[int, int]:
         Pieces taken on the left and on the right: all of both when they fit; else half of the room
         each, the unused part of one side's half going to the other side.
     """
-    taken_left = min(left, max(room // 2, room - right))
-    return taken_left, min(right, room - taken_left)
+    taken_left = np.minimum(left, np.maximum(room // 2, room - right))
+    return taken_left, np.minimum(right, room - taken_left)
 
 
 def check_window(window: int, stride: int, max_window: Optional[int] = None) -> None:

@@ -243,7 +243,7 @@ def test_window_sums_are_torch_index_add_bit_for_bit(width):
     device's), on values of every magnitude where the order of the additions shows: a batch's
     windows (evenly spaced runs of one count, read as one view), and segments in any order,
     overlapping or empty."""
-    from contextembed.encoders.transformer._words import _segment_sums
+    from contextembed.encoders.transformer._means import _segment_sums
 
     rng = np.random.default_rng(0)
     rows = (rng.standard_normal((900, width)) * np.exp(rng.uniform(-40, 40, (900, 1)))).astype(np.float32)
@@ -391,49 +391,39 @@ class _DeferredCopies:
 def test_piece_means_divided_on_the_device_come_back_as_cuda_hands_them_over(request, monkeypatch):
     """On a device the means are divided there and consumed a batch late, as CUDA's pinned copies
     complete; a sentence in several windows is still written last, over its first window's row."""
-    from contextembed.encoders.transformer import _rows, _words
+    from contextembed.encoders.transformer import _means, _paths
 
     encoder, sentences = _many_sentences(request, "bert", {"max_batch_size": 3, "window": 7, "stride": 3})
     expected = encoder.encode_piece_means(sentences, [-1, 0])
     assert any(len(encoder.pieces.joined([s])[0]) > 7 for s in sentences)  # some sentences span windows
     _on_the_device_paths(monkeypatch)
-    monkeypatch.setattr(_words, "HostCopies", _DeferredCopies)
-    monkeypatch.setattr(_rows, "HostCopies", _DeferredCopies)
+    monkeypatch.setattr(_means, "HostCopies", _DeferredCopies)
+    monkeypatch.setattr(_paths, "HostCopies", _DeferredCopies)
     assert np.array_equal(encoder.encode_piece_means(sentences, [-1, 0]), expected)
     assert np.array_equal(np.stack(list(encoder.iter_encode_piece_means(sentences, [-1, 0]))), expected)
     assert np.array_equal(expected, _piece_means_reference(encoder, sentences, [-1, 0]))
 
 
-def _pending_rows(encoder, sentences, pooling, method) -> list[np.ndarray]:
-    """The rows of the path with an object per sentence, window and unit (``_iter_pending``, as the
-    grouped poolings and context still run): the batches, rows and copies the planned path replaces."""
-    from contextembed.encoders.transformer._pooled import _DIRECT, _Pooled
-
-    pooled = _Pooled(pooling, pooling, method, "float32")
-    pending = encoder._iter_pending(sentences, pooling.layer_indexes, _DIRECT[method], False, pooled)
-    return [item.rows.copy() for item in pending]
-
-
 @pytest.mark.parametrize("options", [{}, {"max_batch_size": 3, "window": 7, "stride": 3, "chunk_size": 4}],
                          ids=["default", "small batches, windows and chunks"])
 @pytest.mark.parametrize("model", MODELS)
-def test_picked_words_are_the_pending_paths_bit_for_bit(request, model, options):
-    """Words picked by their first or last pieces are planned as arrays per chunk (``_WordUnits``): the
-    same model inputs in the same batches as the path with an object per sentence, so the same bits
-    (MiniLM's fp32 vectors change with a sentence's batch neighbours), with windows beside whole
-    sentences in one batch, empty sentences, repeated ones and several chunks, and the same rows
-    from an iterator."""
+def test_words_pooled_where_the_model_ran_are_the_hosts_pooling_bit_for_bit(request, model, options):
+    """Every path plans its chunk's model inputs and batches one way (``_plan.Plan``), so the words
+    pooled where the model ran are the host's pooling of the pieces ``iter_encode_pieces`` gives,
+    bit for bit (MiniLM's fp32 vectors change with a sentence's batch neighbours), with windows
+    beside whole sentences in one batch, empty sentences, repeated ones and several chunks, and
+    the same rows from an iterator."""
     encoder, sentences = _many_sentences(request, model, options)
-    for method in ("first", "last", "first_last"):
+    for method in SUBWORD_POOLINGS:
         for combine in ("concat", "scalar_mix"):
             pooling = _pooling(encoder, combine)
-            picked = list(encoder.iter_encode_pooled(sentences, pooling, method))
-            reference = _pending_rows(encoder, sentences, pooling, method)
-            assert [rows.shape[0] for rows in picked] == [len(s) for s in sentences]
-            assert all(np.array_equal(a, b) for a, b in zip(picked, reference, strict=True))
+            pooled = list(encoder.iter_encode_pooled(sentences, pooling, method))
+            reference = list(Encoder._iter_pooled(encoder, sentences, pooling, method, False, "float32", False))
+            assert [rows.shape[0] for rows in pooled] == [len(s) for s in sentences]
+            assert all(np.array_equal(a, b) for a, b in zip(pooled, reference, strict=True)), (method, combine)
             streamed = list(encoder.iter_encode_pooled(iter(sentences), pooling, method))
-            assert all(np.array_equal(a, b) for a, b in zip(streamed, picked, strict=True))
-    assert np.abs(np.concatenate(picked)).max() > 0
+            assert all(np.array_equal(a, b) for a, b in zip(streamed, pooled, strict=True))
+    assert np.abs(np.concatenate(pooled)).max() > 0
 
 
 def test_picked_words_of_only_empty_sentences_or_none(tiny):
@@ -464,7 +454,7 @@ def test_word_pieces_are_the_sentences_pieces_joined(request, model):
 
 
 def test_picked_words_count_progress_by_sentence(tiny_bert_dir, monkeypatch):
-    from contextembed.encoders.transformer import _rows, _words
+    from contextembed.encoders.transformer import _paths
 
     counted = []
 
@@ -472,8 +462,7 @@ def test_picked_words_count_progress_by_sentence(tiny_bert_dir, monkeypatch):
         def update(self, n):
             counted.append(n)
 
-    monkeypatch.setattr(_words, "progress_bar", lambda items, show: contextlib.nullcontext(Bar()))
-    monkeypatch.setattr(_rows, "progress_bar", lambda items, show: contextlib.nullcontext(Bar()))
+    monkeypatch.setattr(_paths, "progress_bar", lambda items, show: contextlib.nullcontext(Bar()))
     encoder = load_encoder(str(tiny_bert_dir), device="cpu", precision="fp32", chunk_size=3, max_batch_size=1)
     rows = list(encoder.iter_encode_pooled(SENTENCES, _pooling(encoder, "concat"), "first", show_progress=True))
     assert len(rows) == len(SENTENCES)
@@ -540,7 +529,7 @@ def test_piece_means_pooled_where_the_model_ran_are_the_hosts_pooling_bit_for_bi
 def test_piece_means_pooled_on_the_device_come_back_as_cuda_hands_them_over(request, monkeypatch):
     """The device's path (means divided and combined there, consumed a batch late) gives the CPU's bits;
     a sentence in several windows is combined on the host, over its first window's row."""
-    from contextembed.encoders.transformer import _rows, _words
+    from contextembed.encoders.transformer import _means, _paths
 
     encoder, sentences = _many_sentences(request, "bert", {"max_batch_size": 3, "window": 7, "stride": 3})
     for combine in COMBINES:
@@ -548,8 +537,8 @@ def test_piece_means_pooled_on_the_device_come_back_as_cuda_hands_them_over(requ
         expected = encoder.encode_piece_means(sentences, [-1, 0], pooling=pooling)
         with monkeypatch.context() as patched:
             _on_the_device_paths(patched)
-            patched.setattr(_words, "HostCopies", _DeferredCopies)
-            patched.setattr(_rows, "HostCopies", _DeferredCopies)
+            patched.setattr(_means, "HostCopies", _DeferredCopies)
+            patched.setattr(_paths, "HostCopies", _DeferredCopies)
             assert np.array_equal(encoder.encode_piece_means(sentences, [-1, 0], pooling=pooling), expected)
 
 
@@ -603,16 +592,13 @@ def test_a_chunk_s_state_lives_on_its_own_object_never_on_the_shared_settings(ti
     (or stream threads) never write one object."""
     import dataclasses
 
-    from contextembed.encoders.transformer._pooled import _DIRECT, _Pooled
+    from contextembed.encoders.transformer._pooled import _Pooled
 
     pooling = _pooling(tiny, "concat")
     pooled = _Pooled(pooling, pooling, method, "float32")
     with pytest.raises(dataclasses.FrozenInstanceError):
         pooled.out = np.zeros(1)
     sentences = [["a", "b"], ["c"] * 30, []] * 3
-    if method in _DIRECT:
-        rows = list(tiny._iter_picked(sentences, pooled, _DIRECT[method], False))
-    else:
-        rows = [item.rows for item in tiny._iter_pending(sentences, pooling.layer_indexes, ("all",), False, pooled)]
+    rows = list(tiny._pooled_words(tiny._planned(sentences, False), pooled))
     assert [r.shape[0] for r in rows] == [len(s) for s in sentences]
     assert pooled.out is None and pooled.copies is None

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from contextembed import load_encoder
-from contextembed.encoders.transformer import _pooled, _rows
+from contextembed.encoders.transformer import _jobs, _pooled
 from contextembed.encoders._base import Encoder
 from contextembed.pooling import SUBWORD_POOLINGS, pool_pieces_to_text
 
@@ -103,9 +103,9 @@ def test_only_texts_in_several_windows_come_back_to_the_host(tiny, monkeypatch):
     back = []
     original = _pooled._TextPooled.pool_on_host
 
-    def counted(self, item):
-        back.append(item.pieces.n_pieces)
-        return original(self, item)
+    def counted(self, pieces, offsets):
+        back.append(pieces.shape[1])
+        return original(self, pieces, offsets)
 
     monkeypatch.setattr(_pooled._TextPooled, "pool_on_host", counted)
     list(tiny.iter_encode_text_layers(SENTENCES, "all", "mean", "mean"))
@@ -152,7 +152,7 @@ def test_the_batched_pooling_of_a_gpu_equals_text_by_text(method, text_pooling):
         counts = rng.integers(1, 4, size=n_words)
         offsets.append(np.concatenate([[0], np.cumsum(counts)]).astype(np.int64))
     pieces = rng.standard_normal((3, sum(int(o[-1]) for o in offsets), 8)).astype(np.float32)
-    got = _rows._pool_texts(torch.from_numpy(pieces), offsets, method, text_pooling).numpy()
+    got = _jobs.pool_texts(torch.from_numpy(pieces), offsets, method, text_pooling).numpy()
     starts = np.cumsum([0] + [int(o[-1]) for o in offsets])
     expected = np.stack([pool_pieces_to_text(pieces[:, start : start + o[-1]], o, method, text_pooling)
                          for start, o in zip(starts, offsets)])
@@ -163,7 +163,7 @@ def test_the_batched_pooling_of_a_gpu_equals_text_by_text(method, text_pooling):
 
 def test_the_batched_pooling_takes_a_batch_without_words():
     empty = [np.zeros(1, dtype=np.int64)] * 2
-    got = _rows._pool_texts(torch.zeros(3, 0, 4), empty, "mean", "max")
+    got = _jobs.pool_texts(torch.zeros(3, 0, 4), empty, "mean", "max")
     assert got.shape == (2, 3, 4) and not got.any()
 
 

@@ -186,12 +186,12 @@ def test_the_encoding_bar_prints_its_last_line_once_and_moves_before_the_block_e
 
     from contextembed.encoders import transformer
 
-    from contextembed.encoders.transformer import _words
+    from contextembed.encoders.transformer import _paths
 
-    pick_batch, batches = transformer.TransformerEncoder._pick_batch, _words._batches
-    monkeypatch.setattr(transformer.TransformerEncoder, "_pick_batch",
-                        lambda self, *a, **k: (time.sleep(0.12), pick_batch(self, *a, **k))[1])
-    monkeypatch.setattr(_words, "_batches", lambda rows, length, tokens, size: batches(rows, length, tokens, 2))
+    run_batch, batches = transformer.TransformerEncoder._run_batch, _paths.batches
+    monkeypatch.setattr(transformer.TransformerEncoder, "_run_batch",
+                        lambda self, *a, **k: (time.sleep(0.12), run_batch(self, *a, **k))[1])
+    monkeypatch.setattr(_paths, "batches", lambda rows, length, tokens, size: batches(rows, length, tokens, 2))
     clear_cache()
     sentences = [["the", "quick", "fox", str(i)] for i in range(8)]
     TokenEmbedder(bert, layers=-1, show_progress=True, **CPU).fit_transform(sentences)

@@ -4,9 +4,10 @@ Layers are the embedding output followed by every hidden layer (``hidden_states`
 ``output_hidden_states=True``): 13 for BERT-base, 7 for MiniLM-L6.
 
 The package holds what the transformer family alone uses: the encoder (``_encoder``), the choice of
-its runtime (``_runtime_choice``), the two ways its batches are planned and run (``_words``: arrays
-for words and piece means; ``_rows``: row objects for pieces, pairs, document context and texts),
-their pooling (``_pooled``) and chunking (``_chunking``), the flat forward (``_unpadded``), the layers
+its runtime (``_runtime_choice``), the one planner of every path's model inputs and batches
+(``_plan``: words, pieces, texts, pairs, document context, piece means), each path's loop over
+chunks (``_paths``), what each takes from a batch (``_jobs``; piece means: ``_means``), their pooling
+settings (``_pooled``) and chunking (``_chunking``), the flat forward (``_unpadded``), the layers
 not run (``_pruning``), the OpenVINO engine (``_engine``) and how its precision is chosen
 (``_engine_choice``), copies to the host (``_host_copies``) and
 sentence-transformers' pooling configuration (``_sentence_config``).

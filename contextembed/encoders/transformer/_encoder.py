@@ -1,7 +1,7 @@
 """The transformer encoder: its construction, its properties and the public encoding methods.
 
-The methods that plan and run the batches are in :mod:`._words` (arrays: words, piece means)
-and :mod:`._rows` (row objects: pieces, pairs, document context, texts).
+Every path runs one way: a chunk planned as arrays (:mod:`._plan`), its batches run with the path's
+job (:mod:`._jobs`, :mod:`._means`) by the chunk loops of :mod:`._paths`.
 """
 
 from __future__ import annotations
@@ -40,8 +40,8 @@ from ._runtime_choice import (
 
 from .._hf_files import _quiet_transformers, _tokenizer_options
 from ._pooled import _DIRECT, _MeansPooled
-from ._rows import _RowObjects
-from ._words import _WordArrays
+from ._means import _PieceMeans
+from ._paths import _PlannedPaths
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ OPTION_BOUNDS = {"window": OPTIONAL_COUNT, "stride": OPTIONAL_COUNT, "batch_toke
                  "pad_multiple": OPTIONAL_COUNT, "max_batch_size": COUNT, "chunk_size": COUNT}
 
 
-class TransformerEncoder(_WordArrays, _RowObjects, Encoder):
+class TransformerEncoder(_PlannedPaths, _PieceMeans, Encoder):
     """A frozen Hugging Face encoder exposing every layer at word level.
 
     Build it with :meth:`load` (or :func:`contextembed.load_encoder`), which never downloads.
@@ -346,8 +346,7 @@ class TransformerEncoder(_WordArrays, _RowObjects, Encoder):
     def iter_encode_pieces(
         self, sentences: Sentences, layers: LayerSpec = "all", *, show_progress: bool = False
     ) -> Iterator[PieceEncoding]:
-        for pending in self._iter_pending(sentences, layers, ("all",), show_progress):
-            yield PieceEncoding(pending.joined(0), pending.pieces.offsets, pending.cls, pending.pieces.ids)
+        return self._iter_piece_encodings(self._planned(sentences, show_progress), layers)
 
     def iter_encode(
         self,
@@ -361,10 +360,7 @@ class TransformerEncoder(_WordArrays, _RowObjects, Encoder):
         if subword_pooling not in _DIRECT:
             yield from super().iter_encode(sentences, layers, subword_pooling, show_progress=show_progress)
             return
-        selectors = _DIRECT[subword_pooling]
-        for pending in self._iter_pending(sentences, layers, selectors, show_progress):
-            parts = [pending.joined(k) for k in range(len(selectors))]
-            yield parts[0] if len(parts) == 1 else np.concatenate(parts, axis=-1)
+        yield from self._iter_picked_pieces(sentences, layers, _DIRECT[subword_pooling], show_progress)
 
     def encode_piece_means(self, sentences: Sentences, layers: LayerSpec = "all", *,
                            pooling: Optional[LayerPooling] = None, show_progress: ShowProgress = False) -> np.ndarray:
@@ -372,8 +368,7 @@ class TransformerEncoder(_WordArrays, _RowObjects, Encoder):
         once, from the window that owns it): only ``(layers, width)`` per window leaves the device,
         or with ``pooling`` its layers combined there, batch by batch: ``(dim,)``.
 
-        The sentences' model inputs are arrays (:class:`_ChunkWindows`), not an object per sentence;
-        the batches are those of the other paths. ``show_progress`` (a bar of its own, or the
+        The sentences' model inputs and batches are those of every other path (:class:`~._plan.Plan`). ``show_progress`` (a bar of its own, or the
         caller's: anything with ``update(n)``) counts the sentences as the batches finish.
 
         Returns
@@ -425,9 +420,9 @@ class TransformerEncoder(_WordArrays, _RowObjects, Encoder):
         """The first piece ([CLS]/<s>) of each sentence: ``(sentences, layers, width)`` float32."""
         if not self.has_cls:
             raise ValueError(f"{self.spec or 'this model'} adds no leading special token to pool as CLS")
-        cls = [p.cls for p in self._iter_pending(sentences, layers, (), False)]
+        cls = [job.cls for _, job in self._iter_cls(sentences, layers, False)]
         n_layers = len(self.layer_indexes(layers))
-        return np.stack(cls) if cls else np.zeros((0, n_layers, self.width), dtype=np.float32)
+        return np.concatenate(cls) if cls else np.zeros((0, n_layers, self.width), dtype=np.float32)
 
     def iter_encode_pair_pieces(
         self, pairs: Pairs, layers: LayerSpec = "all", *, show_progress: bool = False
@@ -445,9 +440,7 @@ class TransformerEncoder(_WordArrays, _RowObjects, Encoder):
             Per pair, in input order: each side's pieces (every word of each side owns at least one)
             and the pair's first-piece vector.
         """
-        for a, b in self._iter_pairs(pairs, layers, ("all",), show_progress):
-            first = PieceEncoding(a.joined(0), a.pieces.offsets, a.cls)
-            yield PairPieces(first, PieceEncoding(b.joined(0), b.pieces.offsets, a.cls), a.cls)
+        return self._iter_pair_encodings(pairs, layers, show_progress)
 
     def iter_encode_pieces_in_context(
         self, items: Iterable[InContext], layers: LayerSpec = "all", *, show_progress: bool = False
@@ -455,8 +448,7 @@ class TransformerEncoder(_WordArrays, _RowObjects, Encoder):
         """Each sentence encoded in one input with the context pieces around it (as the adapters'
         ``context=N`` asks); a sentence of ``window`` pieces or more in its windows, as
         alone. Only the sentence's own pieces come out (``cls``: the input's first piece)."""
-        for item in self._iter_in_context(items, layers, ("all",), show_progress):
-            yield PieceEncoding(item.joined(0), item.pieces.offsets, item.cls, item.pieces.ids)
+        return self._iter_piece_encodings(self._planned_in_context(items, show_progress), layers)
 
     def _forward(self, inputs: dict[str, torch.Tensor], layer_index: Sequence[int]) -> list[torch.Tensor]:
         """Hidden states ``layer_index`` of a padded batch, each ``(batch * seq, width)``: the engine's,

@@ -37,7 +37,7 @@ class _Pooled:
     Exactly the host's pooling of the same hidden states (the same torch operations on each word's
     own values). A sentence in several windows whose words are pooled over all their pieces
     (``"mean"``, ``"max"``) may have a word split between two batches: its pieces come back and are
-    pooled on the host (:meth:`TransformerEncoder._run`).
+    pooled on the host (:class:`~._jobs.GroupedWords`).
     """
 
     pooling: LayerPooling
@@ -64,15 +64,9 @@ class _Pooled:
                 and self.pooling.combine == "concat" and all(layer.device.type == "cpu" and layer.dtype == torch.float32
                                                              for layer in flat))
 
-    def on_device(self, n_pieces: int, window: int) -> bool:
-        """Whether a sentence of ``n_pieces`` pieces is pooled on the device."""
-        return not self.grouped or n_pieces <= window
-
-    def pool_on_host(self, item) -> np.ndarray:
-        """``(words, dim)``: the sentence's pieces that came back (``item``, a
-        :class:`~contextembed.encoders.transformer._rows._Pending`), pooled."""
-        words = pool_subwords_numpy(item.joined(0), item.pieces.offsets, self.method)
-        return pool_layers_numpy(self.host_pooling, words)
+    def pool_on_host(self, pieces: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+        """``(words, dim)``: a sentence's pieces ``(layers, pieces, width)`` that came back, pooled."""
+        return pool_layers_numpy(self.host_pooling, pool_subwords_numpy(pieces, offsets, self.method))
 
 
 @dataclass(frozen=True)
@@ -84,7 +78,7 @@ class _TextPooled:
     A text whose pieces one model input owns all of is pooled where that input ran: on a CPU by the
     host's own function, text by text (:func:`~contextembed.pooling.pool_pieces_to_text`, so the bits
     are those of pooling its :class:`PieceEncoding`); elsewhere every such text of a batch at once
-    (:func:`_pool_texts`). A text in several windows (or one side of a long pair) has its pieces come
+    (:func:`~._jobs.pool_texts`). A text in several windows (or one side of a long pair) has its pieces come
     back and is pooled on the host when its chunk is done.
     """
 
@@ -93,10 +87,9 @@ class _TextPooled:
     n_layers: int
     copies: Optional[HostCopies] = None
 
-    def pool_on_host(self, item) -> np.ndarray:
-        """``(layers, width')``: the text's pieces that came back (``item``, a
-        :class:`~contextembed.encoders.transformer._rows._Pending`), pooled."""
-        return pool_pieces_to_text(item.joined(0), item.pieces.offsets, self.method, self.text_pooling)
+    def pool_on_host(self, pieces: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+        """``(layers, width')``: a text's pieces ``(layers, pieces, width)`` that came back, pooled."""
+        return pool_pieces_to_text(pieces, offsets, self.method, self.text_pooling)
 
 
 @dataclass

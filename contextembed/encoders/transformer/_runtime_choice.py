@@ -32,6 +32,7 @@ from ..._runtime.devices import auto_cpu_precision, check_precision, compute_dty
 from ..._runtime.quantization import INT8_MIN_COSINE, int8_fidelity, quantize_int8
 from ...errors import EngineError
 from . import _engine as engine, _engine_choice as engine_choice, _unpadded as unpadded
+from ._plan import padded_inputs
 from ._pruning import LayerPruner
 
 logger = logging.getLogger(__name__)
@@ -126,13 +127,9 @@ class ModelInputs:
     def padded(self, rows: Sequence[np.ndarray], length: int) -> dict[str, np.ndarray]:
         """``rows`` of piece ids, special tokens included, padded to ``length``: each input the model
         takes, ``(batch, seq)`` int64 (segment ids all 0)."""
-        ids = np.full((len(rows), length), self.pad_id, dtype=np.int64)
-        mask = np.zeros((len(rows), length), dtype=np.int64)
-        for r, row in enumerate(rows):
-            ids[r, : len(row)] = row
-            mask[r, : len(row)] = 1
-        arrays = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
-        return {name: arrays[name] for name in self.names}
+        ids = np.concatenate(rows).astype(np.int64, copy=False) if len(rows) else np.zeros(0, dtype=np.int64)
+        types = np.zeros_like(ids) if self.takes_types else None
+        return padded_inputs(ids, np.array([len(row) for row in rows], dtype=np.int64), length, self.pad_id, types)
 
     def calibration_batches(self, sentences: Sequence[Sequence[str]], batch_size: int = 1) -> Iterator[dict[str, np.ndarray]]:
         """Padded input batches of ``sentences`` (the first window of each)."""
