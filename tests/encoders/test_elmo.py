@@ -666,3 +666,25 @@ def test_lstms_in_lockstep_equal_each_alone():
     assert together.abs().max() <= 0.5 + 1e-7  # the projection clip holds
     with pytest.raises(ValueError, match="same cell_clip and proj_clip"):
         run_lstms([pair[0], ProjectedLSTM(3, 5, 4)], torch.stack([packed.data, other]), sizes)
+
+
+def test_the_constructor_runs_the_precision_it_is_given_and_never_measures(elmo_dir, monkeypatch):
+    """Issue 54: ``precision="auto"`` is chosen (the machine's record, measured once where none
+    answers) by ``load`` and ``from_options``, never by the constructor."""
+    import copy
+
+    from contextembed._runtime import devices
+
+    loaded = ElmoEncoder.load(elmo_dir, device="cpu", precision="fp32")
+    with pytest.raises(ValueError, match="runs the precision it is given, got 'auto'"):
+        ElmoEncoder(copy.deepcopy(loaded.module), device="cpu", precision="auto")
+    monkeypatch.setattr(devices, "auto_cpu_precision", lambda *args, **kwargs: pytest.fail("measured"))
+    assert ElmoEncoder(copy.deepcopy(loaded.module), device="cpu").precision == "fp32"
+    assert ElmoEncoder.load(elmo_dir, device="cpu", precision="bf16").precision == "bf16"
+    chosen = []
+    monkeypatch.setattr(devices, "auto_cpu_precision", lambda *args, **kwargs: chosen.append(1) or "bf16")
+    assert ElmoEncoder.load(elmo_dir, device="cpu").precision == "bf16"  # "auto", chosen once
+    assert ElmoEncoder.from_options(loaded.options, device="cpu").precision == "bf16"
+    assert len(chosen) == 2
+    with pytest.raises(ValueError, match="precision"):
+        ElmoEncoder.from_options(loaded.options, precision="fp64")  # checked before the module is built

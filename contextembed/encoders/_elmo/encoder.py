@@ -99,6 +99,13 @@ def write_bilm(module: BiLMEncoderModule, folder: str, extra=None) -> None:
     write_options(module.options, os.path.join(folder, OPTIONS_FILE))
 
 
+def _chosen(kwargs: dict) -> dict:
+    """``kwargs`` with the device and precision chosen (``"auto"`` resolved: the precision this
+    machine's record names, measured once where none does, :func:`resolve_precision`)."""
+    device, precision = resolve_device(kwargs.get("device", "auto")), kwargs.get("precision", "auto")
+    return {**kwargs, "device": device, "precision": resolve_precision(precision, device) if precision == "auto" else precision}
+
+
 class ElmoEncoder(Encoder):
     """A frozen ELMo biLM exposing its ``n_lstm_layers + 1`` layers at word level.
 
@@ -111,9 +118,10 @@ class ElmoEncoder(Encoder):
         What it was loaded from.
     device : str or torch.device
         ``"auto"`` picks CUDA when present.
-    precision : {"auto", "fp32", "bf16", "fp16", "int8"}
-        Compute precision; outputs are always float32. ``"auto"``: bf16 on CUDA and on CPUs with
-        native bf16 units, else fp32. ``"int8"`` (CPU): int8 highway and projection
+    precision : {"fp32", "bf16", "fp16", "int8"}
+        Compute precision; outputs are always float32. The constructor runs the precision it is
+        given and never measures: ``"auto"`` (bf16 on CUDA and on CPUs with native bf16 units that
+        measurably beat fp32, else fp32) is chosen by :meth:`load` and :meth:`from_options`. ``"int8"`` (CPU): int8 highway and projection
         layers of the character CNN, fp32 elsewhere.
         Which to choose for a task and a machine: ``docs/choosing.md``.
     batch_words : int
@@ -145,7 +153,7 @@ class ElmoEncoder(Encoder):
         *,
         spec: str = "",
         device: Union[str, torch.device] = "auto",
-        precision: str = "auto",
+        precision: str = "fp32",
         batch_words: int = 4096,
         max_batch_size: int = 128,
         chunk_size: int = 4096,
@@ -154,8 +162,12 @@ class ElmoEncoder(Encoder):
                      OPTION_BOUNDS)
         forking.install()  # forked workers must not hang in torch's inherited thread pool
         self.spec = spec
+        if precision == "auto":
+            raise ValueError("ElmoEncoder(...) runs the precision it is given, got 'auto': load it with "
+                             "ElmoEncoder.load(...) or ElmoEncoder.from_options(...), which choose it, or pass "
+                             "'fp32', 'bf16', 'fp16' or 'int8'")
         self.device = resolve_device(device)
-        self.precision = resolve_precision(precision, self.device)
+        self.precision = resolve_precision(precision, self.device)  # checked: never "auto" here
         self.dtype = compute_dtype(self.precision)
         self.module = module.to(device=self.device, dtype=self.dtype).eval().requires_grad_(False)
         if self.precision == "int8":  # the highway and projection layers; the LSTMs stay fp32
@@ -175,12 +187,14 @@ class ElmoEncoder(Encoder):
         check_settings(kwargs.get("device", "auto"), kwargs.get("precision", "auto"), cls.family)  # before loading
         check_values(kwargs, OPTION_BOUNDS)
         module = load_bilm(directory)
-        return cls(module, spec=kwargs.pop("spec", os.fspath(directory)), **kwargs)
+        return cls(module, spec=kwargs.pop("spec", os.fspath(directory)), **_chosen(kwargs))
 
     @classmethod
     def from_options(cls, options, **kwargs) -> "ElmoEncoder":
-        """A randomly initialised encoder (bilm-tf's initialisation) from an options dict."""
-        return cls(BiLMEncoderModule(options), **kwargs)
+        """A randomly initialised encoder (bilm-tf's initialisation) from an options dict; ``kwargs``
+        as :meth:`load` takes them."""
+        check_settings(kwargs.get("device", "auto"), kwargs.get("precision", "auto"), cls.family)
+        return cls(BiLMEncoderModule(options), **_chosen(kwargs))
 
     def _write(self, folder: str) -> None:
         """``options.json`` + ``weights.hdf5`` in AllenNLP's original layout."""
