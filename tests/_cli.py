@@ -73,9 +73,9 @@ def run_cli(args, timeout: float = 120, **popen_kwargs) -> subprocess.CompletedP
     return subprocess.CompletedProcess(process.args, process.returncode, out, err)
 
 
-def call_cli(args) -> subprocess.CompletedProcess:
-    """Run ``contextembed *args`` in this process (:func:`contextembed.cli.main`, from
-    :data:`REPO_ROOT` as :func:`run_cli` does) and return what :func:`run_cli` would: the exit
+def call_cli(args, cwd: Path = REPO_ROOT) -> subprocess.CompletedProcess:
+    """Run ``contextembed *args`` in this process (:func:`contextembed.cli.main`, from ``cwd``:
+    :data:`REPO_ROOT` as :func:`run_cli` runs it, unless told) and return what :func:`run_cli` would: the exit
     status, stdout and stderr as text. As in a process of its own, an exception that ``main`` lets
     through prints its traceback on stderr with status 1, and ``SystemExit`` (the parser's errors,
     ``--help``) gives its code. Network attempts fail the test through the suite's ``no_network``
@@ -85,7 +85,7 @@ def call_cli(args) -> subprocess.CompletedProcess:
     argv = [str(arg) for arg in args]
     out, err = io.StringIO(), io.StringIO()
     previous = os.getcwd()
-    os.chdir(REPO_ROOT)
+    os.chdir(cwd)
     try:
         with redirect_stdout(out), redirect_stderr(err):
             status = _status_of(main, argv)

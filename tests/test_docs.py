@@ -8,7 +8,9 @@ names (:data:`PREPARE`):
   expression followed by a comment that starts with a Python literal
   (``doc.tensor.shape  # (8, 384): ...``) must evaluate to that literal. A ``python`` block followed directly by a ``text`` block must print
   exactly that text.
-- ``bash`` blocks: each ``contextembed ...`` line runs as a subprocess (under the socket guard);
+- ``bash`` blocks: each ``contextembed ...`` line runs in this process, as the console command runs it
+  (``tests/_cli.py``'s ``call_cli``: its exit status, under the suite's socket guard), from the
+  document's directory;
   pretraining commands get ``--max-steps 2`` / ``--epochs 1`` appended so that they finish in
   seconds. ``pip install`` lines must name extras that ``pyproject.toml`` defines.
   ``python -m pytest`` must be the command ``.ci/run`` runs. Commands that need what the suite does
@@ -43,6 +45,7 @@ import pytest
 from contextembed._runtime import forking
 
 import socket_guard
+from _cli import call_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -221,11 +224,9 @@ def _run_contextembed(args: list[str], folder: Path, where: str) -> None:
             _parse_contextembed(args, where)
             return
         args = [*args, "--quiet"]
-    log = folder / ".sockets.log"
-    result = subprocess.run([sys.executable, "-m", "contextembed", *args], cwd=folder, capture_output=True, text=True,
-                            env=socket_guard.guarded_env(log), timeout=600)
+    result = call_cli(args, cwd=folder)
     assert result.returncode == 0, f"{where}: exit {result.returncode}\n{result.stderr[-3000:]}"
-    assert socket_guard.read_log(log) == "", f"{where}: opened a network socket"
+    assert socket_guard.take_attempts() == [], f"{where}: opened a network socket"
 
 
 def _parse_contextembed(args: list[str], where: str) -> None:
