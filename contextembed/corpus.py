@@ -47,6 +47,7 @@ from typing import Literal, Optional, Union, get_args
 from ._runtime import terminal
 from ._inputs.bounds import CONNECT_TIMEOUT, check_setting
 from .io._pipeline import embed_file
+from .io._settings import EmbedSettings
 from .io.readers import check_input
 from .io._jobs import OUTPUT_FORMATS, Job, OutputFormat, check_complete, find_inputs, is_corpus, plan, walk  # noqa: F401
 from ._inputs.options import check_choice
@@ -137,7 +138,8 @@ def embed_corpus(
     **options
         Keyword arguments of :func:`contextembed.io.embed_file` (``input_format``, ``tokenizer``,
         ``layers``, ``combine``, ``subword_pooling``, ``level``, ``text_pooling``, ``dtype``,
-        ``device``, ``precision``, ``backend``, ``chunk_sentences``).
+        ``device``, ``precision``, ``backend``, ``chunk_sentences``), all checked first, before any
+        output directory is made (:class:`~contextembed.io._settings.EmbedSettings`).
 
     Returns
     -------
@@ -153,10 +155,11 @@ def embed_corpus(
     run = runner(engine)
     if connect_timeout is not None:
         check_setting("connect_timeout", connect_timeout, CONNECT_TIMEOUT)
+    settings = EmbedSettings.from_keywords(spec, **options)  # every option checked once, before any work
     _check_output_dir(pattern, output_dir)
     jobs = plan(pattern, output_dir, output_format)
     for job in jobs:
-        check_input(job.input, options.get("input_format"))
+        check_input(job.input, settings.input_format)
     existing = set() if overwrite else {job for job in jobs if os.path.exists(job.output)}
     for job in jobs:
         if job not in existing:

@@ -136,6 +136,9 @@ def test_the_layers_below_run_one_way():
         "contextembed.io.readers": ("contextembed.io._records", "contextembed.io._pipeline", "contextembed.io.writer"),
         "contextembed.io.writer": ("contextembed.io._records", "contextembed.io._pipeline", "contextembed.io.readers"),
         "contextembed.io._records": ("contextembed.io._pipeline", "contextembed.io.readers"),
+        # the settings of an output below everything that takes them
+        "contextembed.io._settings": ("contextembed.io._records", "contextembed.io._pipeline", "contextembed.io._jobs",
+                                      "contextembed.io.writer", "contextembed.corpus", "contextembed.engines"),
     }
     for module, above in below.items():
         upward = sorted(m for m in graph[module] if m.startswith(above))

@@ -226,6 +226,25 @@ def _finished(waiting: deque, size: int, everything: bool = False) -> Iterator[I
         yield InContext(item.words, item.left, right, size)
 
 
+def check_context_value(context) -> int:
+    """``context`` if it is a number of pieces (an int ``>= 0``), before any encoder is known
+    (:func:`check_context` then bounds it by the encoder's input size).
+
+    Raises
+    ------
+    TypeError
+        ``context`` is not an int (a bool, a float, a string).
+    ValueError
+        ``context`` is negative.
+    """
+    if isinstance(context, bool) or not isinstance(context, numbers.Integral):
+        raise TypeError(f"context must be a whole number of pieces (an int >= 0), got {context!r} "
+                        f"({type(context).__name__})")
+    if context < 0:
+        raise ValueError(f"context={context}: expected a number of pieces >= 0 (0: each sentence alone)")
+    return context
+
+
 def check_context(context, encoder) -> int:
     """``context`` as a number of pieces ``encoder`` can add on each side of a sentence.
 
@@ -245,12 +264,7 @@ def check_context(context, encoder) -> int:
         ``context`` is negative, larger than one model input holds, or given to an encoder that
         takes no context (static vectors, ELMo).
     """
-    if isinstance(context, bool) or not isinstance(context, numbers.Integral):
-        raise TypeError(f"context must be a whole number of pieces (an int >= 0), got {context!r} "
-                        f"({type(context).__name__})")
-    if context < 0:
-        raise ValueError(f"context={context}: expected a number of pieces >= 0 (0: each sentence alone)")
-    if context == 0:
+    if check_context_value(context) == 0:
         return 0
     limit = encoder.max_context
     if context > limit:
@@ -260,4 +274,5 @@ def check_context(context, encoder) -> int:
     return int(context)
 
 
-__all__ = ["InContext", "check_context", "check_in_context", "checked_doc_ids", "in_context", "is_missing", "with_doc_ids"]
+__all__ = ["InContext", "check_context", "check_context_value", "check_in_context", "checked_doc_ids", "in_context",
+           "is_missing", "with_doc_ids"]

@@ -34,8 +34,10 @@ option                 definition (type and check)
 ``oov``, ``lowercase`` :data:`contextembed.encoders._static.vectors.OovVector`, ``check_lookup``
 ``engine``             :data:`contextembed.corpus.Engine`, ``runner`` (dispatch through ``RUNNERS``)
 ``output_format``      :data:`contextembed.io._jobs.OutputFormat`, checked by ``plan``
-``context``            ``contextembed._inputs.documents.check_context`` (against the encoder)
-``doc_sep``            :data:`contextembed.io.readers.DocSep`, checked by ``read_documents`` and ``embed_file``
+``context``            ``contextembed._inputs.documents.check_context_value`` (form), ``check_context``
+                       (against the encoder)
+``doc_sep``            :data:`contextembed.io.readers.DocSep`, checked by ``read_documents`` and ``EmbedSettings``
+                       (:mod:`contextembed.io._settings`: every option of ``embed_file``, once)
 ``dtype`` (output)     :data:`contextembed.pooling._layers.OutputDtype`, ``check_output_dtype``
                        (the estimators': in ``fit`` and where features are returned)
 =====================  ==================================================================

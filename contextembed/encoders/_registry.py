@@ -2,8 +2,9 @@
 and the engines' workers load a model by (issue 54: one registry, below the adapters).
 
 An :class:`EncoderRef` names a model and how it runs (device, precision, backend, batch size) and
-records the model's identity at ``fit``; :func:`get_encoder` loads it once per process, so clones
-made by ``GridSearchCV`` never reload the model, and :func:`resolved` pins what ``"auto"`` chose.
+records the model's identity at ``fit``; :func:`get_encoder` loads it once per process (into an
+:class:`EncoderCache`, :data:`ENCODERS` unless another is passed), so clones made by
+``GridSearchCV`` never reload the model, and :func:`resolved` pins what ``"auto"`` chose.
 
 Logged to ``contextembed.encoders._registry`` at INFO: what each loaded encoder runs on (device,
 precision, batch size: what ``"auto"`` chose).
@@ -15,6 +16,7 @@ import dataclasses
 import logging
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Optional
 
@@ -83,25 +85,73 @@ class EncoderRef:
         return _store.encoder_key(model, device.type, precision, backend)
 
 
-_ENCODERS: dict[EncoderRef, Encoder] = {}
-_ENCODERS_LOCK = threading.Lock()
+class EncoderCache:
+    """Loaded encoders by their :class:`EncoderRef`, shared by the threads of a process.
+
+    :data:`ENCODERS` is the process-wide one that every function below uses by default; a test or
+    an embedding application can pass its own (``get_encoder(ref, cache=EncoderCache())``) to load
+    apart from it. Unbounded: an encoder stays loaded until :meth:`clear` (what
+    ``contextembed.sklearn.clear_encoders`` calls).
+    """
+
+    def __init__(self) -> None:
+        self._encoders: dict[EncoderRef, Encoder] = {}
+        self._lock = threading.Lock()
+
+    def get(self, ref: EncoderRef) -> Optional[Encoder]:
+        """The encoder loaded for ``ref``, or ``None``."""
+        with self._lock:
+            return self._encoders.get(ref)
+
+    def put(self, ref: EncoderRef, encoder: Encoder) -> None:
+        """Make ``encoder`` the one loaded for ``ref``."""
+        with self._lock:
+            self._encoders[ref] = encoder
+
+    def get_or_load(self, ref: EncoderRef, load: Callable[[EncoderRef], Encoder]) -> Encoder:
+        """The encoder loaded for ``ref``, or ``load(ref)`` kept for the next call. Loads run one at a
+        time, so two threads asking for one reference load it once."""
+        with self._lock:
+            encoder = self._encoders.get(ref)
+            if encoder is None:
+                encoder = self._encoders[ref] = load(ref)
+            return encoder
+
+    def clear(self) -> None:
+        """Forget every loaded encoder (frees their memory once nothing else holds them)."""
+        with self._lock:
+            self._encoders.clear()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._encoders)
 
 
-def get_encoder(ref: EncoderRef) -> Encoder:
-    """Load the encoder ``ref`` names, or return the one already loaded in this process.
+#: the encoders loaded in this process (the default of every function here)
+ENCODERS = EncoderCache()
+
+
+def get_encoder(ref: EncoderRef, cache: Optional[EncoderCache] = None) -> Encoder:
+    """Load the encoder ``ref`` names, or return the one already loaded (in ``cache``, by default
+    :data:`ENCODERS`, this process's).
 
     A precision ``fit`` pinned (:func:`resolved`) that cannot run on this machine's device runs as
     ``"auto"`` chooses here, with one :class:`~contextembed._runtime.devices.PrecisionChangedWarning`
     naming both."""
-    with _ENCODERS_LOCK:
-        encoder = _ENCODERS.get(ref)
-        if encoder is None:
-            spec = ref.spec if ref.identity is None else locate(ref.identity)
-            precision = fitted_precision(ref.precision, ref.device, f"the encoder {ref.spec!r}")
-            encoder = load_encoder(spec, device=ref.device, precision=precision, backend=ref.backend, **ref.options())
-            _ENCODERS[ref] = encoder
-            logger.info("loaded the encoder %r: %s", ref.spec, describe_choices(encoder, ref))
-        return encoder
+    return _cache(cache).get_or_load(ref, _load)
+
+
+def _cache(cache: Optional[EncoderCache]) -> EncoderCache:
+    """``cache``, or the process-wide one (an empty cache is falsy: never ``cache or ENCODERS``)."""
+    return ENCODERS if cache is None else cache
+
+
+def _load(ref: EncoderRef) -> Encoder:
+    spec = ref.spec if ref.identity is None else locate(ref.identity)
+    precision = fitted_precision(ref.precision, ref.device, f"the encoder {ref.spec!r}")
+    encoder = load_encoder(spec, device=ref.device, precision=precision, backend=ref.backend, **ref.options())
+    logger.info("loaded the encoder %r: %s", ref.spec, describe_choices(encoder, ref))
+    return encoder
 
 
 def describe_choices(encoder: Encoder, ref: EncoderRef) -> str:
@@ -123,32 +173,31 @@ def describe_choices(encoder: Encoder, ref: EncoderRef) -> str:
     return ", ".join(parts)
 
 
-def resolved(ref: EncoderRef) -> EncoderRef:
+def resolved(ref: EncoderRef, cache: Optional[EncoderCache] = None) -> EncoderRef:
     """``ref`` pinned to what its loaded encoder runs: ``backend="auto"`` replaced by the backend it
     chose (:func:`contextembed._runtime.backends.concrete_backend`) and ``precision="auto"`` by the precision
     it chose (int8, bf16, fp32 on a CPU; bf16 or fp16 on a GPU; what the engine measured). Every
     process loading the pinned reference (joblib, Ray and Dask workers, the estimator unpickled on
     another machine or after ``CONTEXTEMBED_TUNING=refresh``) runs the same numeric path; the loaded
-    encoder is registered under it too, so nothing reloads."""
+    encoder is registered under it too (in ``cache``, by default :data:`ENCODERS`), so nothing reloads."""
     from .._runtime.backends import concrete_backend
 
-    encoder = get_encoder(ref)
+    encoder = get_encoder(ref, cache)
     backend = concrete_backend(encoder)
     # static vectors have no precision: a float32 table
     precision = getattr(encoder, "precision", ref.precision) if ref.precision == "auto" else ref.precision
     pinned = dataclasses.replace(ref, backend=backend, precision=precision)
     if pinned != ref:
-        register_encoder(pinned, encoder)
+        register_encoder(pinned, encoder, cache)
     return pinned
 
 
-def register_encoder(ref: EncoderRef, encoder: Encoder) -> None:
+def register_encoder(ref: EncoderRef, encoder: Encoder, cache: Optional[EncoderCache] = None) -> None:
     """Make ``encoder`` the one :func:`get_encoder` returns for ``ref`` (used by embedded weights)."""
-    with _ENCODERS_LOCK:
-        _ENCODERS[ref] = encoder
+    _cache(cache).put(ref, encoder)
 
 
-def clear_encoders() -> None:
-    """Forget every loaded encoder (frees their memory once nothing else holds them)."""
-    with _ENCODERS_LOCK:
-        _ENCODERS.clear()
+def clear_encoders(cache: Optional[EncoderCache] = None) -> None:
+    """Forget every loaded encoder (of ``cache``, by default :data:`ENCODERS`: this process's);
+    frees their memory once nothing else holds them."""
+    _cache(cache).clear()

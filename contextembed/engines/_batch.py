@@ -20,17 +20,18 @@ of batch with a ``features`` column added (the other columns are kept), or a lis
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Sequence
 from typing import Optional, Union
 
 import numpy as np
 
-from .._runtime.backends import check_backend
 from ..encoders._base import check_encodable, unencodable_position
-from ..extraction import LEVEL_DEFAULTS, LEVELS, level_options
-from ..tokenizers import TOKENIZERS, get_tokenizer
-from ..pooling import LayerSpec, check_combine, check_subword_pooling, check_text_pooling
+from ..encoders._registry import EncoderRef
+from ..io._settings import EmbedSettings
+from ..tokenizers import get_tokenizer
+from ..pooling import LayerSpec
 from . import _arrow as arrow
 
 #: the input columns looked for, in order, when ``column`` is not given
@@ -90,24 +91,30 @@ class BatchEmbedder:
         id_column: Optional[str] = None,
     ) -> None:
         options = {"layers": layers, "combine": combine, "subword_pooling": subword_pooling, "level": level,
-                   "text_pooling": text_pooling, "normalize": None, "tokenizer": tokenizer, "device": device,
+                   "text_pooling": text_pooling, "tokenizer": tokenizer, "device": device,
                    "precision": precision, "backend": backend, "batch_tokens": batch_tokens}
         if isinstance(source, (str, os.PathLike)):
-            self.spec, self.estimator = _absolute_if_local(source), None
-            self.options = _checked_options(options)
-            self.options.update(pinned_backend(self.spec, self.options["device"], self.options["precision"],
-                                               self.options["backend"], self.options["batch_tokens"]))
-            self.level = self.options["level"]
+            self.estimator = None
+            settings = _settings(_absolute_if_local(source), options)
+            #: what the features are made with, checked once here; backend="auto" pinned (pinned_backend)
+            self.settings = settings.running(pinned_backend(settings.encoder_ref))
+            self.spec, self.level = self.settings.encoder_ref.spec, self.settings.level
         else:
-            self.spec, self.estimator = None, _for_workers(source, options)
-            self.options = {}
+            self.spec, self.estimator, self.settings = None, _for_workers(source, options), None
             self.level = "word" if _is_token_embedder(source) else "text"
         self.column, self.id_column = column, id_column
         self._extractor = None
         # what precision="auto" measured here: workers adopt it, so that all of them pick the same
         # precision (measured in each, the choice could differ between workers under load)
-        precision = self.options["precision"] if self.estimator is None else self.estimator.precision
+        precision = self.settings.encoder_ref.precision if self.estimator is None else self.estimator.precision
         self._speedups = _auto_speedups() if precision == "auto" else {}
+
+    @property
+    def options(self) -> dict:
+        """The settings as keywords (``{}`` for an estimator source): what the workers run."""
+        if self.settings is None:
+            return {}
+        return {**self.settings.keywords(), "batch_tokens": self.settings.encoder_ref.batch_tokens}
 
     # -- loading ------------------------------------------------------------------------------
 
@@ -119,7 +126,7 @@ class BatchEmbedder:
     def load(self) -> "BatchEmbedder":
         """Load the encoder in this process now (a worker calls it once, at start-up)."""
         from .._runtime.devices import adopt_speedups
-        from ..encoders._registry import EncoderRef, get_encoder
+        from ..encoders._registry import get_encoder
 
         adopt_speedups(self._speedups)
         if self.estimator is not None:
@@ -128,10 +135,9 @@ class BatchEmbedder:
         if self._extractor is None:
             from ..extraction import FeatureExtractor
 
-            o = self.options
-            ref = EncoderRef(self.spec, o["device"], o["precision"], o["batch_tokens"], backend=o["backend"])
-            self._extractor = FeatureExtractor(get_encoder(ref), o["layers"], o["combine"], o["subword_pooling"],
-                                               o["text_pooling"], o["normalize"])
+            s = self.settings
+            self._extractor = FeatureExtractor(get_encoder(s.encoder_ref), s.layers, s.combine, s.subword_pooling,
+                                               s.text_pooling, s.normalize, level=s.level)
         return self
 
     @property
@@ -222,7 +228,8 @@ class BatchEmbedder:
         """One row as a checked token list (a str is split by the tokenizer)."""
         _check_kind(row, name, kind)
         if isinstance(row, str):
-            return get_tokenizer(self.options.get("tokenizer") or "whitespace")(_checked_text(row, name))
+            tokenizer = self.settings.tokenizer if self.settings is not None else "whitespace"
+            return get_tokenizer(tokenizer)(_checked_text(row, name))
         if isinstance(row, np.ndarray) and row.ndim == 1:
             row = row.tolist()
         if not isinstance(row, (list, tuple)):
@@ -287,21 +294,14 @@ def _absolute_if_local(spec) -> str:
     return os.path.abspath(text) if os.path.exists(text) else text
 
 
-def _checked_options(options: dict) -> dict:
-    level = options["level"] or "word"
-    if level not in LEVELS:
-        raise ValueError(f"level={level!r} is not one of {', '.join(map(repr, LEVELS))}")
-    chosen = level_options(level, **{name: options[name] for name in LEVEL_DEFAULTS[level]})  # as embed_file
-    options = {**options, **chosen, "level": level, "device": options["device"] or "auto",
-               "precision": options["precision"] or "auto", "backend": check_backend(options["backend"] or "torch")}
-    if options["combine"] is not None:
-        check_combine(options["combine"])
-    check_subword_pooling(options["subword_pooling"])
-    check_text_pooling(options["text_pooling"])
-    for name, valid in (("level", LEVELS), ("tokenizer", tuple(TOKENIZERS))):
-        if options[name] not in valid:
-            raise ValueError(f"{name}={options[name]!r} is not one of {', '.join(map(repr, valid))}")
-    return options
+def _settings(spec: str, options: dict) -> EmbedSettings:
+    """The options of a spec source as :class:`~contextembed.io._settings.EmbedSettings` (checked
+    there, as ``embed_file``'s: ``None`` is each one's default, a text option at word level an error)."""
+    ref = EncoderRef(spec, options["device"] or "auto", options["precision"] or "auto", options["batch_tokens"],
+                     backend=options["backend"] or "torch")
+    return EmbedSettings(ref, tokenizer=options["tokenizer"], layers=options["layers"], combine=options["combine"],
+                         subword_pooling=options["subword_pooling"], level=options["level"] or "word",
+                         text_pooling=options["text_pooling"])
 
 
 def _is_token_embedder(estimator) -> bool:
@@ -345,18 +345,17 @@ Source = Union[str, os.PathLike, object]
 __all__ = ["FEATURES", "INPUT_COLUMNS", "BatchEmbedder", "pinned_backend"]
 
 
-def pinned_backend(spec: str, device: str, precision: str, backend: str,
-                   batch_tokens: Optional[int] = None) -> dict[str, str]:
-    """``{"backend", "precision"}`` for workers: as given, except that ``backend="auto"`` (and
-    ``precision="auto"`` on the engine, whose measurement workers cannot adopt) is resolved here by
-    loading the encoder once in this process (:func:`contextembed.encoders._registry.resolved`), so
-    that every worker runs the path chosen here rather than measuring on its own."""
-    if backend != "auto" and not (backend == "openvino" and precision == "auto"):
-        return {"backend": backend, "precision": precision}
-    from ..encoders._registry import EncoderRef, resolved
+def pinned_backend(ref: EncoderRef) -> EncoderRef:
+    """``ref`` for workers: as given, except that ``backend="auto"`` (and ``precision="auto"`` on the
+    engine, whose measurement workers cannot adopt) is resolved here by loading the encoder once in
+    this process (:func:`contextembed.encoders._registry.resolved`), so that every worker runs the
+    path chosen here rather than measuring on its own."""
+    if ref.backend != "auto" and not (ref.backend == "openvino" and ref.precision == "auto"):
+        return ref
+    from ..encoders._registry import resolved
 
-    ref = resolved(EncoderRef(spec, device, precision, batch_tokens, backend=backend))
-    return {"backend": ref.backend, "precision": ref.precision}
+    pinned = resolved(ref)
+    return dataclasses.replace(ref, backend=pinned.backend, precision=pinned.precision)
 
 
 def _auto_speedups() -> dict[str, float]:

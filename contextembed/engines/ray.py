@@ -52,6 +52,7 @@ from .._inputs.bounds import CONNECT_TIMEOUT as CONNECT_TIMEOUT_BOUND
 from .._inputs.bounds import check_setting
 from ..errors import ClusterConnectionError, missing_extra
 from ..io._jobs import Job, check_complete
+from ..io._settings import EmbedSettings
 from ._carry import carried_errors, raise_carried
 from ._arrow import column_arrays, feature_width
 from ._batch import FEATURES, BatchEmbedder, pinned_backend
@@ -591,7 +592,13 @@ def _remote_dim(embedder: BatchEmbedder) -> int:
 
 
 class FileActor:
-    """Embeds whole files with :func:`contextembed.io.embed_file`, loading the encoder once."""
+    """Embeds whole files with :func:`contextembed.io.embed_file`, loading the encoder once.
+
+    A job is a dict: ``spec``, ``input``, ``output``, ``overwrite`` and :func:`embed_file`'s
+    keywords (:meth:`EmbedSettings.keywords`), built into one
+    :class:`~contextembed.io._settings.EmbedSettings` when the actor takes it; the check of an
+    existing output and the embedding both get that object.
+    """
 
     def __init__(self, spec: str, device: str, precision: str, backend: str = "torch") -> None:
         from ..encoders import load_encoder
@@ -607,15 +614,18 @@ class FileActor:
         return {"summary": np.array(summaries, dtype=object)}
 
     def _embed(self, job: dict) -> dict:
-        from ..io._pipeline import embed_file
+        from ..io._pipeline import embed_with
 
         spec, target = job.pop("spec"), Job(job.pop("input"), job.pop("output"))
-        if os.path.exists(target.output) and not job.get("overwrite"):
+        overwrite = bool(job.pop("overwrite", False))
+        made_with = EmbedSettings.from_keywords(spec, **job)
+        if os.path.exists(target.output) and not overwrite:
             # an output of an earlier run, or a retry after the rename: kept only if it records what this
             # actor's encoder would write now (contextembed.io._jobs)
-            check_complete(target, encoder=self.encoder, spec=spec, **job)
+            check_complete(target, encoder=self.encoder, settings=made_with)
             return {"output": target.output, "skipped": True}
-        return embed_file(spec, target.input, target.output, encoder=self.encoder, show_progress=False, **job)
+        return embed_with(made_with, target.input, target.output, encoder=self.encoder, overwrite=overwrite,
+                          show_progress=False)
 
 
 def embed_files(jobs: list[dict], *, concurrency: int = 1, num_cpus: float = 1, num_gpus: Optional[float] = None,
@@ -668,13 +678,13 @@ def run_corpus_jobs(spec: str, jobs: list[Job], existing: set, *, overwrite: boo
     the precision) chosen (:func:`contextembed.engines._batch.pinned_backend`).
     """
     spec = os.path.abspath(spec) if os.path.exists(spec) else spec  # workers may start elsewhere
-    options.update(pinned_backend(spec, options.get("device", "auto"), options.get("precision", "auto"),
-                                  options.get("backend", "torch")))
+    made_with = EmbedSettings.from_keywords(spec, **options)  # checked here, once, before the cluster
+    made_with = made_with.running(pinned_backend(made_with.encoder_ref))
     timeout = CONNECT_TIMEOUT if connect_timeout is None else connect_timeout
     with connected(address, timeout) as ray:
         workers = concurrency or max(1, int(ray.cluster_resources().get("CPU", 1)))
         payload = [{"spec": spec, "input": os.path.abspath(job.input), "output": os.path.abspath(job.output),
-                    "overwrite": overwrite, **options} for job in jobs]
+                    "overwrite": overwrite, **made_with.keywords()} for job in jobs]
         summaries = embed_files(payload, concurrency=workers, num_gpus=num_gpus, done=done)
     return sum(1 for summary in summaries if summary.get("skipped"))
 

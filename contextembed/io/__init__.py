@@ -7,6 +7,8 @@ The public names are imported from here; each is defined in the module of its jo
 - :mod:`contextembed.io.writer`: :class:`ArrayWriter`, an array streamed block by block to a file
   that appears under its name only once complete;
 - ``contextembed.io._pipeline``: :func:`embed_file`, a file of sentences to a file of features;
+- ``contextembed.io._settings``: ``EmbedSettings``, what an output is made with (its options and
+  encoder), built and checked once where the keywords come in;
 - ``contextembed.io._records``: the provenance record every output carries and the checks before
   an output is reused (:func:`check_output`, :func:`read_output_shape`).
 """

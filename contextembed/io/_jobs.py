@@ -56,7 +56,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Literal, Optional, get_args
 
-from ._pipeline import expected_record
+from ._pipeline import expected_record, record_for
 from ._records import RECORD_SUFFIX, check_reusable
 from .readers import INPUT_EXTENSIONS
 from .._inputs.options import check_choice
@@ -252,7 +252,7 @@ def plan(pattern: str, output_dir: str, output_format: OutputFormat = "npz") -> 
 # -- resuming -----------------------------------------------------------------------------------
 
 
-def check_complete(job: Job, *, encoder, spec: Optional[str] = None, **options) -> None:
+def check_complete(job: Job, *, encoder, spec: Optional[str] = None, settings=None, **options) -> None:
     """Check an existing output before skipping it: it records what ``embed_file`` would write now.
 
     Parameters
@@ -263,6 +263,9 @@ def check_complete(job: Job, *, encoder, spec: Optional[str] = None, **options) 
         are part of the record).
     spec : str, optional
         What it was loaded from (default: ``encoder.spec``).
+    settings : EmbedSettings, optional
+        What the output is made with, built already (:class:`~contextembed.io._settings.EmbedSettings`,
+        what an engine's actor holds); given, neither ``spec`` nor ``options`` may be.
     **options
         Keyword arguments of :func:`contextembed.io.embed_file`, with its defaults.
 
@@ -273,8 +276,17 @@ def check_complete(job: Job, *, encoder, spec: Optional[str] = None, **options) 
         content than it recorded; the message names the output, the field and ``--overwrite``.
     FileFormatError
         If it is not an output at all (damaged, truncated).
+    TypeError
+        If ``settings`` comes with ``spec`` or ``options``.
     """
-    expected = expected_record(spec or encoder.spec, job.input, job.output, encoder=encoder, **options)
+    if settings is None:
+        expected = expected_record(spec or encoder.spec, job.input, job.output, encoder=encoder, **options)
+    else:
+        given = (["spec"] if spec is not None else []) + sorted(options)
+        if given:
+            raise TypeError(f"check_complete got settings and {', '.join(given)}; pass the settings alone (they "
+                            "hold the spec and every option)")
+        expected = record_for(settings, job.input, job.output, encoder=encoder)
     check_reusable(job.output, expected, input_path=job.input)
 
 

@@ -5,74 +5,45 @@ is read twice (its lengths first, then chunk by chunk to encode, each chunk chec
 first reading), so memory stays bounded whatever its size. Rows go through
 :class:`~contextembed.io.writer.ArrayWriter` and the output carries its provenance record
 (:mod:`contextembed.io._records`); :func:`expected_record` is the record a run with the same
-arguments would write now, which a resume checks an existing output against.
+arguments would write now, which a resume checks an existing output against. The options are built
+once into an :class:`~contextembed.io._settings.EmbedSettings` (checked there), and the functions
+below :func:`embed_file` (:func:`embed_with`, :func:`record_for`) take that object.
 
 Part of :mod:`contextembed.io`, which imports :func:`embed_file` from here.
 """
 
 from __future__ import annotations
 
-import inspect
 import os
 from itertools import islice
-from typing import Optional, get_args
+from typing import Optional
 
 import numpy as np
 
 from .._runtime import provenance, terminal
-from ..extraction import LEVELS, FeatureExtractor, Level, level_options
+from ..encoders._registry import EncoderRef
+from ..extraction import FeatureExtractor, Level
 from ..pooling._layers import OutputDtype
-from ..tokenizers import TOKENIZERS, get_tokenizer
+from ..tokenizers import get_tokenizer
 from ._records import OUTPUT_ARTIFACT, _close_with_record, _record_kept_on_error, check_output, output_fields
+from ._settings import LEVEL_OPTIONS, OUTPUT_DTYPES, TEXT_OPTIONS, EmbedSettings  # noqa: F401 (LEVEL_OPTIONS...)
 from .readers import DocSep, _check_doc_sep_format, check_input, read_documents, read_sentences
 from .writer import ArrayWriter
 
-OUTPUT_DTYPES: tuple[str, ...] = get_args(OutputDtype)
-
-#: the options of :func:`embed_file` whose default depends on ``level`` (``None``: that default)
-LEVEL_OPTIONS = ("tokenizer", "layers", "combine", "subword_pooling", "text_pooling", "normalize")
-#: those that shape text vectors only
-TEXT_OPTIONS = ("text_pooling", "normalize")
+#: the keywords of :func:`embed_file` that change how one call runs, not what it writes
+CALL_KEYWORDS = ("show_progress", "overwrite")
 
 
-def _embed_options(level: str, given: dict) -> dict:
-    """The options of :data:`LEVEL_OPTIONS` with ``level``'s defaults where ``given`` has ``None``.
-
-    Raises
-    ------
-    ValueError
-        For an unknown ``level``, or a text option given at word level (it would be ignored).
-    """
-    if level not in LEVELS:
-        raise ValueError(f"level={level!r} is not one of {', '.join(map(repr, LEVELS))}")
-    given_text = [name for name in TEXT_OPTIONS if given[name] is not None]
-    if level == "word" and given_text:
-        name = given_text[0]
-        raise ValueError(f"{name}={given[name]!r} (--{name.replace('_', '-')}) shapes text vectors: pass "
-                         "level='text' (--level text), or leave it unset for word features")
-    return level_options(level, **given)
+def _extractor(encoder, settings: EmbedSettings) -> FeatureExtractor:
+    return FeatureExtractor(encoder, settings.layers, settings.combine, settings.subword_pooling,
+                            settings.text_pooling, settings.normalize, level=settings.level, context=settings.context)
 
 
-def _extractor(encoder, level: str, chosen: dict, context: int = 0) -> FeatureExtractor:
-    return FeatureExtractor(encoder, **{name: chosen[name] for name in LEVEL_OPTIONS if name != "tokenizer"},
-                            level=level, context=context)
-
-
-def _check_doc_sep(context: int, doc_sep: str, input_format: str) -> None:
-    """``doc_sep`` is a plain-text option that only context uses: never ignored silently."""
-    _check_doc_sep_format(doc_sep, input_format)
-    if doc_sep != "none" and not context:
-        raise ValueError(f"doc_sep={doc_sep!r} (--doc-sep) sets the documents that context reaches across; it does "
-                         "nothing without context: pass context=N (--context N) too, or leave it unset")
-
-
-def _check_embed_options(level: str, tokenizer: str, dtype: str, chunk_sentences: int) -> None:
-    checks = {"level": (level, LEVELS), "tokenizer": (tokenizer, tuple(TOKENIZERS)), "dtype": (dtype, OUTPUT_DTYPES)}
-    for name, (value, valid) in checks.items():
-        if value not in valid:
-            raise ValueError(f"{name}={value!r} is not one of {', '.join(map(repr, valid))}")
-    if not isinstance(chunk_sentences, int) or chunk_sentences < 1:
-        raise ValueError(f"chunk_sentences={chunk_sentences!r} must be a positive integer")
+def _input_format(input_path: str, settings: EmbedSettings) -> str:
+    """The format of ``input_path`` (given or told from its extension), checked against ``doc_sep``."""
+    input_format = check_input(input_path, settings.input_format)
+    _check_doc_sep_format(settings.doc_sep, input_format)
+    return input_format
 
 
 def _checked_chunks(sentences, lengths: np.ndarray, size: int, path: str):
@@ -130,9 +101,10 @@ def embed_file(
     ``context`` (word level, transformers): each sentence is encoded with up to that many pieces of
     its document's text on each side (as ``TokenEmbedder(context=...)``); the documents are the file's
     (:func:`read_documents`; ``doc_sep="blank"`` makes blank lines of plain text end one).
-    The options, the output path (see :func:`check_output`) and the whole input (first of two
-    readings) are checked before the model is loaded; the output appears only once complete, and an
-    existing one is replaced only with ``overwrite=True``.
+    The options (built once into an :class:`~contextembed.io._settings.EmbedSettings`, which
+    :func:`embed_with` takes), the output path (see :func:`check_output`) and the whole input (first
+    of two readings) are checked before the model is loaded; the output appears only once complete,
+    and an existing one is replaced only with ``overwrite=True``.
 
     Returns
     -------
@@ -146,28 +118,47 @@ def embed_file(
     FileFormatError
         If the input breaks its format (the message names the file and line).
     """
+    settings = EmbedSettings(
+        EncoderRef(spec, device, precision, backend=backend), input_format=input_format, tokenizer=tokenizer,
+        layers=layers, combine=combine, subword_pooling=subword_pooling, level=level, text_pooling=text_pooling,
+        normalize=normalize, dtype=dtype, context=context, doc_sep=doc_sep, chunk_sentences=chunk_sentences,
+    )
+    return embed_with(settings, input_path, output_path, encoder=encoder, overwrite=overwrite,
+                      show_progress=show_progress)
+
+
+def embed_with(settings: EmbedSettings, input_path: str, output_path: str, *, encoder=None, overwrite: bool = False,
+               show_progress: bool = True) -> dict:
+    """:func:`embed_file` with its options built already: what the entry points that build one
+    :class:`~contextembed.io._settings.EmbedSettings` for many files call (they trust it: nothing
+    in it is checked again).
+
+    Parameters
+    ----------
+    settings : EmbedSettings
+        What the output is made with; ``encoder`` (loaded already) or its ``encoder_ref`` runs.
+    input_path, output_path, overwrite, show_progress
+        As for :func:`embed_file`.
+    """
     from ..encoders import load_encoder
 
     input_path, output_path = os.fspath(input_path), os.fspath(output_path)
-    chosen = _embed_options(level, {"tokenizer": tokenizer, "layers": layers, "combine": combine,
-                                    "subword_pooling": subword_pooling, "text_pooling": text_pooling,
-                                    "normalize": normalize})
-    _check_embed_options(level, chosen["tokenizer"], dtype, chunk_sentences)
-    input_format = check_input(input_path, input_format)
-    _check_doc_sep(context, doc_sep, input_format)
+    input_format = _input_format(input_path, settings)
     check_output(output_path, input_path=input_path, overwrite=overwrite)
     input_hash = provenance.file_hash(input_path)  # before reading: the record names the text that was read
-    split = get_tokenizer(chosen["tokenizer"])
-    documents, lengths = _documents_and_lengths(read_documents(input_path, input_format, split, doc_sep))
-    encoder = encoder or load_encoder(spec, device=device, precision=precision, backend=backend)
-    extractor = _extractor(encoder, level, chosen, context)
-    fields = output_fields(spec, output_path, extractor, input_hash=input_hash, input_format=input_format,
-                           tokenizer=chosen["tokenizer"], level=level, dtype=dtype, doc_sep=doc_sep)
-    n_rows = int(lengths.sum()) if level == "word" else len(lengths)
-    chunks = _checked_chunks(read_sentences(input_path, input_format, split), lengths, chunk_sentences, input_path)
+    split = get_tokenizer(settings.tokenizer)
+    documents, lengths = _documents_and_lengths(read_documents(input_path, input_format, split, settings.doc_sep))
+    ref = settings.encoder_ref
+    encoder = encoder or load_encoder(ref.spec, device=ref.device, precision=ref.precision, backend=ref.backend,
+                                      **ref.options())
+    extractor = _extractor(encoder, settings)
+    fields = output_fields(settings, output_path, extractor, input_hash=input_hash, input_format=input_format)
+    n_rows = int(lengths.sum()) if settings.level == "word" else len(lengths)
+    chunks = _checked_chunks(read_sentences(input_path, input_format, split), lengths, settings.chunk_sentences,
+                             input_path)
     with _record_kept_on_error(output_path), \
-            ArrayWriter(output_path, n_rows, extractor.dim, dtype, overwrite=overwrite) as writer:
-        _write_rows(writer, extractor, chunks, level, total=len(lengths), show_progress=show_progress,
+            ArrayWriter(output_path, n_rows, extractor.dim, settings.dtype, overwrite=overwrite) as writer:
+        _write_rows(writer, extractor, chunks, settings.level, total=len(lengths), show_progress=show_progress,
                     documents=documents)
         if provenance.file_hash(input_path) != input_hash:
             raise ValueError(f"input {input_path} changed while it was being read; nothing was written")
@@ -180,19 +171,22 @@ def expected_record(spec, input_path: str, output_path: str, *, encoder, **optio
     """The record (without ``content``) that ``embed_file(spec, input_path, output_path,
     encoder=encoder, **options)`` would write now: what an existing output must match to be reused.
 
-    ``options`` are :func:`embed_file`'s keyword arguments, with its defaults.
+    ``options`` are :func:`embed_file`'s keyword arguments, with its defaults (``show_progress``
+    and ``overwrite`` are taken and change nothing); they are checked as ``embed_file`` checks them
+    (:meth:`EmbedSettings.from_keywords`). :func:`record_for` takes settings built already.
     """
-    given = inspect.signature(embed_file).bind(spec, input_path, output_path, encoder=encoder, **options)
-    given.apply_defaults()
-    arg = given.arguments
-    chosen = _embed_options(arg["level"], {name: arg[name] for name in LEVEL_OPTIONS})
-    _check_embed_options(arg["level"], chosen["tokenizer"], arg["dtype"], arg["chunk_sentences"])
-    input_format = check_input(input_path, arg["input_format"])
-    _check_doc_sep(arg["context"], arg["doc_sep"], input_format)
-    extractor = _extractor(encoder, arg["level"], chosen, arg["context"])
-    fields = output_fields(spec, output_path, extractor, input_hash=provenance.file_hash(input_path),
-                           input_format=input_format, tokenizer=chosen["tokenizer"], level=arg["level"],
-                           dtype=arg["dtype"], doc_sep=arg["doc_sep"])
+    kept = {name: value for name, value in options.items() if name not in CALL_KEYWORDS}
+    return record_for(EmbedSettings.from_keywords(spec, **kept), input_path, output_path, encoder=encoder)
+
+
+def record_for(settings: EmbedSettings, input_path: str, output_path: str, *, encoder) -> dict:
+    """The record (without ``content``) that :func:`embed_with` would write now with ``settings``
+    and the loaded ``encoder``: its fields from ``settings``, ``encoder`` (as it resolved the
+    layers, precision and backend) and ``input_path``'s content."""
+    input_path = os.fspath(input_path)
+    input_format = _input_format(input_path, settings)
+    fields = output_fields(settings, output_path, _extractor(encoder, settings),
+                           input_hash=provenance.file_hash(input_path), input_format=input_format)
     return provenance.record(OUTPUT_ARTIFACT, **fields)
 
 
@@ -237,4 +231,5 @@ def _chunks(iterable, size: int):
 
 
 
-__all__ = ["LEVEL_OPTIONS", "OUTPUT_DTYPES", "TEXT_OPTIONS", "embed_file", "expected_record"]
+__all__ = ["CALL_KEYWORDS", "LEVEL_OPTIONS", "OUTPUT_DTYPES", "TEXT_OPTIONS", "embed_file", "embed_with",
+           "expected_record", "record_for"]

@@ -140,32 +140,33 @@ def record_file(output_path: str) -> str:
     return os.fspath(output_path) + RECORD_SUFFIX
 
 
-def output_fields(spec, output_path: str, extractor, *, input_hash: str, input_format: str, tokenizer: str,
-                  level: str, dtype: str, doc_sep: str = "none") -> dict:
+def output_fields(settings, output_path: str, extractor, *, input_hash: str, input_format: str) -> dict:
     """The fields of an output's provenance record, except ``content`` (what was written).
 
-    The input's content hash, its format and tokenizer, the model's fingerprint, every option that
-    changes the features as the loaded encoder resolved it (layer indexes, combine, subword pooling;
-    at text level the text pooling and ``normalize``; the precision and backend it runs, its device
-    type, its window settings) and the output's dtype and format.
+    The input's content hash and format (``input_format``: the one it was read as), and from
+    ``settings`` (:class:`~contextembed.io._settings.EmbedSettings`) its tokenizer, level, dtype and
+    ``doc_sep``; the model's fingerprint and every option that changes the features as
+    ``extractor``'s loaded encoder resolved it (layer indexes, combine, subword pooling; at text
+    level the text pooling and ``normalize``; the precision and backend it runs, its device type,
+    its window settings), and the output's format.
     """
     from ..encoders._identity import identify
 
-    encoder = extractor.encoder
+    encoder, level = extractor.encoder, settings.level
     device = getattr(encoder, "device", None)
     text = {"normalize": extractor.normalize} if level == "text" else {}  # word rows are never normalised
     # document context, where there is any (an output of sentences alone records none, as before it existed)
-    documents = {"context": extractor.context, "doc_sep": doc_sep} if extractor.context else {}
+    documents = {"context": extractor.context, "doc_sep": settings.doc_sep} if extractor.context else {}
     return {  # in the order a difference is reported: the level before the options whose default it sets
-        "input": input_hash, "input_format": input_format, "level": level, "tokenizer": tokenizer,
-        "model": identify(encoder.spec or spec).fingerprint,
+        "input": input_hash, "input_format": input_format, "level": level, "tokenizer": settings.tokenizer,
+        "model": identify(encoder.spec or settings.encoder_ref.spec).fingerprint,
         "layers": list(extractor.pooling.layer_indexes), "combine": extractor.pooling.combine,
         "subword_pooling": extractor.subword_pooling, **documents,
         "text_pooling": extractor.text_pooling if level == "text" else None, **text,
         "precision": getattr(encoder, "precision", None), "backend": getattr(encoder, "backend", None),
         "device": getattr(device, "type", device),
         "encoder_options": {name: getattr(encoder, name) for name in _ENCODER_OPTIONS if hasattr(encoder, name)},
-        "dtype": dtype, "output_format": os.path.splitext(os.fspath(output_path))[1].lstrip("."),
+        "dtype": settings.dtype, "output_format": os.path.splitext(os.fspath(output_path))[1].lstrip("."),
     }
 
 
