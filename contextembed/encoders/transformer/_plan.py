@@ -187,20 +187,17 @@ class Plan:
         second sides (pair ``i``'s are texts ``i`` and ``len(sides) // 2 + i``, :meth:`ChunkPieces.then`)."""
         builder = _Builder(sides.ids, sides.item_start, (np.asarray(template.prefix, dtype=_INT), np.asarray(template.suffix, dtype=_INT)),
                            middle=np.asarray(template.middle, dtype=_INT), types=template.types if takes_types else None)
-        n_pairs, n_pieces = len(sides) // 2, sides.n_pieces
-        rows = 0
+        n_pairs, n_pieces = len(sides) // 2, sides.n_pieces.tolist()
+        # per row, in the order planned: pair, its first side's window, its second side's, which it owns
+        rows: list[tuple] = []
         for a in range(n_pairs):
-            b = n_pairs + a
-            windows_a, windows_b = pair_windows(int(n_pieces[a]), int(n_pieces[b]), budget)
-            builder.add_pair(rows, a, windows_a[0], b, windows_b[0], (True, True))
-            rows += 1
-            for w in windows_a[1:]:
-                builder.add_pair(rows, a, w, b, windows_b[0], (True, False))
-                rows += 1
-            for w in windows_b[1:]:
-                builder.add_pair(rows, a, windows_a[0], b, w, (False, True))
-                rows += 1
-        return builder.plan(rows)
+            windows_a, windows_b = pair_windows(n_pieces[a], n_pieces[n_pairs + a], budget)
+            first_a, first_b = _bounds(windows_a[0]), _bounds(windows_b[0])
+            rows.append((a, *first_a, *first_b, True, True))
+            rows += [(a, *_bounds(w), *first_b, True, False) for w in windows_a[1:]]
+            rows += [(a, *first_a, *_bounds(w), False, True) for w in windows_b[1:]]
+        builder.add_pairs(np.array(rows, dtype=_INT).reshape(-1, 11), n_pairs)
+        return builder.plan(len(rows))
 
     # -- reading it ----------------------------------------------------------------------------
 
@@ -335,6 +332,10 @@ def pair_windows(n_first: int, n_second: int, budget: int) -> tuple[list[Window]
     return tuple(plan_windows(n, max(1, size), max(1, size // 2)) for n, size in zip((n_first, n_second), sizes))
 
 
+def _bounds(window: Window) -> tuple[int, int, int, int]:
+    return window.start, window.end, window.own_start, window.own_end
+
+
 @dataclass(frozen=True)
 class _Windows:
     """Windows of texts, in order (text by text, window by window): ``(windows,)`` int64 each."""
@@ -413,19 +414,27 @@ class _Builder:
         if self.prefix[1]:
             self.cls[items] = rows
 
-    def add_pair(self, row: int, a: int, wa: Window, b: int, wb: Window, owned: tuple[bool, bool]) -> None:
-        """``prefix + first + middle + second + suffix`` of windows ``wa`` of text ``a`` and ``wb`` of
-        text ``b``, as row ``row``; ``owned``: whether it delivers each window's owned pieces."""
-        rows = np.array([row])
-        first, second = wa.end - wa.start, wb.end - wb.start
-        self._segments(rows, [self.prefix, (self.item_start[a] + wa.start, first), self.middle,
-                              (self.item_start[b] + wb.start, second), self.suffix])
+    def add_pairs(self, rows: np.ndarray, n_pairs: int) -> None:
+        """``prefix + first + middle + second + suffix`` of each row ``rows`` ``(rows, 11)`` describes:
+        its pair ``p`` (texts ``p`` and ``n_pairs + p``), the first side's window and the second side's
+        (``start, end, own_start, own_end`` each), and whether it delivers each window's owned pieces."""
+        number = np.arange(len(rows))
+        a = rows[:, 0]
+        b = a + n_pairs
+        (start_a, end_a, own_start_a, own_end_a), (start_b, end_b, own_start_b, own_end_b) = rows[:, 1:5].T, rows[:, 5:9].T
+        owned_a, owned_b = rows[:, 9].astype(bool), rows[:, 10].astype(bool)
+        first, second = end_a - start_a, end_b - start_b
+        self._segments(number, [self.prefix, (self.item_start[a] + start_a, first), self.middle,
+                                (self.item_start[b] + start_b, second), self.suffix])
         offset_b = self.prefix[1] + first + self.middle[1]
-        for item, w, offset, own in ((a, wa, self.prefix[1], owned[0]), (b, wb, offset_b, owned[1])):
-            if own:
-                self._parts(rows, np.array([item]), offset + w.own_start - w.start, w.own_start, w.own_end - w.own_start)
-        if owned == (True, True) and self.prefix[1]:
-            self.cls[[a, b]] = row
+        # the parts of each row in order: its first side's, then its second side's
+        side_parts = [(number, a, self.prefix[1] + own_start_a - start_a, own_start_a, own_end_a - own_start_a),
+                      (number, b, offset_b + own_start_b - start_b, own_start_b, own_end_b - own_start_b)]
+        parts = np.stack([np.stack(side, axis=1) for side in side_parts], axis=1)[np.stack([owned_a, owned_b], axis=1)]
+        self.parts.append(parts.astype(_INT, copy=False))
+        if self.prefix[1]:
+            both = owned_a & owned_b
+            self.cls[a[both]], self.cls[b[both]] = number[both], number[both]
 
     def _segments(self, rows: np.ndarray, segments: list[tuple]) -> None:
         """Segment ``k`` of ``segments`` (``(start, count)``, scalars or ``(rows,)`` arrays) of each row."""
