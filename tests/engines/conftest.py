@@ -86,3 +86,21 @@ def dask_client():
             os.environ.pop("PYTHONPATH", None)
         else:
             os.environ["PYTHONPATH"] = previous
+
+
+@pytest.fixture
+def shipped_jobs(monkeypatch) -> list:
+    """What ``run_corpus_jobs`` hands the Ray actors, collected instead of run: a cluster of one CPU
+    that is never contacted, and ``embed_files`` replaced by a list of its payloads."""
+    import contextlib
+
+    from contextembed.engines import ray as ray_engine
+
+    class Cluster:
+        def cluster_resources(self):
+            return {"CPU": 1}
+
+    shipped: list = []
+    monkeypatch.setattr(ray_engine, "connected", lambda address, timeout: contextlib.nullcontext(Cluster()))
+    monkeypatch.setattr(ray_engine, "embed_files", lambda payload, **kwargs: shipped.extend(payload) or [])
+    return shipped

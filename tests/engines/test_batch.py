@@ -280,20 +280,12 @@ def test_a_fitted_estimator_carries_its_resolved_backend(tiny_bert_dir, engine_c
         BatchEmbedder(fitted, backend="torch")
 
 
-def test_ray_file_jobs_get_the_backend_auto_chose_on_the_driver(tiny_bert_dir, engine_cache, tmp_path, monkeypatch):
+def test_ray_file_jobs_get_the_backend_auto_chose_on_the_driver(tiny_bert_dir, engine_cache, tmp_path, shipped_jobs):
     """No cluster needed: what run_corpus_jobs hands the actors is looked at before Ray would run."""
-    import contextlib
-
     from contextembed.engines import ray as ray_engine
     from contextembed.io._jobs import Job
 
-    class Cluster:
-        def cluster_resources(self):
-            return {"CPU": 1}
-
-    shipped = []
-    monkeypatch.setattr(ray_engine, "connected", lambda address, timeout: contextlib.nullcontext(Cluster()))
-    monkeypatch.setattr(ray_engine, "embed_files", lambda payload, **kwargs: shipped.extend(payload) or [])
+    shipped = shipped_jobs
     ray_engine.run_corpus_jobs(str(tiny_bert_dir), [Job(str(tmp_path / "a.txt"), str(tmp_path / "a.npz"))], set(),
                                overwrite=False, done=print, device="cpu", precision="fp32", backend="auto")
     assert [job["backend"] for job in shipped] in (["torch"], ["openvino"])

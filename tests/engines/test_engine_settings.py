@@ -43,20 +43,12 @@ def test_a_file_actor_builds_the_settings_once_and_passes_them_down(tiny_vectors
     assert kwargs["overwrite"] is False and kwargs["show_progress"] is False
 
 
-def test_ray_jobs_carry_the_settings_as_keywords(tiny_vectors, tmp_path, monkeypatch):
+def test_ray_jobs_carry_the_settings_as_keywords(tiny_vectors, tmp_path, shipped_jobs):
     """What run_corpus_jobs ships is the settings' keywords, checked on the driver before any cluster."""
-    import contextlib
-
     from contextembed.engines import ray as ray_engine
     from contextembed.io._jobs import Job
 
-    class Cluster:
-        def cluster_resources(self):
-            return {"CPU": 1}
-
-    shipped = []
-    monkeypatch.setattr(ray_engine, "connected", lambda address, timeout: contextlib.nullcontext(Cluster()))
-    monkeypatch.setattr(ray_engine, "embed_files", lambda payload, **kwargs: shipped.extend(payload) or [])
+    shipped = shipped_jobs
     jobs = [Job(str(tmp_path / "a.txt"), str(tmp_path / "a.npz"))]
     ray_engine.run_corpus_jobs(tiny_vectors, jobs, set(), overwrite=False, done=print, level="text", layers=[0])
     options = {k: v for k, v in shipped[0].items() if k not in ("spec", "input", "output", "overwrite")}
