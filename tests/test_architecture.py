@@ -132,6 +132,10 @@ def test_the_layers_below_run_one_way():
         "contextembed._runtime.quantization": ("contextembed._runtime.devices",),
         "contextembed.encoders._static.files": ("contextembed.encoders._static.vectors",),
         "contextembed.encoders._static.directory": ("contextembed.encoders._static.vectors",),
+        # the feature store: what a table is and its files below every other part of it (store, store_memory,
+        # store_rows), the budget below the rows read back
+        "contextembed._runtime.store_files": ("contextembed._runtime.store",),
+        "contextembed._runtime.store_memory": ("contextembed._runtime.store_rows",),
         # contextembed.io: the readers and the writer below the output records, the records below embed_file
         "contextembed.io.readers": ("contextembed.io._records", "contextembed.io._pipeline", "contextembed.io.writer"),
         "contextembed.io.writer": ("contextembed.io._records", "contextembed.io._pipeline", "contextembed.io.readers"),
