@@ -136,6 +136,9 @@ def test_the_layers_below_run_one_way():
         # store_rows), the budget below the rows read back
         "contextembed._runtime.store_files": ("contextembed._runtime.store",),
         "contextembed._runtime.store_memory": ("contextembed._runtime.store_rows",),
+        # Ray: connecting and keeping Ray's lines aside below the engine that maps datasets and files
+        "contextembed.engines._ray_cluster": ("contextembed.engines.ray", "contextembed.engines._ray_lines"),
+        "contextembed.engines._ray_lines": ("contextembed.engines.ray",),
         # contextembed.io: the readers and the writer below the output records, the records below embed_file
         "contextembed.io.readers": ("contextembed.io._records", "contextembed.io._pipeline", "contextembed.io.writer"),
         "contextembed.io.writer": ("contextembed.io._records", "contextembed.io._pipeline", "contextembed.io.readers"),

@@ -192,7 +192,7 @@ def test_torchrun_variables_are_read(monkeypatch):
 # -- one place -----------------------------------------------------------------------------------
 
 #: variables read elsewhere on purpose: Ray's own, read the way Ray reads them
-ELSEWHERE = {("engines/ray.py", "RAY_USE_TLS"), ("engines/ray.py", "RAY_ADDRESS")}
+ELSEWHERE = {("engines/_ray_cluster.py", "RAY_USE_TLS"), ("engines/_ray_cluster.py", "RAY_ADDRESS")}
 _READ = re.compile(r"""os\.(?:environ\.get\(|getenv\(|environ\[(?![^\]]*\]\s*=[^=]))\s*["']?([A-Z_]*)""")
 
 
