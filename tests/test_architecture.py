@@ -132,6 +132,13 @@ def test_the_layers_below_run_one_way():
         "contextembed._runtime.quantization": ("contextembed._runtime.devices",),
         "contextembed.encoders._static.files": ("contextembed.encoders._static.vectors",),
         "contextembed.encoders._static.directory": ("contextembed.encoders._static.vectors",),
+        # the vector files: each format's reader below the detection and the writer (files), the text
+        # formats (with what every format shares) below the binary one
+        "contextembed.encoders._static.text_files": ("contextembed.encoders._static.binary_files",
+                                                     "contextembed.encoders._static.files",
+                                                     "contextembed.encoders._static.vectors"),
+        "contextembed.encoders._static.binary_files": ("contextembed.encoders._static.files",
+                                                       "contextembed.encoders._static.vectors"),
         # the feature store: what a table is and its files below every other part of it (store, store_memory,
         # store_rows), the budget below the rows read back
         "contextembed._runtime.store_files": ("contextembed._runtime.store",),
