@@ -139,6 +139,9 @@ def test_the_layers_below_run_one_way():
                                                      "contextembed.encoders._static.vectors"),
         "contextembed.encoders._static.binary_files": ("contextembed.encoders._static.files",
                                                        "contextembed.encoders._static.vectors"),
+        # what encoders yield and how they report, below the interface
+        "contextembed.encoders._pieces": ("contextembed.encoders._base",),
+        "contextembed.encoders._reporting": ("contextembed.encoders._base",),
         # the feature store: what a table is and its files below every other part of it (store, store_memory,
         # store_rows), the budget below the rows read back
         "contextembed._runtime.store_files": ("contextembed._runtime.store",),
