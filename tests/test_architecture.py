@@ -149,6 +149,9 @@ def test_the_layers_below_run_one_way():
         # Ray: connecting and keeping Ray's lines aside below the engine that maps datasets and files
         "contextembed.engines._ray_cluster": ("contextembed.engines.ray", "contextembed.engines._ray_lines"),
         "contextembed.engines._ray_lines": ("contextembed.engines.ray",),
+        # pretraining: a run's settings below its optimisation and the training loop
+        "contextembed.pretraining._training_options": ("contextembed.pretraining._optimisation",
+                                                       "contextembed.pretraining._training"),
         # contextembed.io: the readers and the writer below the output records, the records below embed_file
         "contextembed.io.readers": ("contextembed.io._records", "contextembed.io._pipeline", "contextembed.io.writer"),
         "contextembed.io.writer": ("contextembed.io._records", "contextembed.io._pipeline", "contextembed.io.readers"),
