@@ -132,6 +132,26 @@ def test_the_layers_below_run_one_way():
         "contextembed._runtime.quantization": ("contextembed._runtime.devices",),
         "contextembed.encoders._static.files": ("contextembed.encoders._static.vectors",),
         "contextembed.encoders._static.directory": ("contextembed.encoders._static.vectors",),
+        # the vector files: each format's reader below the detection and the writer (files), the text
+        # formats (with what every format shares) below the binary one
+        "contextembed.encoders._static.text_files": ("contextembed.encoders._static.binary_files",
+                                                     "contextembed.encoders._static.files",
+                                                     "contextembed.encoders._static.vectors"),
+        "contextembed.encoders._static.binary_files": ("contextembed.encoders._static.files",
+                                                       "contextembed.encoders._static.vectors"),
+        # what encoders yield and how they report, below the interface
+        "contextembed.encoders._pieces": ("contextembed.encoders._base",),
+        "contextembed.encoders._reporting": ("contextembed.encoders._base",),
+        # the feature store: what a table is and its files below every other part of it (store, store_memory,
+        # store_rows), the budget below the rows read back
+        "contextembed._runtime.store_files": ("contextembed._runtime.store",),
+        "contextembed._runtime.store_memory": ("contextembed._runtime.store_rows",),
+        # Ray: connecting and keeping Ray's lines aside below the engine that maps datasets and files
+        "contextembed.engines._ray_cluster": ("contextembed.engines.ray", "contextembed.engines._ray_lines"),
+        "contextembed.engines._ray_lines": ("contextembed.engines.ray",),
+        # pretraining: a run's settings below its optimisation and the training loop
+        "contextembed.pretraining._training_options": ("contextembed.pretraining._optimisation",
+                                                       "contextembed.pretraining._training"),
         # contextembed.io: the readers and the writer below the output records, the records below embed_file
         "contextembed.io.readers": ("contextembed.io._records", "contextembed.io._pipeline", "contextembed.io.writer"),
         "contextembed.io.writer": ("contextembed.io._records", "contextembed.io._pipeline", "contextembed.io.readers"),

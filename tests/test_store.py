@@ -15,6 +15,8 @@ import numpy as np
 import pytest
 
 from contextembed._runtime import store as _store
+from contextembed._runtime import store_files as _store_files
+from contextembed._runtime import store_memory as _memory
 from contextembed.errors import MemoryBudgetError, SettingError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -23,7 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 @pytest.fixture
 def store(tmp_path, monkeypatch):
     """A shared store in a directory of the test's own (as a session store is)."""
-    monkeypatch.setattr(_store, "_WARNED", set())
+    monkeypatch.setattr(_store_files, "_WARNED", set())
     root = tmp_path / "session"
     root.mkdir(mode=0o700)
     return _store.FeatureStore(str(root), shared=True, disk_limit=1 << 40)
@@ -33,9 +35,9 @@ def store(tmp_path, monkeypatch):
 def budget(monkeypatch):
     """Set the budget for one test (restored afterwards)."""
     def set_budget(value):
-        monkeypatch.setattr(_store, "_budget", value)
+        monkeypatch.setattr(_memory, "_budget", value)
     yield set_budget
-    _store._make_room(0)
+    _memory._make_room(0)
 
 
 def _spec(layers=3, width=4, dtype="float32", kind="words") -> _store.TableSpec:
@@ -73,7 +75,7 @@ def test_the_budget_takes_bytes_or_a_byte_size(budget, value, expected):
     _store.set_memory_budget(value)
     assert _store.memory_budget() == expected
     _store.set_memory_budget(None)
-    assert _store.memory_budget() >= _store.DEFAULT_MIN_BUDGET
+    assert _store.memory_budget() >= _memory.DEFAULT_MIN_BUDGET
 
 
 @pytest.mark.parametrize("value, error", [(True, TypeError), (1.5e9, TypeError), (float("nan"), TypeError),
@@ -94,11 +96,11 @@ def test_a_bad_budget_variable_is_an_error_naming_it(monkeypatch, budget):
 
 
 def test_reserve_refuses_beyond_the_budget_and_makes_room_within_it(store, budget):
-    budget(_store.MIN_BUDGET)
+    budget(_memory.MIN_BUDGET)
     spec = _spec(layers=1, width=1 << 18)  # 1 MiB a row
     (keys, rows, counts), = _blocks(spec, [[4] * 2])[0]  # 8 MiB resident
     store.table(spec).add(keys, rows, counts)
-    assert 8 << 20 <= _store.resident_bytes() <= _store.MIN_BUDGET  # with what other tests left, within the budget
+    assert 8 << 20 <= _store.resident_bytes() <= _memory.MIN_BUDGET  # with what other tests left, within the budget
     _store.reserve(12 << 20, "twelve")  # resident rows make room
     assert _store.resident_bytes() <= 4 << 20
     with pytest.raises(MemoryBudgetError, match=r"a test array needs 17\.0 MiB .*budget of 16\.0 MiB.*or read less"):
@@ -139,7 +141,7 @@ def test_a_key_no_segment_holds_is_missing(store):
 def test_a_private_store_spills_beyond_the_budget_and_removes_its_files(budget):
     import gc
 
-    budget(_store.MIN_BUDGET)
+    budget(_memory.MIN_BUDGET)
     store = _store.private_store()
     spec = _spec(layers=1, width=1 << 18)
     blocks, reference = _blocks(spec, [[6], [6], [6]])  # 18 MiB: more than the budget keeps
@@ -255,7 +257,7 @@ def test_the_lock_never_follows_a_link(store, tmp_path):
 
 
 def test_an_untrusted_cache_directory_is_not_used(tmp_path, monkeypatch):
-    monkeypatch.setattr(_store, "_WARNED", set())
+    monkeypatch.setattr(_store_files, "_WARNED", set())
     loose = tmp_path / "loose"
     (loose / _store.PERSISTENT_DIR).mkdir(parents=True)
     os.chmod(loose / _store.PERSISTENT_DIR, 0o777)

@@ -1,7 +1,7 @@
 """Bounds of numeric settings (arguments, command-line options), and the one check that applies them.
 
 A numeric setting is described once, as a :class:`Bound` next to where it is defined (the
-pretraining methods' tables ``TRAINING_BOUNDS`` in :mod:`contextembed.pretraining._training`,
+pretraining methods' tables ``TRAINING_BOUNDS`` in :mod:`contextembed.pretraining._training_options`,
 ``MLM_BOUNDS`` in :mod:`contextembed.pretraining._mlm`, ...; the Ray engine's ``connect_timeout``;
 the CLI's counts). The same bound serves both entry points:
 

@@ -45,13 +45,18 @@ Trust
     never trusted (one :class:`StoreWarning` naming it). An index is validated before use (size,
     shape, types, its table's fields, the rows file's exact size); a damaged one is skipped with a
     warning and its items are encoded again.
+
+Modules
+    This module keeps the tables, the stores of a process and their session directories; the rest
+    is below it, and its public names are imported here. The budget and the rows kept resident:
+    :mod:`contextembed._runtime.store_memory`. A segment's rows, resident or read back, and
+    :class:`StoredRows`: :mod:`contextembed._runtime.store_rows`. What a table is, the index
+    format, and writing, locking and trusting files: :mod:`contextembed._runtime.store_files`.
 """
 
 from __future__ import annotations
 
 import atexit
-import errno
-import fcntl
 import hashlib
 import itertools
 import json
@@ -62,151 +67,33 @@ import secrets
 import shutil
 import tempfile
 import threading
-import warnings
-import weakref
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
 from typing import Optional, Union
 
 import numpy as np
 
-from . import json_io as _json
-from .files import (UntrustedPathError, make_trusted_directory, open_lock, read_trusted, remove_stale_partials,
-                     stat_reason, this_host, untrusted_reason)
-from ..errors import MemoryBudgetError, SettingError
-from ..settings import MAX_BYTES, byte_size, cache_directory, parse_byte_size, raw
+from .files import UntrustedPathError, remove_stale_partials, untrusted_reason
+from .store_files import (FORMAT, STORE_DIR_ENV, VERSION, StoreWarning, TableSpec, _check_index, _Damaged, _file_lock,
+                          _host, _make_private_dirs, _read_index, _remove_quietly, _Untrusted, _warn, _write_new,
+                          untrusted)
+from .store_memory import (BUDGET_ENV, _forget_resident, _keep_resident, memory_budget, reserve, resident_bytes,
+                           set_memory_budget)
+from .store_rows import StoredRows, _Segment
+from ..settings import cache_directory, raw
 
 logger = logging.getLogger(__name__)
 
-#: the variable that names the memory budget (a byte size, :mod:`contextembed.settings`)
-BUDGET_ENV = "CONTEXTEMBED_MEMORY_BUDGET"
-#: the variable that names where session directories are made
-STORE_DIR_ENV = "CONTEXTEMBED_STORE_DIR"
 #: the variable a job's first process sets to its session directory; its children inherit it
 SESSION_ENV = "CONTEXTEMBED_STORE_SESSION"
-#: the smallest budget (a budget that cannot hold one batch of rows is a typo)
-MIN_BUDGET = 16 << 20
-#: the default budget's floor
-DEFAULT_MIN_BUDGET = 1 << 30
-#: the format of a segment's index, checked on every read
-FORMAT, VERSION = "contextembed-feature-store", 1
-#: the largest index file read (a block of 4,096 items' keys is about 200 KB)
-MAX_INDEX_BYTES = 64 << 20
 #: the subdirectory of a ``cache=`` directory that holds its tables
 PERSISTENT_DIR = "contextembed-cache"
 
-_KEY = re.compile(r"[0-9a-f]{40}\Z")
 _SESSION_NAME = re.compile(r"session-(?P<host>[A-Za-z0-9-]{1,64})@(?P<pid>[0-9]+)-[0-9a-f]{8}\Z")
 
 
-class StoreWarning(UserWarning):
-    """A file or directory of the feature store was not trusted (and is not used)."""
-
-
-# -- the budget ----------------------------------------------------------------------------------
-
-_budget: Optional[int] = None
-
-
-def memory_budget() -> int:
-    """The bytes of features contextembed may keep in memory at once (read from
-    ``CONTEXTEMBED_MEMORY_BUDGET`` the first time; see :func:`set_memory_budget`)."""
-    global _budget
-    if _budget is None:
-        if raw("CONTEXTEMBED_CACHE_BYTES") is not None:
-            _warn("CONTEXTEMBED_CACHE_BYTES is no longer read: the feature store and every feature array contextembed "
-                  f"builds are bounded by one memory budget, {BUDGET_ENV}", FutureWarning)
-        value = byte_size(BUDGET_ENV, -1)
-        _budget = default_budget() if value == -1 else _in_range(BUDGET_ENV, value)
-    return _budget
-
-
-def set_memory_budget(value: Union[int, str, None]) -> None:
-    """Set the memory budget of the feature store and of the feature arrays calls build.
-
-    Parameters
-    ----------
-    value : int, str or None
-        Bytes (at least 16 MiB, at most 1 PiB), a byte size such as ``"3GB"`` or ``"2GiB"`` (the
-        spellings of :mod:`contextembed.settings`), or ``None``: ``CONTEXTEMBED_MEMORY_BUDGET``
-        again, else the default (a quarter of the memory this process may use, at least 1 GiB).
-
-    Raises
-    ------
-    TypeError, ValueError
-        For anything else (a fraction, NaN, a bool, a negative or too small number), naming it.
-    """
-    global _budget
-    if value is None:
-        _budget = None
-    elif isinstance(value, str):
-        _budget = _in_range("budget", parse_byte_size("budget", value))
-    elif isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"budget={value!r} ({type(value).__name__}): expected a whole number of bytes or a byte "
-                        "size such as '3GB'")
-    else:
-        _budget = _in_range("budget", int(value))
-    _make_room(0)
-
-
-def _in_range(name: str, value: int) -> int:
-    if not MIN_BUDGET <= value <= MAX_BYTES:
-        raise (SettingError if name == BUDGET_ENV else ValueError)(f"{name}={value:,} bytes: expected a memory budget from {MIN_BUDGET:,} (16 MiB) to "
-                         f"{MAX_BYTES:,} bytes, e.g. '3GB'")
-    return value
-
-
-def default_budget() -> int:
-    """A quarter of the memory this process may use (its cgroup's limit, else the machine's), at
-    least 1 GiB."""
-    return max(DEFAULT_MIN_BUDGET, _process_memory() // 4)
-
-
-def _process_memory() -> int:
-    limits = []
-    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
-        try:
-            with open(path) as handle:
-                text = handle.read().strip()
-        except OSError:
-            continue
-        if text.isdigit():
-            limits.append(int(text))
-    try:
-        limits.append(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
-    except (AttributeError, ValueError, OSError):
-        pass
-    return min(limits) if limits else 8 << 30
-
-
-def reserve(nbytes: int, what: str, fix: str = "") -> None:
-    """Make room for a feature array of ``nbytes`` that a call is about to build.
-
-    Resident rows are dropped from memory (they stay on disk) until they and the array fit the
-    budget together.
-
-    Raises
-    ------
-    MemoryBudgetError
-        ``nbytes`` alone exceeds the budget: naming ``what``, the bytes it needs, the budget and
-        ``fix`` (what to do instead), before anything is allocated.
-    """
-    budget = memory_budget()
-    if nbytes > budget:
-        raise MemoryBudgetError(
-            f"{what} needs {_size(nbytes)} ({nbytes:,} bytes) of memory, over the memory budget of {_size(budget)} "
-            f"({BUDGET_ENV} or contextembed.set_memory_budget); raise the budget"
-            + (f", or {fix}" if fix else ""), needed=nbytes, budget=budget)
-    _make_room(nbytes)
-
-
-def _size(nbytes: int) -> str:
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if nbytes >= scale:
-            return f"{nbytes / scale:.1f} {unit}"
-    return f"{nbytes} bytes"
+# -- keys of items -------------------------------------------------------------------------------
 
 
 def encoder_key(model: str, device_type: str, precision: str, backend: str) -> str:
@@ -231,189 +118,10 @@ def _hash_tokens(digest, tokens: Sequence[str]) -> None:
         digest.update(data)
 
 
-# -- resident rows -------------------------------------------------------------------------------
-
-#: resident segments, least recently used first, with their bytes
-_RESIDENT: "OrderedDict[_Segment, int]" = OrderedDict()
-_RESIDENT_LOCK = threading.RLock()
-_resident_bytes = 0
-
-
-def resident_bytes() -> int:
-    """Bytes of rows the stores keep in memory now."""
-    return _resident_bytes
-
-
-def _keep_resident(segment: "_Segment") -> bool:
-    """Count ``segment``'s rows as resident, dropping older ones beyond the budget; ``False`` when
-    they alone exceed it."""
-    global _resident_bytes
-    with _RESIDENT_LOCK:
-        if segment in _RESIDENT:
-            _RESIDENT.move_to_end(segment)
-            return True
-        size = segment.data.nbytes
-        if size > memory_budget():
-            return False
-        _make_room(size)
-        _RESIDENT[segment] = size
-        _resident_bytes += size
-        return True
-
-
-def _touch(segment: "_Segment") -> None:
-    with _RESIDENT_LOCK:
-        if segment in _RESIDENT:
-            _RESIDENT.move_to_end(segment)
-
-
-def _make_room(nbytes: int) -> None:
-    """Drop least recently used resident rows until they and ``nbytes`` more fit the budget."""
-    global _resident_bytes
-    with _RESIDENT_LOCK:
-        budget = memory_budget()
-        while _RESIDENT and _resident_bytes + nbytes > budget:
-            segment, size = _RESIDENT.popitem(last=False)
-            _resident_bytes -= size
-            segment.release()
-
-
-def _forget_resident(segment: "_Segment") -> None:
-    global _resident_bytes
-    with _RESIDENT_LOCK:
-        size = _RESIDENT.pop(segment, None)
-        if size is not None:
-            _resident_bytes -= size
-
-
-# -- tables and segments -------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class TableSpec:
-    """What a table's rows are.
-
-    Attributes
-    ----------
-    encoder : str
-        The encoder's cache key (model content, device type, precision, backend).
-    kind : str
-        What a row is: a word (``"sentence"``, ``"in_context"``, the spaCy component's
-        ``"spacy_words"``), a text (``"piece_mean"``, ``"text_layers"``, ``"input_mean"``,
-        ``"spacy_text"``) or a pair side (``"pair_layers"``).
-    options : tuple of str
-        The kind's pooling options (a subword pooling; subword and text pooling; ...).
-    dtype : {"float32", "float16"}
-    layers : int
-        Leading encoder layers each row holds (0 .. layers - 1).
-    width : int
-        Width of one layer's vector in a row.
-    """
-
-    encoder: str
-    kind: str
-    options: tuple
-    dtype: str
-    layers: int
-    width: int
-
-    @property
-    def key(self) -> str:
-        """The table's directory name: a hash of every field."""
-        text = "\x1f".join([self.encoder, self.kind, *self.options, self.dtype, str(self.layers), str(self.width)])
-        return hashlib.blake2b(text.encode("utf-8"), digest_size=16).hexdigest()
-
-    @property
-    def row_bytes(self) -> int:
-        return self.layers * self.width * np.dtype(self.dtype).itemsize
-
-    def record(self) -> dict:
-        return {**asdict(self), "options": list(self.options)}
+# -- tables --------------------------------------------------------------------------------------
 
 
 _NAMES = itertools.count()
-
-
-class _Segment:
-    """One encoded block of a table: its items' keys and row counts, its rows resident
-    (``data``) and/or in a file (``path``)."""
-
-    __slots__ = ("name", "table", "spec", "keys", "counts", "starts", "n_rows", "data", "path", "_fd", "_lock",
-                 "__weakref__")
-
-    def __init__(self, name: str, table: "Table", keys: Sequence[str], counts: np.ndarray,
-                 data: Optional[np.ndarray] = None, path: Optional[str] = None) -> None:
-        self.name, self.table, self.spec, self.keys = name, table, table.spec, tuple(keys)
-        self.counts = np.asarray(counts, dtype=np.int64)
-        # (items + 1,) each item's first row
-        self.starts = np.concatenate([[0], np.cumsum(self.counts)]).astype(np.int64)
-        self.n_rows = int(self.starts[-1])
-        self.data, self.path, self._fd = data, path, None
-        self._lock = threading.Lock()
-
-    def open(self) -> bool:
-        """Open the rows file for reading (kept open: a reader keeps a dropped segment readable);
-        ``False`` when it is gone."""
-        with self._lock:
-            if self._fd is not None or self.path is None:
-                return True
-            flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
-            try:
-                fd = os.open(self.path, flags)
-            except OSError:
-                return False
-            if stat_reason(os.fstat(fd), directory=False) is not None:  # swapped since it was checked
-                os.close(fd)
-                return False
-            self._fd = fd
-            weakref.finalize(self, os.close, fd)
-            return True
-
-    def release(self) -> None:
-        """Drop the resident rows: they stay in the file (written now where there is none yet)."""
-        if self.data is None:
-            return
-        if self.path is None:
-            self.table.write(self)
-        self.open()
-        self.data = None
-
-    def rows(self, positions: np.ndarray, layers: Optional[Sequence[int]] = None) -> np.ndarray:
-        """``(len(positions), len(layers), width)`` rows (every layer by default) in the table's
-        dtype, in the order given."""
-        data = self.data
-        if data is not None:
-            _touch(self)
-            return data[positions] if layers is None else data[np.ix_(positions, list(layers))]
-        out = self._read(positions)
-        return out if layers is None else out[:, list(layers)]
-
-    def _read(self, positions: np.ndarray) -> np.ndarray:
-        if not self.open():
-            raise FileNotFoundError(f"the feature store's rows file {self.path} was removed while in use")
-        spec = self.spec
-        out = np.empty((len(positions), spec.layers, spec.width), dtype=spec.dtype)
-        buffer = out.reshape(len(positions), -1).view(np.uint8)
-        order = np.argsort(positions, kind="stable")
-        sorted_positions = positions[order]
-        # runs of consecutive rows: one read each
-        breaks = np.flatnonzero(np.diff(sorted_positions) != 1) + 1
-        staging = np.empty_like(buffer) if not np.array_equal(order, np.arange(len(order))) else buffer
-        for begin, end in zip(np.concatenate([[0], breaks]).tolist(), np.concatenate([breaks, [len(order)]]).tolist()):
-            self._read_into(staging[begin:end], int(sorted_positions[begin]))
-        if staging is not buffer:
-            buffer[order] = staging
-        return out
-
-    def _read_into(self, target: np.ndarray, first_row: int) -> None:
-        view = memoryview(target).cast("B")
-        offset = first_row * self.spec.row_bytes
-        done = 0
-        while done < len(view):
-            n = os.preadv(self._fd, [view[done:]], offset + done)
-            if n <= 0:
-                raise OSError(errno.EIO, f"the feature store's rows file {self.path} is shorter than its index says")
-            done += n
 
 
 class Table:
@@ -737,181 +445,6 @@ def _remove_stale_sessions(root: str) -> None:
             continue
         if not _running_since(int(match["pid"]), info.st_mtime):
             shutil.rmtree(path, ignore_errors=True)
-
-
-def _host() -> str:
-    return this_host()
-
-
-# -- files ---------------------------------------------------------------------------------------
-
-
-class _Untrusted(Exception):
-    pass
-
-
-class _Damaged(Exception):
-    pass
-
-
-def untrusted(path: str, *, directory: bool) -> Optional[str]:
-    """What is wrong with trusting ``path`` (``None``: nothing): :func:`contextembed._runtime.files.untrusted_reason`."""
-    return untrusted_reason(path, directory=directory)
-
-
-def _make_private_dirs(path: str) -> None:
-    """Make ``path`` (and missing parents) readable and writable by this user alone; an existing
-    directory that may not be trusted is an :class:`~contextembed._runtime.files.UntrustedPathError`."""
-    make_trusted_directory(path)
-
-
-def _write_new(path: str, data: Union[np.ndarray, bytes], directory: str) -> None:
-    """Write ``data`` to a new file ``path`` (mode 0600) under a temporary name, renamed when complete."""
-    nbytes = data.nbytes if isinstance(data, np.ndarray) else len(data)
-    temporary = os.path.join(directory, f".{os.path.basename(path)}.{_host()}@{os.getpid()}-{secrets.token_hex(4)}.partial")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-    try:
-        fd = os.open(temporary, flags, 0o600)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(np.ascontiguousarray(data).reshape(-1).view(np.uint8) if isinstance(data, np.ndarray) else data)
-        os.rename(temporary, path)
-    except BaseException as error:  # interrupted too: the temporary goes
-        _remove_quietly(temporary)
-        if not isinstance(error, OSError) or error.errno != errno.ENOSPC:
-            raise
-        free = shutil.disk_usage(directory).free
-        raise OSError(errno.ENOSPC, f"the feature store needs {_size(nbytes)} more on disk in {directory}, which "
-                      f"has {_size(free)} free; free some space or set {STORE_DIR_ENV} to a directory on "
-                      "another disk") from None
-
-
-def _remove_quietly(path: str) -> None:
-    try:
-        os.remove(path)
-    except OSError:
-        pass
-
-
-@contextmanager
-def _file_lock(path: str) -> Iterator[None]:
-    """An exclusive ``flock`` on ``path`` (never through a link, never another user's:
-    :func:`contextembed._runtime.files.open_lock`)."""
-    with open_lock(path) as handle:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-        yield
-
-
-def _read_index(path: str) -> dict:
-    try:
-        data = read_trusted(path, max_bytes=MAX_INDEX_BYTES)
-    except UntrustedPathError as error:
-        raise _Untrusted(f"{path} {error.reason}") from None
-    except ValueError:
-        raise _Damaged(f"{path} is larger than an index can be ({MAX_INDEX_BYTES:,} bytes)") from None
-    try:
-        record = _json.loads(data, max_bytes=MAX_INDEX_BYTES)
-    except _json.JSONError as error:
-        raise _Damaged(f"{path} is not an index ({error.reason})") from None
-    if not isinstance(record, dict):
-        raise _Damaged(f"{path} holds a JSON {type(record).__name__}, not an index")
-    return record
-
-
-def _check_index(record: dict, spec: TableSpec, path: str) -> tuple[list[str], np.ndarray]:
-    """The keys and row counts of a segment's index, checked against the table it sits in."""
-    expected = {"format", "version", "table", "keys", "counts", "rows"}
-    if set(record) != expected:
-        raise _Damaged(f"{path} has the fields {sorted(record)}, expected {sorted(expected)}")
-    if record["format"] != FORMAT or record["version"] != VERSION:
-        raise _Damaged(f"{path} is format {record['format']!r} version {record['version']!r}; this contextembed "
-                       f"reads {FORMAT!r} version {VERSION}")
-    if record["table"] != spec.record():
-        raise _Damaged(f"{path} belongs to another table ({record['table']!r}) than its directory's")
-    keys, counts = record["keys"], record["counts"]
-    if (not isinstance(keys, list) or not isinstance(counts, list) or len(keys) != len(counts)
-            or not all(isinstance(key, str) and _KEY.match(key) for key in keys)
-            or not all(type(count) is int and 0 <= count <= 1 << 40 for count in counts)
-            or type(record["rows"]) is not int or record["rows"] != sum(counts)):
-        raise _Damaged(f"{path} does not list one 40-digit key and one row count for each item, summing to 'rows'")
-    return keys, np.array(counts, dtype=np.int64)
-
-
-_WARNED: set[str] = set()
-
-
-def _warn(message: str, category: type = StoreWarning) -> None:
-    if message not in _WARNED:
-        _WARNED.add(message)
-        warnings.warn(message, category, stacklevel=3)
-
-
-# -- rows of a list of items ---------------------------------------------------------------------
-
-
-class StoredRows:
-    """The rows of a list of items, in item order, wherever the store keeps them.
-
-    Parameters
-    ----------
-    spec : TableSpec
-        What the rows are (every segment's table has these ``layers`` or more).
-    places : list of (segment, item position)
-        Where each item's rows are.
-    """
-
-    def __init__(self, spec: TableSpec, places: Sequence[tuple[_Segment, int]], keep: object = None) -> None:
-        self.spec = spec
-        self._segments: list[_Segment] = []
-        number: dict[int, int] = {}
-        segment_of, first, count = [], [], []
-        for segment, position in places:
-            k = number.setdefault(id(segment), len(self._segments))
-            if k == len(self._segments):
-                self._segments.append(segment)
-            segment_of.append(k)
-            first.append(segment.starts[position])
-            count.append(segment.counts[position])
-        # (items,) each item's segment, first row there and number of rows
-        self._segment_of = np.array(segment_of, dtype=np.int64)
-        self._first = np.array(first, dtype=np.int64)
-        self.counts = np.array(count, dtype=np.int64)
-        # (items + 1,) each item's first row among all
-        self.offsets = np.concatenate([[0], np.cumsum(self.counts)]).astype(np.int64)
-        self._keep = keep  # a private store: its files live as long as these rows
-
-    @property
-    def n_items(self) -> int:
-        return len(self.counts)
-
-    @property
-    def n_rows(self) -> int:
-        return int(self.offsets[-1])
-
-    def take(self, rows: np.ndarray, layers: Sequence[int], *, layer_major: bool = False) -> np.ndarray:
-        """Rows by their index among all items' rows: ``(len(rows), len(layers), width)`` float32, or
-        with ``layer_major`` ``(len(layers), len(rows), width)`` (contiguous either way)."""
-        rows = np.asarray(rows, dtype=np.int64)
-        shape = (len(layers), len(rows), self.spec.width) if layer_major else (len(rows), len(layers), self.spec.width)
-        out = np.empty(shape, dtype=np.float32)
-        if not len(rows):
-            return out
-        item = np.searchsorted(self.offsets, rows, side="right") - 1
-        # (rows,) each row's segment and place there
-        segment = self._segment_of[item]
-        position = self._first[item] + rows - self.offsets[item]
-        index = list(layers)
-        for k in np.unique(segment).tolist():
-            mine = np.flatnonzero(segment == k)
-            picked = self._segments[k].rows(position[mine], index)
-            if layer_major:
-                out[:, mine] = picked.transpose(1, 0, 2)
-            else:
-                out[mine] = picked
-        return out
-
-    def items(self, begin: int, end: int, layers: Sequence[int]) -> np.ndarray:
-        """The rows of items ``begin`` to ``end``, in order: ``(rows, len(layers), width)`` float32."""
-        return self.take(np.arange(self.offsets[begin], self.offsets[end]), layers)
 
 
 _SESSION_PATH, _OWNS_SESSION = _name_session()

@@ -5,22 +5,22 @@ its layers; choosing and combining them is the job of :mod:`contextembed.pooling
 
 Shapes use fixed dimension names: ``layers`` (the encoder's layers, or the selected subset),
 ``words`` (input tokens of one sentence), ``pieces`` (subword pieces of one sentence), ``width``.
+
+The interface is :class:`Encoder`; what it yields (:class:`PieceEncoding`, :class:`PairPieces`) is
+:mod:`contextembed.encoders._pieces`, and how it reports its progress and long pairs is
+:mod:`contextembed.encoders._reporting`, both imported here.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
-import warnings
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Sized
-from dataclasses import dataclass
-from typing import Optional, Protocol, Union
+from collections.abc import Iterable, Iterator
+from typing import Optional, Union
 
 import numpy as np
 
-from .._runtime import terminal
 from .._runtime.files import atomic_directory
 from ..pooling._layers import (
     LayerPooling,
@@ -31,8 +31,8 @@ from ..pooling._layers import (
     pool_layers_numpy,
     resolve_layers,
 )
-from ..pooling._subword import SubwordPooling, check_subword_pooling, pool_subwords_numpy
-from ..pooling._text import TextPooling, check_text_options, pool_pieces_to_text
+from ..pooling._subword import SubwordPooling, check_subword_pooling
+from ..pooling._text import TextPooling, check_text_options
 from .._inputs.sentences import (  # noqa: F401  (re-exported)
     Pairs,
     Sentences,
@@ -42,110 +42,14 @@ from .._inputs.sentences import (  # noqa: F401  (re-exported)
     check_sentences,
     unencodable_position,
 )
-
-
-@dataclass
-class PieceEncoding:
-    """One sentence encoded at the level of the encoder's own units (subword pieces).
-
-    Attributes
-    ----------
-    hidden : np.ndarray
-        ``(layers, pieces, width)`` float32: the selected layers at every piece.
-    word_offsets : np.ndarray
-        ``(words + 1,)`` int64: word ``i`` owns pieces ``word_offsets[i]:word_offsets[i + 1]``; every
-        word owns at least one piece.
-    cls : np.ndarray or None
-        ``(layers, width)``: the sequence's first piece (``[CLS]``/``<s>``) of the first window, for
-        encoders that have one; ``None`` otherwise.
-    ids : np.ndarray or None
-        ``(pieces,)`` int64 vocabulary ids of the pieces, for encoders with a piece vocabulary
-        (transformers); ``None`` otherwise.
-    """
-
-    hidden: np.ndarray
-    word_offsets: np.ndarray
-    cls: Optional[np.ndarray] = None
-    ids: Optional[np.ndarray] = None
-
-    @property
-    def n_words(self) -> int:
-        return len(self.word_offsets) - 1
-
-    def words(self, subword_pooling: SubwordPooling = "first") -> np.ndarray:
-        """Pool pieces to words: ``(layers, words, width)`` (``2 * width`` for ``first_last``)."""
-        return pool_subwords_numpy(self.hidden, self.word_offsets, subword_pooling)
-
-    def piece_means(self) -> np.ndarray:
-        """``(layers, width)`` float32: the mean of every piece, summed in float64; zeros without
-        pieces (``text_pooling="piece_mean"``)."""
-        if not self.hidden.shape[1]:
-            return np.zeros((self.hidden.shape[0], self.hidden.shape[2]), dtype=np.float32)
-        return self.hidden.mean(axis=1, dtype=np.float64).astype(np.float32)
-
-    def text_layers(self, subword_pooling: SubwordPooling, text_pooling: str) -> np.ndarray:
-        """The text's vector of every layer: its words pooled from their pieces, then the words pooled
-        (``text_pooling`` ``"mean"`` or ``"max"``, :func:`~contextembed.pooling.pool_pieces_to_text`);
-        ``"cls"``: the first piece. ``(layers, width')``; zeros for a text without words."""
-        if text_pooling == "cls":
-            return self.cls if self.n_words else np.zeros_like(self.cls)  # an empty text: zeros
-        return pool_pieces_to_text(self.hidden, self.word_offsets, subword_pooling, text_pooling)
-
-
-@dataclass
-class PairPieces:
-    """One sentence pair encoded, at the level of the encoder's pieces.
-
-    Transformers encode a pair in one pass with the model's pair template and segment ids; static
-    vectors and ELMo, which have no pair input, encode each side on its own.
-
-    Attributes
-    ----------
-    first, second : PieceEncoding
-        Each side's pieces ``(layers, pieces, width)`` and word offsets.
-    cls : np.ndarray or None
-        ``(layers, width)``: the pair's first piece ([CLS]/<s>), for encoders that have one.
-    """
-
-    first: PieceEncoding
-    second: PieceEncoding
-    cls: Optional[np.ndarray] = None
-
-
-class ProgressCounter(Protocol):
-    """A progress bar the caller holds and an encoder counts its items on (a tqdm bar will do)."""
-
-    def update(self, n: int = 1) -> object: ...
-
-
-#: what the encoders' ``show_progress`` takes: draw a bar of their own, or count on the caller's
-ShowProgress = Union[bool, ProgressCounter]
-
-
-def progress_bar(items: object, show_progress: ShowProgress, unit: str = "sent"):
-    """A progress bar over ``items`` (:func:`contextembed._runtime.terminal.progress_bar`): with their count
-    where they have one (a list), open-ended for an iterator, which encoders read one chunk at a
-    time (:func:`check_sentence_chunks`). ``show_progress`` may instead be a bar the caller holds
-    (anything with ``update(n)``: the CLI's, an estimator's): the encoder counts its items on it and
-    leaves it open."""
-    if not isinstance(show_progress, (bool, np.bool_)) and callable(getattr(show_progress, "update", None)):
-        return contextlib.nullcontext(show_progress)
-    return terminal.progress_bar(len(items) if isinstance(items, Sized) else None, unit=unit, show=bool(show_progress))
-
-
-class LongPairWarning(UserWarning):
-    """Some pairs were longer than the model takes and were encoded by the window policy."""
-
-
-def warn_long_pairs(n_long: int, n_pairs: int, budget: int) -> None:
-    """Say once per call how many pairs the window policy of long pairs applied to."""
-    warnings.warn(
-        f"{n_long} of {n_pairs} sentence pairs hold more than the {budget} pieces one model input takes "
-        "(besides special tokens): each side was encoded in windows paired with the other side's start "
-        "(docs/pairs.md); no piece was dropped",
-        LongPairWarning,
-        stacklevel=3,
-    )
+from ._pieces import PairPieces, PieceEncoding
+from ._reporting import (  # noqa: F401  (re-exported)
+    LongPairWarning,
+    ProgressCounter,
+    ShowProgress,
+    progress_bar,
+    warn_long_pairs,
+)
 
 
 class Encoder(ABC):

@@ -21,6 +21,10 @@ Batching: a *micro-batch* holds ``batch_size`` examples per process; one optimiz
 order drawn from ``seed`` and the epoch number; micro-batch ``i`` draws its randomness (masks) from
 ``seed`` and ``i``, so a resumed run sees the same data as an uninterrupted one
 (:mod:`~contextembed.pretraining._seeds` lists every stream).
+
+The settings are :class:`TrainingOptions` (:mod:`contextembed.pretraining._training_options`), the
+optimiser, its schedule and scaler :class:`Optimisation`
+(:mod:`contextembed.pretraining._optimisation`); both are imported here.
 """
 
 from __future__ import annotations
@@ -30,18 +34,18 @@ import math
 import time
 from abc import ABC, abstractmethod
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Literal, Optional
+from typing import Optional
 
 import torch
 from tqdm.auto import tqdm
 
 from .._runtime import provenance
 from .._runtime.devices import PRECISIONS
-from .._inputs.options import check_choice
 from ._distributed import DistributedContext, wrap_model
+from ._optimisation import Optimisation, linear_schedule  # noqa: F401  (linear_schedule re-exported)
 from ._run_files import (
     RunLog,
     check_no_newer_checkpoints,
@@ -51,99 +55,16 @@ from ._run_files import (
     write_json,
 )
 from ._seeds import data_order_seed, dropout_seed, mask_seed
-from .._inputs.bounds import LEARNING_RATE, SEED, Bound, check_settings
-
-#: autocast dtype of the forward pass (fp16 with a gradient scaler); ``devices.PRECISIONS`` maps them
-#: autocast dtype of pretraining (inference precisions are contextembed._runtime.devices.Precision)
-TrainingPrecision = Literal["fp32", "bf16", "fp16"]
+from ._training_options import (  # noqa: F401  (re-exported)
+    TRAINING_BOUNDS,
+    TrainingOptions,
+    TrainingPrecision,
+)
 
 Batch = dict[str, torch.Tensor]
 Stats = dict[str, float]
 #: weight of the newest step's loss in the running (exponentially smoothed) training loss
 RUNNING_LOSS_WEIGHT = 0.1
-
-
-#: the numeric settings of :class:`TrainingOptions` (see :mod:`.settings`)
-TRAINING_BOUNDS: dict[str, Bound] = {
-    "max_steps": Bound(int, 1, 10**9, "--max-steps"),
-    "batch_size": Bound(int, 1, 2**16, "--batch-size"),
-    "grad_accumulation": Bound(int, 1, 2**16, "--grad-accumulation"),
-    "learning_rate": LEARNING_RATE,
-    "warmup_steps": Bound(int, 0, 10**9, "--warmup-steps", optional=True),
-    "weight_decay": Bound(float, 0, 1, "--weight-decay"),
-    "max_grad_norm": Bound(float, 0, 1e6, "--max-grad-norm", note="0: no clipping"),
-    "seed": SEED,
-    "log_every": Bound(int, 1, 10**9, "--log-every"),
-    "checkpoint_every": Bound(int, 0, 10**9, "--checkpoint-every", note="0: the final checkpoint only"),
-    "keep_checkpoints": Bound(int, 1, 10**4, "--keep-checkpoints"),
-    "held_out_fraction": Bound(float, 0, 0.5, "--held-out-fraction", note="0: nothing held out"),
-}
-
-
-@dataclass
-class TrainingOptions:
-    """Optimisation and bookkeeping settings of a pretraining run.
-
-    Attributes
-    ----------
-    max_steps : int
-        Optimizer updates.
-    batch_size : int
-        Examples per micro-batch per process.
-    grad_accumulation : int
-        Micro-batches per update (per process).
-    learning_rate : float
-        Peak learning rate (reached at the end of warmup).
-    warmup_steps : int, optional
-        Linear warmup length; default 10% of ``max_steps``.
-    weight_decay : float
-        AdamW decoupled weight decay (not applied to biases and norm weights).
-    max_grad_norm : float
-        Gradient clipping (0 disables).
-    precision : {"fp32", "bf16", "fp16"}
-        Autocast dtype (fp16 uses a gradient scaler).
-    device : str
-        ``"auto"``, ``"cpu"``, ``"cuda"``.
-    seed : int
-        Seeds model initialisation, data order and masks.
-    log_every : int
-        Steps between ``log.jsonl`` records.
-    checkpoint_every : int
-        Steps between checkpoints (0: only the final one).
-    keep_checkpoints : int
-        Most recent checkpoints kept.
-    held_out_fraction : float
-        Share of documents held out for the held-out loss (0 disables).
-    show_progress : bool
-        Show the tqdm bar (main process only).
-    """
-
-    max_steps: int = 1000
-    batch_size: int = 32
-    grad_accumulation: int = 1
-    learning_rate: float = 5e-4
-    warmup_steps: Optional[int] = None
-    weight_decay: float = 0.01
-    max_grad_norm: float = 1.0
-    precision: TrainingPrecision = "fp32"
-    device: str = "auto"
-    seed: int = 0
-    log_every: int = 10
-    checkpoint_every: int = 500
-    keep_checkpoints: int = 2
-    held_out_fraction: float = 0.05
-    show_progress: bool = True
-
-    def __post_init__(self) -> None:
-        check_settings(self, TRAINING_BOUNDS)
-        check_choice("precision", self.precision, TrainingPrecision)
-        if self.warmup_steps is not None and self.warmup_steps > self.max_steps:
-            raise ValueError(f"warmup_steps={self.warmup_steps} (--warmup-steps) is more than max_steps="
-                             f"{self.max_steps} (--max-steps); expected 0 to {self.max_steps}")
-
-    @property
-    def warmup(self) -> int:
-        return self.warmup_steps if self.warmup_steps is not None else max(1, self.max_steps // 10)
 
 
 class Objective(ABC):
@@ -172,81 +93,6 @@ class Objective(ABC):
     @abstractmethod
     def fingerprint(self) -> dict:
         """What a checkpoint must match to be resumed (architecture, vocabulary, objective)."""
-
-
-# -- optimisation -------------------------------------------------------------------------------
-
-
-def make_optimizer(model: torch.nn.Module, options: TrainingOptions) -> torch.optim.AdamW:
-    """AdamW; biases and one-dimensional (norm) weights get no weight decay."""
-    decay, no_decay = [], []
-    for name, parameter in model.named_parameters():
-        if parameter.requires_grad:
-            (no_decay if parameter.ndim < 2 or name.endswith("bias") else decay).append(parameter)
-    groups = [{"params": decay, "weight_decay": options.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=options.learning_rate, betas=(0.9, 0.999), eps=1e-6)
-
-
-def linear_schedule(step: int, warmup: int, total: int) -> float:
-    """Learning-rate factor: ``step / warmup`` while warming up, then linear decay to 0 at ``total``."""
-    if step < warmup:
-        return (step + 1) / warmup
-    return max(0.0, (total - step) / max(1, total - warmup))
-
-
-def make_scheduler(optimizer: torch.optim.Optimizer, options: TrainingOptions,
-                   step: int = 0) -> torch.optim.lr_scheduler.LambdaLR:
-    """The schedule of ``options`` (peak ``learning_rate``), positioned at ``step``.
-
-    The schedule is a function of the step and the current options alone, so a resumed run follows
-    its own ``max_steps`` and ``learning_rate`` (a lower ``--lr`` after a divergence takes effect).
-    """
-    warmup, total = options.warmup, options.max_steps
-    for group in optimizer.param_groups:
-        group["initial_lr"] = options.learning_rate
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda at: linear_schedule(at, warmup, total),
-                                             last_epoch=step - 1)
-
-
-@dataclass
-class Optimisation:
-    """AdamW, its learning-rate schedule and the gradient scaler (enabled for fp16): the state a
-    checkpoint keeps besides the model's."""
-
-    optimizer: torch.optim.AdamW
-    scheduler: torch.optim.lr_scheduler.LambdaLR
-    scaler: torch.amp.GradScaler
-
-    @classmethod
-    def create(cls, model: torch.nn.Module, options: TrainingOptions, device: torch.device) -> "Optimisation":
-        optimizer = make_optimizer(model, options)
-        scheduler = make_scheduler(optimizer, options)
-        scaler = torch.amp.GradScaler(device.type, enabled=PRECISIONS[options.precision] == torch.float16)
-        return cls(optimizer, scheduler, scaler)
-
-    @property
-    def learning_rate(self) -> float:
-        return self.scheduler.get_last_lr()[0]
-
-    def step(self, parameters: Iterable[torch.nn.Parameter], max_grad_norm: float) -> None:
-        """Clip the (unscaled) gradients, update (fp16: skipped when a gradient overflowed), clear the
-        gradients, advance the schedule."""
-        if max_grad_norm:
-            self.scaler.unscale_(self.optimizer)
-            torch.nn.utils.clip_grad_norm_(parameters, max_grad_norm)
-        self.scaler.step(self.optimizer)
-        self.scaler.update()
-        self.optimizer.zero_grad(set_to_none=True)
-        self.scheduler.step()
-
-    def state_dict(self) -> dict:
-        return {"optimizer": self.optimizer.state_dict(), "scaler": self.scaler.state_dict()}
-
-    def load_state_dict(self, state: dict, options: TrainingOptions, step: int) -> None:
-        """The optimizer's and scaler's state of a checkpoint; the schedule of ``options`` at ``step``."""
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.scaler.load_state_dict(state["scaler"])
-        self.scheduler = make_scheduler(self.optimizer, options, step)
 
 
 # -- data stream --------------------------------------------------------------------------------

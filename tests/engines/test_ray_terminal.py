@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from contextembed._runtime import terminal
+from contextembed.engines import _ray_lines
 from contextembed.engines import ray as ray_engine
 from contextembed.errors import SettingError
 
@@ -124,7 +125,7 @@ def test_ray_lines_aside_silences_this_process_stderr_but_contextembeds_own_line
         context = sys.modules["ray.data"].DataContext.get_current()
         assert context.enable_progress_bars is False
     assert sys.stderr is terminal_stream and terminal.stderr() is terminal_stream
-    assert not any(ray_engine._drop in handler.filters for handler in ray_engine._console_handlers("ray"))
+    assert not any(_ray_lines._drop in handler.filters for handler in _ray_lines._console_handlers("ray"))
     print("after", file=sys.stderr, flush=True)
     monkeypatch.undo()
     out, err = capfd.readouterr()

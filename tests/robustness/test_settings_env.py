@@ -20,6 +20,8 @@ from contextembed import settings
 from contextembed.errors import SettingError
 from contextembed.pretraining._distributed import world_from_env
 from contextembed._runtime import store as _store
+from contextembed._runtime import store_files as _store_files
+from contextembed._runtime import store_memory as _memory
 from contextembed._runtime.store import BUDGET_ENV
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -83,7 +85,7 @@ def test_unset_or_blank_variables_take_the_default(monkeypatch):
 @pytest.fixture
 def budget(monkeypatch):
     """The budget read afresh from the environment, and given back after the test."""
-    monkeypatch.setattr(_store, "_budget", None)
+    monkeypatch.setattr(_memory, "_budget", None)
 
 
 @pytest.mark.parametrize("value", ["abc", "1e9", "-5", "1.5GB", "²"])
@@ -103,12 +105,12 @@ def test_a_budget_out_of_range_fails_naming_the_variable(monkeypatch, budget, va
 @pytest.mark.parametrize("value, expected", [("512MB", 512 * 10**6), ("3 GiB", 3 << 30), ("", None)])
 def test_the_budget_is_read_at_first_use(monkeypatch, budget, value, expected):
     monkeypatch.setenv(BUDGET_ENV, value)
-    assert _store.memory_budget() == (expected or _store.default_budget())
+    assert _store.memory_budget() == (expected or _memory.default_budget())
 
 
 def test_the_old_cache_variable_is_not_read_silently(monkeypatch, budget):
     monkeypatch.setenv("CONTEXTEMBED_CACHE_BYTES", "1GiB")
-    monkeypatch.setattr(_store, "_WARNED", set())
+    monkeypatch.setattr(_store_files, "_WARNED", set())
     with pytest.warns(FutureWarning, match="CONTEXTEMBED_CACHE_BYTES is no longer read.*CONTEXTEMBED_MEMORY_BUDGET"):
         _store.memory_budget()
 
@@ -190,7 +192,7 @@ def test_torchrun_variables_are_read(monkeypatch):
 # -- one place -----------------------------------------------------------------------------------
 
 #: variables read elsewhere on purpose: Ray's own, read the way Ray reads them
-ELSEWHERE = {("engines/ray.py", "RAY_USE_TLS"), ("engines/ray.py", "RAY_ADDRESS")}
+ELSEWHERE = {("engines/_ray_cluster.py", "RAY_USE_TLS"), ("engines/_ray_cluster.py", "RAY_ADDRESS")}
 _READ = re.compile(r"""os\.(?:environ\.get\(|getenv\(|environ\[(?![^\]]*\]\s*=[^=]))\s*["']?([A-Z_]*)""")
 
 

@@ -10,6 +10,7 @@ from sklearn.model_selection import GridSearchCV, KFold
 from sklearn.pipeline import make_pipeline
 
 from contextembed._runtime import store as _store
+from contextembed._runtime import store_memory as _memory
 from contextembed.sklearn import TextEmbedder, TokenEmbedder, clear_cache
 from contextembed.sklearn import _encoding
 from contextembed.encoders._registry import EncoderRef, get_encoder
@@ -253,7 +254,7 @@ def test_rows_beyond_the_budget_are_read_back_from_disk(bert, sentences, monkeyp
     clear_cache()
     expected = TokenEmbedder(bert, combine="mean").fit(sentences).transform(sentences)
     clear_cache()
-    monkeypatch.setattr(_store, "_budget", _store.MIN_BUDGET)
+    monkeypatch.setattr(_memory, "_budget", _memory.MIN_BUDGET)
     monkeypatch.setattr(_encoding, "BLOCK_SIZE", 2)
     # every block is larger than the budget allows to keep, once it is: pretend rows are huge
     monkeypatch.setattr(_store, "_keep_resident", lambda segment: False)
@@ -270,13 +271,13 @@ def test_an_output_beyond_the_budget_is_an_error_before_it_is_built(bert, senten
     from contextembed.errors import MemoryBudgetError
 
     embedder = TokenEmbedder(bert, combine="concat").fit(sentences)
-    monkeypatch.setattr(_store, "_budget", _store.MIN_BUDGET)
+    monkeypatch.setattr(_memory, "_budget", _memory.MIN_BUDGET)
     monkeypatch.setattr(embedder, "_word_rows", lambda *args: _encoding.LayerRows(
         np.zeros((3, 800_000, 32), np.float32)))
     with pytest.raises(MemoryBudgetError, match=r"TokenEmbedder: the features \(800,000 x 96 float32\) needs "
                        r"293\.0 MiB .* over the memory budget of 16\.0 MiB \(CONTEXTEMBED_MEMORY_BUDGET") as caught:
         embedder.transform(sentences)
-    assert caught.value.needed == 800_000 * 96 * 4 and caught.value.budget == _store.MIN_BUDGET
+    assert caught.value.needed == 800_000 * 96 * 4 and caught.value.budget == _memory.MIN_BUDGET
 
 
 @pytest.mark.parametrize("chunk_size", [2, 3], ids=["chunks within the blocks", "chunks across them"])

@@ -252,14 +252,15 @@ def test_feature_cache_stays_within_the_memory_budget(monkeypatch):
     """The component's features are the feature store's: resident within the one memory budget,
     read back from disk beyond it, served only for the layers they hold."""
     from contextembed._runtime import store as _store
+    from contextembed._runtime import store_memory as _memory
     from contextembed.spacy._doc_features import DocFeatures, StoredDocFeatures
 
-    monkeypatch.setattr(_store, "_budget", _store.MIN_BUDGET)
+    monkeypatch.setattr(_memory, "_budget", _memory.MIN_BUDGET)
     cache = StoredDocFeatures(True)
     blocks = [np.random.default_rng(i).normal(size=(2, 20000, 64)).astype(np.float32) for i in range(5)]  # 10 MB each
     for i, block in enumerate(blocks):
         cache.put("k" * 32, [(str(i),)], [DocFeatures(block, (0, 1))], 64, "first")
-    assert _store.resident_bytes() <= _store.MIN_BUDGET
+    assert _store.resident_bytes() <= _memory.MIN_BUDGET
     for i in (0, 4):
         [found] = cache.get("k" * 32, [(str(i),)], (0, 1), 64, "first")
         np.testing.assert_array_equal(found.data, blocks[i])

@@ -55,11 +55,18 @@ written are refused with a ``ValueError`` naming their index: empty words, words
 space in binary files (word2vec's readers split on it), and in text files words with a line break,
 with leading or trailing white space, or with a space followed by something that parses as a
 number (ambiguous by the width rule above).
+
+Modules
+-------
+This module holds what callers use: :func:`read_vectors`, :func:`sniff_format` (detection, which
+tries each format's rules on the first MiB), :func:`write_word2vec` and :func:`check_table`. Each
+format's reader is below it: the text formats, with what every format reads the same way (the
+header line, words as UTF-8), in :mod:`contextembed.encoders._static.text_files`; word2vec binary in
+:mod:`contextembed.encoders._static.binary_files`.
 """
 
 from __future__ import annotations
 
-import mmap
 import os
 from collections.abc import Callable
 from functools import partial
@@ -70,9 +77,11 @@ import numpy as np
 from ..._runtime.files import atomic_file
 from ...errors import FileFormatError
 from ..._inputs.options import check_choice
+from .binary_files import _binary_entries_fit, _read_binary
+from .text_files import (_BLOCK_ROWS, _BOM, UnicodeErrors, _has_numbers, _header_of, _is_number, _looks_like_text,
+                         _read_text, _shown, _text_rows)
 
 StaticFormat = Literal["word2vec", "word2vec-binary", "glove"]
-UnicodeErrors = Literal["strict", "replace", "ignore"]
 
 #: what each format looks like, for error messages
 FORMAT_DESCRIPTIONS: dict[str, str] = {
@@ -81,15 +90,8 @@ FORMAT_DESCRIPTIONS: dict[str, str] = {
     "glove": "GloVe text ('word v1 ... vd' rows, no header)",
 }
 
-_BOM = b"\xef\xbb\xbf"
 #: how much of a file format detection reads
 _SNIFF_BYTES = 1 << 20
-#: how many rows or entries format detection checks
-_SNIFF_ROWS = 20
-#: text rows parsed by one vectorised call
-_BLOCK_ROWS = 4096
-#: bytes that never occur in a text vectors file (C0 controls other than tab, newlines, VT, FF)
-_BINARY_BYTES = bytes(sorted(set(range(32)) - {9, 10, 11, 12, 13}))
 #: white space that word2vec's binary readers treat as the end of a word
 _ASCII_SPACE = frozenset(" \t\n\r\x0b\x0c")
 
@@ -237,308 +239,7 @@ def _sniff(path: str) -> tuple[StaticFormat, ...]:
     return fits
 
 
-def _header_of(line: bytes) -> Optional[tuple[int, int]]:
-    """``(count, width)`` if ``line`` is two non-negative integers, else ``None``."""
-    parts = line.split()
-    if len(parts) == 2 and all(part.isdigit() for part in parts):
-        return int(parts[0]), int(parts[1])
-    return None
-
-
-def _looks_like_text(data: bytes, *, utf8: bool = False, complete: bool = True) -> bool:
-    """No control bytes (and, with ``utf8``, valid UTF-8, allowing a character cut at the end of an
-    incomplete head)."""
-    if len(data.translate(None, _BINARY_BYTES)) != len(data):
-        return False
-    if not utf8:
-        return True
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        return not complete and error.start >= len(data) - 3 and error.reason == "unexpected end of data"
-    return True
-
-
-def _text_rows(lines: list[bytes], width: Optional[int]) -> list[bool]:
-    """For each of the first non-blank ``lines``: is it a text row of ``width`` numbers (``None``: GloVe's)?"""
-    fits = []
-    for line in [line.rstrip() for line in lines if line.strip()][:_SNIFF_ROWS]:
-        fields = line.split(b" ")
-        try:
-            width = width or _glove_width(fields, "", 0)
-            _split_word(fields, width, "", 0, "")
-            with np.errstate(over="ignore"):
-                np.array(fields[len(fields) - width :], dtype=np.float32)
-        except ValueError:
-            fits.append(False)
-        else:
-            fits.append(True)
-    return fits
-
-
-def _has_numbers(lines: list[bytes]) -> bool:
-    """Whether one of the first non-blank ``lines`` has a number after its first field."""
-    rows = [line.split() for line in lines if line.strip()][:_SNIFF_ROWS]
-    return any(_is_number(field) for fields in rows for field in fields[1:])
-
-
-def _binary_entries_fit(body: bytes, count: int, width: int, complete: bool) -> bool:
-    """Whether ``body`` starts with word2vec binary entries (all of them when ``complete``)."""
-    position = 0
-    for _ in range(min(count, _SNIFF_ROWS)):
-        position += body.startswith(b"\n", position)
-        space = body.find(b" ", position)
-        end = space + 1 + 4 * width
-        if space < 0 or end > len(body):
-            return not complete  # cut short by the sniffing window, or a truncated file
-        if space == position or b"\n" in body[position:space]:
-            return False
-        position = end
-    return count > _SNIFF_ROWS or not complete or not body[position:].strip()
-
-
 # -- readers ----------------------------------------------------------------------------------
-
-
-def _parse_header(line: bytes, path: str) -> tuple[int, int]:
-    header = _header_of(line.removeprefix(_BOM))
-    if header is None:
-        raise FileFormatError(f"expected a 'count width' header, found {_shown(line, 60)}", path=path, line=1)
-    if header[1] < 1:
-        raise FileFormatError(f"the header {_shown(line.strip(), 60)} gives width 0; vectors need width >= 1", path=path, line=1)
-    return header
-
-
-def _is_number(field: bytes) -> bool:
-    try:
-        float(field.decode("utf-8", "replace"))
-    except ValueError:
-        return False
-    return True
-
-
-def _glove_width(fields: list[bytes], path: str, line: int) -> int:
-    """The width of a header-less file: the numeric fields that end its first row."""
-    start = len(fields)
-    while start > 1 and _is_number(fields[start - 1]):
-        start -= 1
-    if start == len(fields):
-        raise FileFormatError(
-            f"expected 'word v1 ... vd' (GloVe) or a 'count width' header (word2vec), found no number "
-            f"after {_shown(b' '.join(fields), 60)}",
-            path=path,
-            line=line,
-        )
-    return len(fields) - start
-
-
-def _split_word(fields: list[bytes], width: int, path: str, line: int, source: str) -> bytes:
-    """The word of a row (as bytes) by the width rule; ``FileFormatError`` if the row breaks it."""
-    if not fields[0]:
-        raise FileFormatError("the row starts with a space: empty word", path=path, line=line)
-    cut = len(fields) - width
-    if cut < 1:
-        raise FileFormatError(
-            f"expected a word and {width} numbers ({source}), found only {len(fields) - 1} field(s) after "
-            f"the word {_shown(fields[0], 60)}",
-            path=path,
-            line=line,
-        )
-    for field in fields[1:cut]:
-        if _is_number(field):
-            raise FileFormatError(
-                f"expected a word and {width} numbers ({source}), found {len(fields) - 1} fields after "
-                f"{_shown(fields[0], 60)}; {_shown(field, 30)} parses as a number, so the row holds {cut - 1} "
-                "number(s) too many rather than a word with spaces",
-                path=path,
-                line=line,
-            )
-    return b" ".join(fields[:cut])
-
-
-def _decode_word(raw: bytes, unicode_errors: str, path: str, where: str, line: Optional[int] = None) -> str:
-    try:
-        return raw.decode("utf-8", unicode_errors)
-    except UnicodeDecodeError as error:
-        raise FileFormatError(
-            f"{where}the word {_shown(raw, 60)} is not valid UTF-8 ({error.reason} at byte {error.start}); "
-            "pass unicode_errors='replace' (or 'ignore') to load a file known to hold broken words, "
-            "such as the GoogleNews word2vec vectors",
-            path=path,
-            line=line,
-        ) from None
-
-
-def _read_text(
-    path: str, *, has_header: bool, unicode_errors: UnicodeErrors = "strict"
-) -> tuple[list[str], np.ndarray]:
-    """word2vec / fastText text (``count width`` header) or GloVe (none); ``word v1 ... vd`` rows.
-
-    Streams the file line by line; the numbers of every :data:`_BLOCK_ROWS` rows are parsed by one
-    vectorised call and checked for ``nan``/``inf`` together.
-    """
-    words: list[str] = []
-    blocks: list[np.ndarray] = []
-    pending: list[bytes] = []  # the number fields of the rows not parsed yet, row after row
-    count, width, source = None, None, "the header's width"
-    first_row = 2 if has_header else 1  # line of row 0 (blank lines may only end the file)
-    blank = 0
-    with open(path, "rb") as handle:
-        for number, raw_line in enumerate(handle, start=1):
-            if number == 1:
-                raw_line = raw_line.removeprefix(_BOM)
-                if has_header:
-                    count, width = _parse_header(raw_line, path)
-                    continue
-            line = raw_line.rstrip()
-            if not line:
-                blank = blank or number
-                continue
-            if blank:
-                raise FileFormatError(
-                    f"a row follows the blank line {blank}; blank lines may only end the file", path=path, line=number
-                )
-            fields = line.split(b" ")
-            if width is None:
-                width, source = _glove_width(fields, path, number), f"the width of line {number}"
-            if len(fields) == width + 1 and fields[0]:
-                raw = fields[0]
-            else:
-                raw = _split_word(fields, width, path, number, source)
-            words.append(_decode_word(raw, unicode_errors, path, "", number))
-            pending += fields[len(fields) - width :]
-            if count is not None and len(words) > count:
-                raise FileFormatError(
-                    f"more rows than the {count} the header (line 1) announces", path=path, line=number
-                )
-            if len(pending) >= _BLOCK_ROWS * width:
-                blocks.append(_parse_block(pending, width, words, first_row, path))
-                pending = []
-    if pending:
-        blocks.append(_parse_block(pending, width, words, first_row, path))
-    if words and not blank and not raw_line.endswith(b"\n"):
-        raise FileFormatError(
-            "the last row does not end with a newline, so the file looks truncated (its last number may "
-            "be cut short); if the file is complete, end it with a newline",
-            path=path,
-            line=number,
-        )
-    if not words:
-        raise FileFormatError("the file holds no vectors", path=path)
-    if count is not None and len(words) != count:
-        raise FileFormatError(
-            f"the header (line 1) announces {count} rows, but the file holds {len(words)}: it is truncated "
-            "or the header is wrong",
-            path=path,
-        )
-    return words, np.concatenate(blocks) if len(blocks) > 1 else blocks[0]
-
-
-def _parse_block(fields: list[bytes], width: int, words: list[str], first_row: int, path: str) -> np.ndarray:
-    """``(rows, width)`` float32 from the number fields of the last ``len(fields) // width`` rows."""
-    rows = len(fields) // width
-    start = len(words) - rows  # index of the block's first row
-    try:
-        with np.errstate(over="ignore"):  # beyond float32's range is inf, reported below
-            values = np.array(fields, dtype=np.float32).reshape(rows, width)
-    except ValueError:
-        raise _not_a_number(fields, width, words, first_row + start, path) from None
-    finite = np.isfinite(values)
-    if not finite.all():
-        row, column = np.argwhere(~finite)[0]
-        raise FileFormatError(
-            f"value {column + 1} of the vector of {words[start + row]!r} is {_shown(fields[row * width + column], 30)} "
-            f"({values[row, column]}); vectors must be finite: fix or drop this row",
-            path=path,
-            line=first_row + start + row,
-        )
-    return values
-
-
-def _not_a_number(fields: list[bytes], width: int, words: list[str], first_line: int, path: str) -> FileFormatError:
-    """The error for the first of ``fields`` (rows of ``width`` from ``first_line``) that is no number."""
-    start = len(words) - len(fields) // width
-    for k, field in enumerate(fields):
-        try:
-            np.array([field], dtype=np.float32)
-        except ValueError:
-            return FileFormatError(
-                f"value {k % width + 1} of the vector of {words[start + k // width]!r} is {_shown(field, 30)}, "
-                "which is not a number",
-                path=path,
-                line=first_line + k // width,
-            )
-    return FileFormatError(f"the rows from line {first_line} hold values that are not numbers", path=path)
-
-
-def _read_binary(path: str, *, unicode_errors: UnicodeErrors = "strict") -> tuple[list[str], np.ndarray]:
-    """word2vec binary: header ``count width\\n``, then per word ``word<space>`` and ``width`` float32.
-
-    A newline may follow each vector; only white space may follow the last one.
-    """
-    size = os.path.getsize(path)
-    if size == 0:
-        raise FileFormatError("the file is empty; expected a word2vec binary file", path=path)
-    with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
-        newline = data.find(b"\n", 0, 4096)
-        if newline < 0:
-            raise FileFormatError(f"expected a 'count width' header line, found {_shown(data, 40)}", path=path, line=1)
-        count, width = _parse_header(data[:newline], path)
-        position = newline + 1
-        # every entry takes at least a 1-byte word, a space and 4 * width bytes
-        vectors = np.empty((min(count, (size - position) // (4 * width + 2)), width), dtype=np.float32)
-        words = []
-        for i in range(count):
-            position += data[position : position + 1] == b"\n"
-            raw, position = _binary_entry(data, position, width, i, count, path)
-            vectors[i] = np.frombuffer(data[position - 4 * width : position], dtype="<f4")
-            words.append(_decode_word(raw, unicode_errors, path, f"entry {i}: "))
-        rest = data[position:]
-    if rest.strip():
-        raise FileFormatError(
-            f"{len(rest)} bytes follow the last of the {count} entries the header announces (from byte "
-            f"{position}: {rest[:20]!r}); the header's count or width is wrong or the file is corrupt",
-            path=path,
-        )
-    if not count:
-        raise FileFormatError("the header announces 0 entries: the file holds no vectors", path=path)
-    _check_binary_values(vectors, words, path)
-    return words, vectors
-
-
-def _binary_entry(data: mmap.mmap, position: int, width: int, i: int, count: int, path: str) -> tuple[bytes, int]:
-    """The word of entry ``i`` starting at ``position``, and the position after its vector."""
-    space = data.find(b" ", position)
-    if space < 0:
-        raise FileFormatError(
-            f"the file ends inside entry {i} of {count} (byte {position}): no space ends its word", path=path
-        )
-    raw = data[position:space]
-    if not raw or b"\n" in raw:
-        raise FileFormatError(
-            f"entry {i} of {count} (byte {position}) has the word {_shown(raw, 60)}: an empty word or one holding a "
-            f"newline means the previous vectors are not {width} float32 each (wrong header width or a corrupt file)",
-            path=path,
-        )
-    end = space + 1 + 4 * width
-    if end > len(data):
-        raise FileFormatError(
-            f"the file ends inside the vector of entry {i} of {count} ({_shown(raw, 60)}): {len(data) - space - 1} of "
-            f"its {4 * width} bytes are there",
-            path=path,
-        )
-    return raw, end
-
-
-def _check_binary_values(vectors: np.ndarray, words: list[str], path: str) -> None:
-    finite = np.isfinite(vectors)
-    if not finite.all():
-        row, column = np.argwhere(~finite)[0]
-        raise FileFormatError(
-            f"entry {row} ({words[row]!r}) holds {vectors[row, column]} at value {column + 1}; vectors must "
-            "be finite: fix or drop this entry",
-            path=path,
-        )
 
 
 _READERS: dict[str, Callable[..., tuple[list[str], np.ndarray]]] = {
@@ -553,12 +254,6 @@ _ROW_NAMES: dict[str, Callable[[int], str]] = {
     "glove": lambda i: f"line {i + 1}",
     "word2vec-binary": lambda i: f"entry {i}",
 }
-
-
-def _shown(raw: bytes, limit: int) -> str:
-    """Bytes from the file as readable text for an error message (bad bytes as ``\\xNN``)."""
-    text = raw[:limit].decode("utf-8", errors="backslashreplace")
-    return repr(text + ("..." if len(raw) > limit else ""))
 
 
 # -- writer -----------------------------------------------------------------------------------
