@@ -377,6 +377,8 @@ def accepted_precisions(qualified: str) -> set[str]:
 
     if qualified == "contextembed.encoders.TableStorage":
         return set(get_args(StoragePrecision))
+    if qualified == "contextembed.ElmoEncoder":  # its constructor runs a chosen one; load and from_options choose "auto"
+        return set(get_args(Precision)) - {"auto"}
     return set(get_args(TrainingPrecision if qualified.startswith("contextembed.pretraining.") else Precision))
 
 

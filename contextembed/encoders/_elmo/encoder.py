@@ -182,7 +182,9 @@ class ElmoEncoder(Encoder):
     def load(cls, directory: Union[str, os.PathLike], **kwargs) -> "ElmoEncoder":
         """Load AllenNLP's original ``options.json`` + ``weights.hdf5`` from ``directory``.
 
-        ``kwargs`` go to the constructor (``device``, ``precision``, ``batch_words``, ...).
+        ``kwargs`` go to the constructor (``device``, ``precision``, ``batch_words``, ...), with
+        ``device`` and ``precision`` chosen first where they are ``"auto"`` (the default): the
+        precision this machine's record names, measured once where none does.
         """
         check_settings(kwargs.get("device", "auto"), kwargs.get("precision", "auto"), cls.family)  # before loading
         check_values(kwargs, OPTION_BOUNDS)
