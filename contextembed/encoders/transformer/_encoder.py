@@ -26,7 +26,10 @@ from ...pooling._subword import SubwordPooling, check_subword_pooling
 from . import _engine as engine, _unpadded as unpadded
 from ._pruning import LayerPruner
 from ._sentence_config import SentencePooling, read_sentence_pooling
-from .._base import Encoder, PairPieces, Pairs, PieceEncoding, Sentences, ShowProgress, check_sentences
+from ..._inputs.sentences import Pairs, Sentences, check_sentences
+from .._base import Encoder
+from .._pieces import PairPieces, PieceEncoding
+from .._reporting import ShowProgress
 from .._hf_files import check_directory, check_tokenizer_fits, load_model, load_tokenizer
 from ._runtime_choice import (
     ModelInputs,

@@ -19,7 +19,7 @@ from ._chunking import _ChunkProgress, _chunks, _tokenized
 from ._host_copies import HostCopies
 from ._plan import Plan, _offsets
 from ._pooled import _MeansPooled
-from .._base import ShowProgress, progress_bar
+from .._reporting import ShowProgress, progress_bar
 
 
 class WindowSums:

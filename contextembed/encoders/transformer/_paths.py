@@ -20,8 +20,9 @@ from ..._inputs.documents import InContext, check_in_context
 from ..._runtime import pages, streams
 from ...pooling._layers import LayerPooling, LayerSpec
 from ...pooling._subword import subword_output_width
-from .._base import (Pairs, PairPieces, PieceEncoding, Sentences, check_pairs, check_sentence_chunks, progress_bar,
-                     warn_long_pairs)
+from ..._inputs.sentences import Pairs, Sentences, check_pairs, check_sentence_chunks
+from .._pieces import PairPieces, PieceEncoding
+from .._reporting import progress_bar, warn_long_pairs
 from ._chunking import _ChunkProgress, _chunks, _counted, _tokenized
 from ._host_copies import HostCopies
 from ._jobs import Gathered, GroupedWords, PickedWords, PooledTexts
