@@ -22,7 +22,14 @@ def _chunk(rng, n_texts: int, longest: int) -> ChunkPieces:
 
 
 def _rows(plan: Plan) -> list[list[int]]:
-    return [plan.ids[plan.row_start[r] : plan.row_start[r + 1]].tolist() for r in range(len(plan))]
+    return [plan.row_ids(slice(r, r + 1))[0].tolist() for r in range(len(plan))]
+
+
+def _all_ids(plan: Plan) -> np.ndarray:
+    """Every row's ids end to end, as ``plan.row_start`` counts them."""
+    ids, _ = plan.row_ids(slice(0, len(plan)))
+    assert len(ids) == plan.row_start[-1]
+    return ids
 
 
 def _in_run_order(planned: list[list[int]]) -> list[list[int]]:
@@ -34,7 +41,7 @@ def _owned(plan: Plan, chunk: ChunkPieces) -> list[list[int]]:
     """Per text, the ids its parts deliver (read from the rows at the parts' positions), in piece order."""
     got = [[] for _ in range(len(chunk))]
     for p in np.argsort(plan.part_piece, kind="stable"):
-        row = plan.ids[plan.row_start[plan.part_row[p]] :]
+        row = _all_ids(plan)[plan.row_start[plan.part_row[p]] :]
         start = plan.part_position[p]
         got[plan.part_item[p]].extend(row[start : start + plan.part_count[p]].tolist())
     return got
@@ -54,7 +61,7 @@ def test_windows_are_the_plain_loops_rows_in_run_order(window, stride):
                 cls_of.append(planned[-1])
     assert _rows(plan) == _in_run_order(planned)
     assert _owned(plan, chunk) == [chunk.text_ids(t).tolist() for t in range(len(chunk))]  # every piece once
-    assert np.all(np.diff(plan.part_row) >= 0) and plan.types is None
+    assert np.all(np.diff(plan.part_row) >= 0) and plan.row_ids(slice(0, len(plan)))[1] is None
     assert np.array_equal(plan.row_parts, np.searchsorted(plan.part_row, np.arange(len(plan) + 1)))
     assert [_rows(plan)[r] for r in plan.cls_row] == cls_of  # each text's first window
     assert np.all(plan.n_parts == [len(plan_windows(n, window, stride)) for n in chunk.n_pieces])
@@ -110,11 +117,12 @@ def test_pairs_are_the_plain_loops_rows_with_their_segment_ids(budget):
             planned.append((template.ids(first, second).tolist(), template.type_ids(len(first), len(second)).tolist()))
     planned = sorted(planned, key=lambda row: len(row[0]))
     assert _rows(plan) == [ids for ids, _ in planned]
-    types = [plan.types[plan.row_start[r] : plan.row_start[r + 1]].tolist() for r in range(len(plan))]
+    types = [plan.row_ids(slice(r, r + 1))[1].tolist() for r in range(len(plan))]
     assert types == [t for _, t in planned]
     assert _owned(plan, sides) == [sides.text_ids(t).tolist() for t in range(len(sides))]
     assert np.array_equal(plan.cls_row[:12], plan.cls_row[12:])  # both sides: the pair's first row
-    assert not Plan.pairs(sides, template, budget, takes_types=False).types  # the model's default
+    untyped = Plan.pairs(sides, template, budget, takes_types=False)
+    assert untyped.row_ids(slice(0, len(untyped)))[1] is None  # the model's default
 
 
 def test_sides_of_pairs_are_the_first_sides_then_the_second():
@@ -135,7 +143,7 @@ def test_units_point_at_their_pieces_in_the_rows_that_own_them(selector):
     plan = Plan.windows(chunk.ids, chunk.n_pieces, AROUND, 7, 3)
     pieces = {"all": np.arange(len(chunk.ids)), "starts": chunk.starts[:-1], "ends": chunk.starts[1:] - 1}[selector]
     units = Units.of(plan, pieces)
-    assert np.array_equal(plan.ids[plan.row_start[units.row] + units.position], chunk.ids[pieces[units.dest]])
+    assert np.array_equal(_all_ids(plan)[plan.row_start[units.row] + units.position], chunk.ids[pieces[units.dest]])
     assert sorted(units.dest.tolist()) == list(range(len(pieces)))
     assert np.all(np.diff(units.row) >= 0)
     assert np.array_equal(units.row_units, np.searchsorted(units.row, np.arange(len(plan) + 1)))
@@ -157,6 +165,20 @@ def test_padded_inputs_are_a_plain_loops():
     assert list(got) == ["input_ids", "attention_mask", "token_type_ids"]
     assert all(array.dtype == np.int64 for array in got.values())
     assert list(padded_inputs(np.zeros(0, dtype=np.int64), np.array([0]), 2, 1)) == ["input_ids", "attention_mask"]
+
+
+def test_a_plan_holds_a_few_numbers_per_row_not_its_ids():
+    """A long sentence in windows of stride 1 makes about as many rows as it has pieces, each a
+    window long: the plan keeps their segments (the ids are built batch by batch), so its memory
+    grows with the rows, not with rows x window."""
+    chunk = ChunkPieces(np.arange(4000, dtype=np.int64), np.arange(4001, dtype=np.int64), np.array([0]), np.array([4000]))
+    plan = Plan.windows(chunk.ids, chunk.n_pieces, AROUND, 512, 1)
+    held = sum(getattr(plan, name).nbytes for name in plan.__dataclass_fields__ if isinstance(getattr(plan, name), np.ndarray))
+    assert len(plan) > 3000 and plan.row_start[-1] > 1_500_000  # the rows' ids: 1.8 M positions
+    assert held < 300 * len(plan) + 2 * chunk.ids.nbytes  # a few numbers per row, and the pieces
+    assert plan.row_ids(slice(7, 8))[0].tolist() == [101, *range(7, 519), 102]
+    inputs = plan.inputs(slice(0, 3), 514, 0)
+    assert inputs["input_ids"].shape == (3, 514) and inputs["attention_mask"].all()
 
 
 def test_batches_keep_the_padded_budget_and_the_batch_size():

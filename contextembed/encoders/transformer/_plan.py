@@ -9,8 +9,9 @@ path wants from each batch's hidden states (pieces to the host, words or texts p
 model ran, sums) is a job of :mod:`._jobs`; the rows, their order and their batches are the same for
 all of them, so a text's vectors do not depend on the path that asked for them.
 
-A row is a concatenation of segments of one array of ids (the chunk's pieces, context pieces and
-the special tokens), each with a segment (token type) id where the model takes them:
+A row is a concatenation of segments of one array of ids (the chunk's pieces, context pieces and the
+special tokens), each with a segment (token type) id where the model takes them; a plan holds the
+segments, and a row's ids are built when its batch runs:
 
 - a window of a sentence: ``prefix + pieces[start:end] + suffix`` (:meth:`Plan.windows`);
 - a sentence with the pieces of its document around it:
@@ -106,12 +107,22 @@ class Plan:
     ----------
     item_start : np.ndarray
         ``(texts + 1,)`` int64: where each text's pieces start among the chunk's.
-    ids : np.ndarray
-        ``(positions,)`` int64: every row's model input, special tokens included, row after row.
+    source : np.ndarray
+        ``(ids,)`` int64: the ids the rows are made of (the chunk's pieces, context pieces, special
+        tokens).
+    segments : np.ndarray
+        ``(segments, 3)`` int64, row after row in run order: where each segment starts in ``source``,
+        how many ids it takes, and its segment (token type) id. A row's ids are built when its batch
+        runs (:meth:`row_ids`), so a plan holds a few numbers per row, not its ids (a sentence in
+        many overlapping windows costs no more than its windows).
+    row_segments : np.ndarray
+        ``(rows + 1,)`` int64: row ``r``'s segments are ``segments[row_segments[r]:row_segments[r + 1]]``.
     row_start : np.ndarray
-        ``(rows + 1,)`` int64: where each row starts in ``ids``.
-    types : np.ndarray or None
-        ``(positions,)`` int64 segment ids matching ``ids``; ``None``: the model's default.
+        ``(rows + 1,)`` int64: where each row would start in the rows' ids laid end to end (the
+        difference: each row's model input length).
+    typed : bool
+        Whether the rows carry segment ids (pairs of a model that takes them); else the model's
+        default.
     part_row, part_item, part_position, part_piece, part_count : np.ndarray
         ``(parts,)`` int64, sorted by row: the row, the text, where in the row's input the owned
         pieces start, the first of them among the text's pieces, and how many there are. Every piece
@@ -124,9 +135,11 @@ class Plan:
     """
 
     item_start: np.ndarray
-    ids: np.ndarray
+    source: np.ndarray
+    segments: np.ndarray
+    row_segments: np.ndarray
     row_start: np.ndarray
-    types: Optional[np.ndarray]
+    typed: bool
     part_row: np.ndarray
     part_item: np.ndarray
     part_position: np.ndarray
@@ -216,9 +229,15 @@ class Plan:
 
     def inputs(self, rows: slice, length: int, pad_id: int) -> dict[str, np.ndarray]:
         """The padded model inputs of rows ``rows`` (:func:`padded_inputs`)."""
-        begin, end = self.row_start[rows.start], self.row_start[rows.stop]
-        types = None if self.types is None else self.types[begin:end]
-        return padded_inputs(self.ids[begin:end], self.lengths[rows], length, pad_id, types)
+        ids, types = self.row_ids(rows)
+        return padded_inputs(ids, self.lengths[rows], length, pad_id, types)
+
+    def row_ids(self, rows: slice) -> tuple[np.ndarray, Optional[np.ndarray]]:
+        """The model inputs of rows ``rows``, special tokens included, row after row: ``(positions,)``
+        int64 ids and their segment ids (``None``: the model's default)."""
+        segments = self.segments[self.row_segments[rows.start] : self.row_segments[rows.stop]]
+        ids = self.source[ragged_arange(segments[:, 0], segments[:, 1])]
+        return ids, np.repeat(segments[:, 2], segments[:, 1]) if self.typed else None
 
     def parts_of(self, rows: slice, parts: np.ndarray) -> np.ndarray:
         """Those of ``parts`` (sorted by row) in rows ``rows``."""
@@ -457,11 +476,11 @@ class _Builder:
         place = np.empty_like(order)
         place[order] = np.arange(n_rows)
         segments = segments[np.argsort(place[segments[:, 0]], kind="stable")]
-        ids = self.source[ragged_arange(segments[:, 1], segments[:, 2])]
-        types = None if self.region_types is None else np.repeat(segments[:, 3], segments[:, 2])
+        row_segments = _offsets(np.bincount(place[segments[:, 0]], minlength=n_rows))
         parts = np.concatenate(self.parts)
         parts[:, 0] = place[parts[:, 0]]
         parts = parts[np.argsort(parts[:, 0], kind="stable")]
         cls_row = np.where(self.cls >= 0, place[np.maximum(self.cls, 0)], -1)
-        return Plan(self.item_start, ids, _offsets(lengths[order]), types, *parts.T.copy(),
+        return Plan(self.item_start, self.source, np.ascontiguousarray(segments[:, 1:]), row_segments,
+                    _offsets(lengths[order]), self.region_types is not None, *parts.T.copy(),
                     _offsets(np.bincount(parts[:, 0], minlength=n_rows)), cls_row)
