@@ -16,7 +16,7 @@ settings every chunk shares (:class:`~._pooled._Pooled`) are never written.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Optional
 
 import numpy as np
@@ -69,6 +69,31 @@ class Gathered:
         return None if self.cls is None else self.cls[text]
 
 
+class _SplitTexts:
+    """The texts of a chunk that several rows own pieces of: their pieces are gathered to the host
+    batch by batch and handed back text by text when the chunk is done (:meth:`pieces`). The parts
+    of every other text, which one row owns whole, are :attr:`whole` (sorted by row)."""
+
+    def __init__(self, plan: Plan, chunk: ChunkPieces, n_layers: int, width: int) -> None:
+        n_parts = plan.n_parts
+        self.chunk = chunk
+        self.whole = np.flatnonzero(n_parts[plan.part_item] == 1)
+        self.texts = np.flatnonzero(n_parts > 1)
+        pieces = ragged_arange(plan.item_start[self.texts], chunk.n_pieces[self.texts])
+        self.gathered = Gathered(plan, [Units.of(plan, pieces)], n_layers, width, cls=False)
+
+    def __call__(self, flat: list[torch.Tensor], rows: slice, length: int) -> None:
+        self.gathered(flat, rows, length)
+
+    def pieces(self) -> Iterator[tuple[int, np.ndarray]]:
+        """Each split text and its ``(layers, pieces, width)`` float32, in input order."""
+        pieces, begin = self.gathered.pieces[0], 0
+        for text in self.texts.tolist():
+            count = int(self.chunk.n_pieces[text])
+            yield text, np.ascontiguousarray(pieces[:, begin : begin + count])
+            begin += count
+
+
 class PickedWords:
     """Words picked by their first or last pieces (one :class:`~._plan.Units` per selector, their
     places the words' rows), pooled where the model ran into ``pooled.out``."""
@@ -93,14 +118,10 @@ class GroupedWords:
 
     def __init__(self, plan: Plan, chunk: ChunkPieces, pooled: _Pooled, n_layers: int, width: int) -> None:
         self.plan, self.chunk, self.pooled, self.width = plan, chunk, pooled, width
-        whole = plan.n_parts[plan.part_item] == 1
-        self.parts = np.flatnonzero(whole)  # sorted by row
-        self.on_host = np.flatnonzero(plan.n_parts > 1)
-        host_pieces = ragged_arange(plan.item_start[self.on_host], chunk.n_pieces[self.on_host])
-        self.gathered = Gathered(plan, [Units.of(plan, host_pieces)], n_layers, width, cls=False)
+        self.split = _SplitTexts(plan, chunk, n_layers, width)
 
     def __call__(self, flat: list[torch.Tensor], rows: slice, length: int) -> None:
-        parts = self.plan.parts_of(rows, self.parts)
+        parts = self.plan.parts_of(rows, self.split.whole)
         items = self.plan.part_item[parts]
         if len(items):
             # (words,) each word's row of the chunk's output and its pieces
@@ -109,17 +130,14 @@ class GroupedWords:
             counts = self.chunk.starts[dest + 1] - self.chunk.starts[dest]
             index = self.plan.part_units(parts, rows, length)
             pool_words(flat, index, dest, 0, 1, self.pooled, self.width, counts)
-        self.gathered(flat, rows, length)
+        self.split(flat, rows, length)
 
     def finish(self) -> None:
         self.pooled.copies.flush()
-        pieces, begin = self.gathered.pieces[0], 0
-        for item in self.on_host.tolist():
-            count = int(self.chunk.n_pieces[item])
+        for item, pieces in self.split.pieces():
             first = int(self.chunk.first_word[item])
             self.pooled.out[first : first + int(self.chunk.n_words[item])] = self.pooled.pool_on_host(
-                np.ascontiguousarray(pieces[:, begin : begin + count]), self.chunk.offsets(item))
-            begin += count
+                pieces, self.chunk.offsets(item))
 
 
 class PooledTexts:
@@ -132,17 +150,14 @@ class PooledTexts:
 
     def __init__(self, plan: Plan, chunk: ChunkPieces, pooled: _TextPooled, out: np.ndarray, width: int) -> None:
         self.plan, self.chunk, self.pooled, self.out = plan, chunk, pooled, out
-        self.parts = np.flatnonzero(plan.n_parts[plan.part_item] == 1)
-        self.on_host = np.flatnonzero(plan.n_parts > 1)
-        host_pieces = ragged_arange(plan.item_start[self.on_host], chunk.n_pieces[self.on_host])
-        self.gathered = Gathered(plan, [Units.of(plan, host_pieces)], pooled.n_layers, width, cls=False)
+        self.split = _SplitTexts(plan, chunk, pooled.n_layers, width)
 
     def __call__(self, flat: list[torch.Tensor], rows: slice, length: int) -> None:
-        parts = self.plan.parts_of(rows, self.parts)
+        parts = self.plan.parts_of(rows, self.split.whole)
         if len(parts):
             self._pool(flat, self.plan.part_units(parts, rows, length), self.plan.part_item[parts],
                        self.plan.part_count[parts])
-        self.gathered(flat, rows, length)
+        self.split(flat, rows, length)
 
     def _pool(self, flat: list[torch.Tensor], index: np.ndarray, items: np.ndarray, counts: np.ndarray) -> None:
         # (layers, units, width)
@@ -160,12 +175,8 @@ class PooledTexts:
 
     def finish(self) -> None:
         self.pooled.copies.flush()
-        pieces, begin = self.gathered.pieces[0], 0
-        for item in self.on_host.tolist():
-            count = int(self.chunk.n_pieces[item])
-            self.out[item] = self.pooled.pool_on_host(np.ascontiguousarray(pieces[:, begin : begin + count]),
-                                                      self.chunk.offsets(item))
-            begin += count
+        for item, pieces in self.split.pieces():
+            self.out[item] = self.pooled.pool_on_host(pieces, self.chunk.offsets(item))
 
 
 def _fill_texts(out: np.ndarray, items: np.ndarray, texts: np.ndarray) -> None:

@@ -13,11 +13,11 @@ from typing import Optional
 import numpy as np
 import torch
 
-from ..._inputs.alignment import ragged_arange
+from ..._inputs.alignment import _offsets, ragged_arange
 from ...pooling._layers import LayerSpec
 from ._chunking import _ChunkProgress, _chunks, _tokenized
 from ._host_copies import HostCopies
-from ._plan import Plan, _offsets
+from ._plan import Plan
 from ._pooled import _MeansPooled
 from .._reporting import ShowProgress, progress_bar
 

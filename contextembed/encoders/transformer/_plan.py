@@ -32,16 +32,9 @@ from typing import Optional
 
 import numpy as np
 
-from ..._inputs.alignment import PairTemplate, Window, plan_windows, ragged_arange, split_context
+from ..._inputs.alignment import PairTemplate, Window, _offsets, plan_windows, ragged_arange, split_context
 
 _INT = np.int64
-
-
-def _offsets(counts: np.ndarray) -> np.ndarray:
-    """``(len(counts) + 1,)`` int64: where each of ``counts`` starts, one after the other."""
-    offsets = np.zeros(len(counts) + 1, dtype=_INT)
-    np.cumsum(counts, out=offsets[1:])
-    return offsets
 
 
 @dataclass(frozen=True)
@@ -63,10 +56,6 @@ class ChunkPieces:
     starts: np.ndarray
     first_word: np.ndarray
     n_words: np.ndarray
-
-    @classmethod
-    def of(cls, word_pieces: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]) -> "ChunkPieces":
-        return cls(*word_pieces)
 
     def __len__(self) -> int:
         return len(self.first_word)
@@ -127,8 +116,6 @@ class Plan:
         ``(parts,)`` int64, sorted by row: the row, the text, where in the row's input the owned
         pieces start, the first of them among the text's pieces, and how many there are. Every piece
         of every text is owned by exactly one part; a text without pieces has one part of none.
-    row_parts : np.ndarray
-        ``(rows + 1,)`` int64: row ``r``'s parts are ``row_parts[r]:row_parts[r + 1]``.
     cls_row : np.ndarray
         ``(texts,)`` int64: the row whose first position is the text's first-piece ([CLS]) vector,
         ``-1`` where the model adds no leading special token.
@@ -145,7 +132,6 @@ class Plan:
     part_position: np.ndarray
     part_piece: np.ndarray
     part_count: np.ndarray
-    row_parts: np.ndarray
     cls_row: np.ndarray
 
     # -- the plans ------------------------------------------------------------------------------
@@ -482,5 +468,4 @@ class _Builder:
         parts = parts[np.argsort(parts[:, 0], kind="stable")]
         cls_row = np.where(self.cls >= 0, place[np.maximum(self.cls, 0)], -1)
         return Plan(self.item_start, self.source, np.ascontiguousarray(segments[:, 1:]), row_segments,
-                    _offsets(lengths[order]), self.region_types is not None, *parts.T.copy(),
-                    _offsets(np.bincount(parts[:, 0], minlength=n_rows)), cls_row)
+                    _offsets(lengths[order]), self.region_types is not None, *parts.T.copy(), cls_row)
